@@ -1,0 +1,165 @@
+package radgen
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+)
+
+// Graph records the ops applied to tensors so that Backward can compute
+// gradients by reverse-mode differentiation. There are no globals: every op
+// is a method of the Graph it is recorded on.
+//
+// A Graph made by NoGrad records nothing and runs ops eagerly; it is what
+// inference uses and is safe for concurrent use by many goroutines. A
+// recording Graph (NewGraph) is for one goroutine and one forward/backward
+// pass; make a new one per training step.
+type Graph struct {
+	record bool
+	train  bool
+	rng    *rand.Rand
+	tape   []func()
+}
+
+// GraphOption configures a Graph.
+type GraphOption func(*Graph)
+
+// Train puts the graph in training mode: Dropout draws masks from a PCG
+// generator seeded with seed. Without it the graph is in evaluation mode and
+// Dropout is the identity.
+func Train(seed uint64) GraphOption {
+	return func(g *Graph) {
+		g.train = true
+		g.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	}
+}
+
+// TrainWithRand is Train with a caller-owned generator (for resumable runs
+// that save the generator's state).
+func TrainWithRand(r *rand.Rand) GraphOption {
+	return func(g *Graph) { g.train = true; g.rng = r }
+}
+
+// NewGraph returns a graph that records ops for Backward.
+func NewGraph(opts ...GraphOption) *Graph {
+	g := &Graph{record: true}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// NoGrad returns a graph that records nothing: ops run eagerly and their
+// results do not require gradients. Options such as Train still apply.
+func NoGrad(opts ...GraphOption) *Graph {
+	g := &Graph{}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// Training reports whether dropout is active.
+func (g *Graph) Training() bool { return g.train }
+
+// Recording reports whether ops are recorded for Backward.
+func (g *Graph) Recording() bool { return g.record }
+
+// needs reports whether an op on inputs must be recorded.
+func (g *Graph) needs(inputs ...*Tensor) bool {
+	if !g.record {
+		return false
+	}
+	for _, t := range inputs {
+		if t.requiresGrad {
+			return true
+		}
+	}
+	return false
+}
+
+// push records backward for out; out is marked as requiring gradients.
+func (g *Graph) push(out *Tensor, backward func()) {
+	out.requiresGrad = true
+	g.tape = append(g.tape, backward)
+}
+
+// ErrNotScalar is returned by Backward when the loss has more than one element.
+var ErrNotScalar = errors.New("radgen: backward from a non-scalar")
+
+// Backward computes the gradient of loss (a one-element tensor) with respect
+// to every tensor that requires gradients and was used to compute it,
+// accumulating into their Grad. The tape is consumed: a second call returns
+// an error.
+func (g *Graph) Backward(loss *Tensor) error {
+	if !g.record {
+		return errors.New("radgen: backward on a graph that does not record")
+	}
+	if loss.Len() != 1 {
+		return fmt.Errorf("%w: shape %v", ErrNotScalar, loss.shape)
+	}
+	if !loss.requiresGrad {
+		return errors.New("radgen: loss does not depend on any tensor that requires gradients")
+	}
+	if g.tape == nil {
+		return errors.New("radgen: graph already consumed by Backward")
+	}
+	seed := like(loss, loss.shape)
+	setAll(seed, 1)
+	accumulate(loss, seed)
+	for i := len(g.tape) - 1; i >= 0; i-- {
+		g.tape[i]()
+		g.tape[i] = nil
+	}
+	g.tape = nil
+	return nil
+}
+
+// gradOf returns t's gradient buffer, allocating zeros on first use.
+func gradOf(t *Tensor) *Tensor {
+	if t.grad == nil {
+		t.grad = like(t, t.shape)
+	}
+	return t.grad
+}
+
+// accumulate adds g into t's gradient.
+func accumulate(t *Tensor, g *Tensor) {
+	if !t.requiresGrad {
+		return
+	}
+	if t.grad == nil {
+		t.grad = g.Clone()
+		return
+	}
+	dispatch2(t.grad, g, func(dst, src any) {
+		switch d := dst.(type) {
+		case []float32:
+			s := src.([]float32)
+			for i := range d {
+				d[i] += s[i]
+			}
+		case []float64:
+			s := src.([]float64)
+			for i := range d {
+				d[i] += s[i]
+			}
+		}
+	})
+}
+
+func dispatch2(a, b *Tensor, f func(a, b any)) { f(a.dense.Data(), b.dense.Data()) }
+
+func setAll(t *Tensor, v float64) {
+	if t.Is64() {
+		d := t.Data64()
+		for i := range d {
+			d[i] = v
+		}
+		return
+	}
+	d := t.Data()
+	for i := range d {
+		d[i] = float32(v)
+	}
+}

@@ -1,0 +1,46 @@
+package radgen
+
+import "github.com/radgen/radgen/internal/kernels"
+
+// NormKind selects the layer-norm statistics.
+type NormKind = kernels.NormKind
+
+const (
+	// NormR2Gen is R2Gen's LayerNorm: (x − μ)/(std + eps) with the unbiased
+	// (n−1) standard deviation and eps added to the std, not the variance.
+	NormR2Gen = kernels.NormR2Gen
+	// NormStandard is torch.nn.LayerNorm: (x − μ)/sqrt(var + eps), biased var.
+	NormStandard = kernels.NormStandard
+)
+
+// Normalize returns x̂ = (x − μ)/σ over the last dimension, with σ as kind
+// says.
+func (g *Graph) Normalize(x *Tensor, eps float64, kind NormKind) *Tensor {
+	if x.Is64() {
+		return normalize[float64](g, x, eps, kind)
+	}
+	return normalize[float32](g, x, eps, kind)
+}
+
+func normalize[T Float](g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor {
+	n := x.Dim(-1)
+	out := like(x, x.shape)
+	inv := make([]T, x.Len()/max(n, 1))
+	y := values[T](out)
+	kernels.Normalize(y, inv, values[T](x), n, eps, kind)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil {
+				kernels.NormalizeBackward(values[T](gradOf(x)), values[T](out.grad), y, inv, n, eps, kind)
+			}
+		})
+	}
+	return out
+}
+
+// LayerNorm returns gamma ⊙ x̂ + beta, x̂ = Normalize(x, eps, kind). gamma and
+// beta broadcast against x: [D] for a plain layer norm, or one row per
+// position for a conditional one (MCLN).
+func (g *Graph) LayerNorm(x, gamma, beta *Tensor, eps float64, kind NormKind) *Tensor {
+	return g.Add(g.Mul(g.Normalize(x, eps, kind), gamma), beta)
+}
