@@ -1,0 +1,278 @@
+package vision
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	_ "image/gif" // registered for Decode, as Pillow opens GIF too
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"os"
+)
+
+// Pixels is an 8-bit image: interleaved, row-major H×W×C, with C = 1 (gray)
+// or C = 3 (RGB). Sample (x, y, c) is Pix[(y*W+x)*C+c]. A gray image stands
+// for the RGB image with three equal channels, which is what Pillow's
+// convert("RGB") makes of it. The zero value is an empty image.
+type Pixels struct {
+	W, H, C int
+	Pix     []uint8
+}
+
+// Image is a float32 image, channel-major C×H×W: sample (c, y, x) is
+// Pix[(c*H+y)*W+x]. It is the layout of a PyTorch image tensor (C, H, W).
+type Image struct {
+	C, H, W int
+	Pix     []float32
+}
+
+// DefaultMaxPixels is the default pixel limit of [Decode]: 64 Mi pixels (for
+// example 8192×8192), far above any chest film (MIMIC-CXR's largest are about
+// 4k×3k) and far below what would exhaust memory.
+const DefaultMaxPixels = 64 << 20
+
+// Errors returned by [Decode].
+var (
+	// ErrTooLarge is returned when the header declares more pixels than the
+	// limit set by [WithMaxPixels]; nothing has been decoded then.
+	ErrTooLarge = errors.New("vision: image exceeds the pixel limit")
+	// ErrInvalid is returned for an image whose header declares no pixels.
+	ErrInvalid = errors.New("vision: image has no pixels")
+)
+
+// Option configures [Decode] and [DecodeFile]. Options validate themselves:
+// a bad value makes the call return an error.
+type Option func(*options) error
+
+type options struct {
+	maxPixels int64
+}
+
+// WithMaxPixels limits the width×height an image may declare in its header;
+// larger images are refused with [ErrTooLarge] before any pixel is decoded,
+// so a small hostile file cannot make the decoder allocate gigabytes.
+// n must be positive. The default is [DefaultMaxPixels].
+func WithMaxPixels(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("vision: WithMaxPixels(%d): the limit must be positive", n)
+		}
+		o.maxPixels = n
+		return nil
+	}
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{maxPixels: DefaultMaxPixels}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Decode reads a PNG, JPEG or GIF image and converts it as Pillow's
+// Image.open(r).convert("RGB") does (see [FromImage] for the conversions).
+// The header is read first with [image.DecodeConfig]; an image declaring more
+// pixels than the limit ([WithMaxPixels]) is refused with [ErrTooLarge]
+// before its pixels are decoded. Only the bytes of the header are buffered.
+//
+// JPEG decoding uses Go's image/jpeg, whose inverse DCT and chroma upsampling
+// may differ from libjpeg's (behind Pillow) by a few levels; PNG and GIF
+// decoding is exact.
+func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	// DecodeConfig reads through a bufio.Reader of its own; whatever it
+	// consumes is kept in head and replayed in front of the rest of r.
+	var head bytes.Buffer
+	cfg, format, err := image.DecodeConfig(io.TeeReader(r, &head))
+	if err != nil {
+		return nil, fmt.Errorf("vision: reading image header: %w", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return nil, fmt.Errorf("%w: %s header declares %d×%d", ErrInvalid, format, cfg.Width, cfg.Height)
+	}
+	if n := int64(cfg.Width) * int64(cfg.Height); n > o.maxPixels {
+		return nil, fmt.Errorf("%w: %s of %d×%d = %d pixels, limit %d", ErrTooLarge, format, cfg.Width, cfg.Height, n, o.maxPixels)
+	}
+	img, _, err := image.Decode(io.MultiReader(&head, r))
+	if err != nil {
+		return nil, fmt.Errorf("vision: decoding %s: %w", format, err)
+	}
+	if b := img.Bounds(); b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		// Cannot happen with the standard decoders; guards the limit.
+		return nil, fmt.Errorf("vision: %s decoded to %v, header said %d×%d", format, b, cfg.Width, cfg.Height)
+	}
+	return FromImage(nil, img), nil
+}
+
+// DecodeFile is [Decode] on the named file.
+func DecodeFile(name string, opts ...Option) (*Pixels, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Decode(bufio.NewReaderSize(f, 64<<10), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return p, nil
+}
+
+// FromImage converts img to Pixels the way Pillow's convert("RGB") does, and
+// returns dst (reusing its storage) or a new Pixels when dst is nil:
+//   - 8-bit gray stays one channel (C = 1);
+//   - 16-bit gray keeps the high byte of each sample, C = 1. (Pillow opens a
+//     16-bit PNG in mode "I" and its I→RGB conversion clips at 255, which
+//     turns nearly every pixel white; that is a bug of the reference we do
+//     not reproduce.)
+//   - colour images give C = 3; an alpha channel is dropped without
+//     compositing (Pillow's RGBA→RGB), so colours are the non-premultiplied
+//     ones; 16-bit colour keeps the high byte.
+//   - paletted images are looked up in their palette.
+//
+// The bounds of img need not start at (0, 0).
+func FromImage(dst *Pixels, img image.Image) *Pixels {
+	if dst == nil {
+		dst = new(Pixels)
+	}
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	switch m := img.(type) {
+	case *image.Gray:
+		dst.reset(w, h, 1)
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			copy(dst.Pix[y*w:(y+1)*w], m.Pix[i:i+w])
+		}
+	case *image.Gray16:
+		dst.reset(w, h, 1)
+		for y := range h {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			row := dst.Pix[y*w : (y+1)*w]
+			for x := range row {
+				row[x] = src[2*x] // big-endian: the high byte comes first
+			}
+		}
+	case *image.NRGBA:
+		dst.reset(w, h, 3)
+		for y := range h {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			row := dst.Pix[y*w*3 : (y+1)*w*3]
+			for x := range w {
+				row[3*x], row[3*x+1], row[3*x+2] = src[4*x], src[4*x+1], src[4*x+2]
+			}
+		}
+	case *image.NRGBA64:
+		dst.reset(w, h, 3)
+		for y := range h {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			row := dst.Pix[y*w*3 : (y+1)*w*3]
+			for x := range w {
+				row[3*x], row[3*x+1], row[3*x+2] = src[8*x], src[8*x+2], src[8*x+4]
+			}
+		}
+	case *image.RGBA:
+		dst.reset(w, h, 3)
+		for y := range h {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			row := dst.Pix[y*w*3 : (y+1)*w*3]
+			for x := range w {
+				s := src[4*x : 4*x+4 : 4*x+4]
+				if s[3] == 0xff {
+					row[3*x], row[3*x+1], row[3*x+2] = s[0], s[1], s[2]
+					continue
+				}
+				c := color.NRGBAModel.Convert(color.RGBA{s[0], s[1], s[2], s[3]}).(color.NRGBA)
+				row[3*x], row[3*x+1], row[3*x+2] = c.R, c.G, c.B
+			}
+		}
+	case *image.YCbCr:
+		dst.reset(w, h, 3)
+		for y := range h {
+			row := dst.Pix[y*w*3 : (y+1)*w*3]
+			for x := range w {
+				yi := m.YOffset(b.Min.X+x, b.Min.Y+y)
+				ci := m.COffset(b.Min.X+x, b.Min.Y+y)
+				row[3*x], row[3*x+1], row[3*x+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			}
+		}
+	case *image.Paletted:
+		var lut [256][3]uint8
+		for i, c := range m.Palette {
+			if i == len(lut) {
+				break
+			}
+			n := color.NRGBAModel.Convert(c).(color.NRGBA)
+			lut[i] = [3]uint8{n.R, n.G, n.B}
+		}
+		dst.reset(w, h, 3)
+		for y := range h {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			row := dst.Pix[y*w*3 : (y+1)*w*3]
+			for x := range w {
+				c := lut[src[x]] // an index past the palette reads black, as in Pillow
+				row[3*x], row[3*x+1], row[3*x+2] = c[0], c[1], c[2]
+			}
+		}
+	default:
+		fromImageGeneric(dst, img)
+	}
+	return dst
+}
+
+// fromImageGeneric converts through color.NRGBAModel; FromImage's fast paths
+// must agree with it on opaque pixels (FuzzDecode checks that).
+func fromImageGeneric(dst *Pixels, img image.Image) {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if isGray(img.ColorModel()) {
+		dst.reset(w, h, 1)
+		for y := range h {
+			for x := range w {
+				c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+				dst.Pix[y*w+x] = c.R
+			}
+		}
+		return
+	}
+	dst.reset(w, h, 3)
+	for y := range h {
+		for x := range w {
+			c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+			i := (y*w + x) * 3
+			dst.Pix[i], dst.Pix[i+1], dst.Pix[i+2] = c.R, c.G, c.B
+		}
+	}
+}
+
+func isGray(m color.Model) bool { return m == color.GrayModel || m == color.Gray16Model }
+
+// reset sizes p to w×h×c, reusing its storage when large enough.
+func (p *Pixels) reset(w, h, c int) {
+	p.W, p.H, p.C = w, h, c
+	n := w * h * c
+	if cap(p.Pix) < n {
+		p.Pix = make([]uint8, n)
+	}
+	p.Pix = p.Pix[:n]
+}
+
+// reset sizes m to c×h×w, reusing its storage when large enough.
+func (m *Image) reset(c, h, w int) {
+	m.C, m.H, m.W = c, h, w
+	n := c * h * w
+	if cap(m.Pix) < n {
+		m.Pix = make([]float32, n)
+	}
+	m.Pix = m.Pix[:n]
+}
