@@ -1,8 +1,6 @@
 package vision
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
@@ -13,57 +11,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/internal/testutil"
 )
 
-// readSafetensors parses a safetensors file holding F32 tensors: a
-// little-endian u64 header length, a JSON header {name: {dtype, shape,
-// data_offsets}} with "__metadata__", then the data.
-func readSafetensors(t testing.TB, path string) (map[string][]float32, map[string][]int, map[string]string) {
+// readGolden returns every tensor of a safetensors file as float32, with
+// shapes and metadata.
+func readGolden(t testing.TB, path string) (map[string][]float32, map[string][]int, map[string]string) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(raw) < 8 {
-		t.Fatalf("%s: short file", path)
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		t.Fatal(err)
 	}
-	n := binary.LittleEndian.Uint64(raw)
-	if n > uint64(len(raw)-8) {
-		t.Fatalf("%s: header length %d", path, n)
+	f, err := safetensors.Open(fh, st.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	var hdr map[string]json.RawMessage
-	if err := json.Unmarshal(raw[8:8+n], &hdr); err != nil {
-		t.Fatalf("%s: header: %v", path, err)
+	tensors, shapes := map[string][]float32{}, map[string][]int{}
+	for _, name := range f.Names() {
+		v, shape, err := f.Float32(name)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, name, err)
+		}
+		tensors[name], shapes[name] = v, shape
 	}
-	data := raw[8+n:]
-	tensors, shapes, meta := map[string][]float32{}, map[string][]int{}, map[string]string{}
-	for name, v := range hdr {
-		if name == "__metadata__" {
-			if err := json.Unmarshal(v, &meta); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		var e struct {
-			Dtype   string   `json:"dtype"`
-			Shape   []int    `json:"shape"`
-			Offsets [2]int64 `json:"data_offsets"`
-		}
-		if err := json.Unmarshal(v, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.Dtype != "F32" {
-			continue
-		}
-		b := data[e.Offsets[0]:e.Offsets[1]]
-		f := make([]float32, len(b)/4)
-		for i := range f {
-			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		tensors[name], shapes[name] = f, e.Shape
-	}
-	return tensors, shapes, meta
+	return tensors, shapes, f.Metadata()
 }
 
 // diffStats returns max and mean absolute difference.
@@ -85,7 +62,7 @@ func diffStats(t *testing.T, got, want []float32) (maxd, meand float64) {
 // against torchvision 0.14 + Pillow (../shared/golden/transforms).
 func TestTransformParity(t *testing.T) {
 	dir := testutil.Dir(t, "RADGEN_GOLDEN_TRANSFORMS", "golden/transforms")
-	tensors, shapes, meta := readSafetensors(t, filepath.Join(dir, "transforms.safetensors"))
+	tensors, shapes, meta := readGolden(t, filepath.Join(dir, "transforms.safetensors"))
 	files := strings.Split(meta["files"], ",")
 	if len(files) == 0 || files[0] == "" {
 		t.Fatal("metadata names no files")
