@@ -1,0 +1,98 @@
+package memtrans
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Variant selects how the relational memory reaches the decoder: the
+// ablations of R2Gen's Table 2.
+type Variant string
+
+const (
+	// VariantBase is the plain Transformer: layer norms, no memory.
+	VariantBase Variant = "base"
+	// VariantBaseRM adds the relational memory, whose state is concatenated
+	// to the decoder output before the logit layer (Table 2, BASE+RM).
+	VariantBaseRM Variant = "base+rm"
+	// VariantR2Gen is the full model: the memory conditions every decoder
+	// layer norm through MCLN (Table 2, BASE+RM+MCLN).
+	VariantR2Gen Variant = "r2gen"
+)
+
+// Config holds the architecture of a memory-driven Transformer. Sizes are
+// data, not options: they travel with the weights.
+type Config struct {
+	Variant     Variant `json:"variant"`
+	DModel      int     `json:"d_model"`        // model width (R2Gen: 512)
+	DFF         int     `json:"d_ff"`           // feed-forward width (R2Gen: 512)
+	Heads       int     `json:"num_heads"`      // attention heads (8)
+	Layers      int     `json:"num_layers"`     // encoder and decoder layers (3)
+	DVisual     int     `json:"d_vf"`           // visual feature width (2048 for ResNet-101)
+	Vocab       int     `json:"vocab"`          // output size: tokens + 1 (id 0 is bos/eos/pad)
+	MemorySlots int     `json:"rm_num_slots"`   // relational memory rows (3)
+	MemoryHeads int     `json:"rm_num_heads"`   // relational memory heads (8)
+	Dropout     float64 `json:"dropout"`        // 0.1
+	EmbedDrop   float64 `json:"drop_prob_lm"`   // dropout after att_embed (0.5)
+	MaxSeqLen   int     `json:"max_seq_length"` // longest report in tokens incl. bos (60 IU, 100 MIMIC)
+	PositionLen int     `json:"pe_len"`         // rows of the positional table (5000)
+}
+
+// IUXRay returns R2Gen's configuration for IU X-Ray with a vocabulary of
+// vocab entries (tokens + 1).
+func IUXRay(vocab int) Config {
+	return Config{Variant: VariantR2Gen, DModel: 512, DFF: 512, Heads: 8, Layers: 3, DVisual: 2048, Vocab: vocab,
+		MemorySlots: 3, MemoryHeads: 8, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 5000}
+}
+
+// MIMICCXR returns R2Gen's configuration for MIMIC-CXR.
+func MIMICCXR(vocab int) Config {
+	c := IUXRay(vocab)
+	c.MaxSeqLen = 100
+	return c
+}
+
+// Tiny returns a small configuration for demos and tests.
+func Tiny(vocab, dVisual int) Config {
+	return Config{Variant: VariantR2Gen, DModel: 64, DFF: 64, Heads: 4, Layers: 2, DVisual: dVisual, Vocab: vocab,
+		MemorySlots: 3, MemoryHeads: 4, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 512}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("memtrans: invalid config")
+
+// Validate reports the first inconsistency in c.
+func (c Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	switch c.Variant {
+	case VariantBase, VariantBaseRM, VariantR2Gen:
+	default:
+		return bad("unknown variant %q", c.Variant)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"d_model", c.DModel}, {"d_ff", c.DFF}, {"num_heads", c.Heads}, {"num_layers", c.Layers}, {"d_vf", c.DVisual},
+		{"vocab", c.Vocab}, {"max_seq_length", c.MaxSeqLen}, {"pe_len", c.PositionLen}} {
+		if f.v <= 0 || f.v > 1<<20 {
+			return bad("%s = %d", f.name, f.v)
+		}
+	}
+	if c.DModel%c.Heads != 0 {
+		return bad("d_model %d not divisible by %d heads", c.DModel, c.Heads)
+	}
+	if c.Variant != VariantBase {
+		if c.MemorySlots <= 0 || c.MemorySlots > 1024 || c.MemoryHeads <= 0 || c.DModel%c.MemoryHeads != 0 {
+			return bad("memory of %d slots and %d heads for width %d", c.MemorySlots, c.MemoryHeads, c.DModel)
+		}
+	}
+	if c.MaxSeqLen > c.PositionLen {
+		return bad("max_seq_length %d exceeds the positional table (%d)", c.MaxSeqLen, c.PositionLen)
+	}
+	if c.Dropout < 0 || c.Dropout >= 1 || c.EmbedDrop < 0 || c.EmbedDrop >= 1 {
+		return bad("dropout %v / %v outside [0, 1)", c.Dropout, c.EmbedDrop)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package memtrans
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// InferConfig derives a Config from the tensor shapes of an R2Gen
+// state_dict (names relative to "encoder_decoder."). Head counts cannot be
+// read from weights and are given; dropout rates take R2Gen's defaults and
+// maxSeqLen is the longest report in tokens.
+func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
+	get := func(name string, rank int) ([]int, error) {
+		s, ok := shapes[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: weights lack %q", ErrConfig, name)
+		}
+		if len(s) != rank {
+			return nil, fmt.Errorf("%w: %q has shape %v", ErrConfig, name, s)
+		}
+		return s, nil
+	}
+	c := Config{Heads: heads, MemoryHeads: memoryHeads, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: maxSeqLen}
+	att, err := get("att_embed.0.weight", 2)
+	if err != nil {
+		return c, err
+	}
+	c.DModel, c.DVisual = att[0], att[1]
+	ff, err := get("model.encoder.layers.0.feed_forward.w_1.weight", 2)
+	if err != nil {
+		return c, err
+	}
+	c.DFF = ff[0]
+	logit, err := get("logit.weight", 2)
+	if err != nil {
+		return c, err
+	}
+	c.Vocab = logit[0]
+	pe, err := get("model.tgt_embed.1.pe", 3)
+	if err != nil {
+		return c, err
+	}
+	c.PositionLen = pe[1]
+	for name := range shapes {
+		rest, ok := strings.CutPrefix(name, "model.encoder.layers.")
+		if !ok {
+			continue
+		}
+		i, err := strconv.Atoi(rest[:strings.IndexByte(rest+".", '.')])
+		if err == nil && i+1 > c.Layers {
+			c.Layers = i + 1
+		}
+	}
+	switch g, ok := shapes["model.decoder.layers.0.sublayer.0.norm.mlp_gamma.0.weight"]; {
+	case ok && len(g) == 2 && c.DModel > 0:
+		c.Variant = VariantR2Gen
+		c.MemorySlots = g[1] / c.DModel
+	case shapes["model.rm.W.weight"] != nil:
+		c.Variant = VariantBaseRM
+		if c.DModel > 0 {
+			c.MemorySlots = (logit[1] - c.DModel) / c.DModel
+		}
+	default:
+		c.Variant = VariantBase
+	}
+	if c.MaxSeqLen <= 0 || c.MaxSeqLen > c.PositionLen {
+		c.MaxSeqLen = min(60, c.PositionLen)
+	}
+	return c, c.Validate()
+}

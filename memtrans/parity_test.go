@@ -1,0 +1,178 @@
+package memtrans
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/testutil"
+)
+
+// golden is an opened R2Gen golden directory.
+type golden struct {
+	dir   string
+	model *safetensors.File
+	cas   *safetensors.File
+	meta  struct {
+		Config map[string]any `json:"config"`
+	}
+}
+
+func openSafetensors(t testing.TB, path string) *safetensors.File {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	st, err := fh.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(fh, st.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return f
+}
+
+func loadGolden(t testing.TB) *golden {
+	t.Helper()
+	dir := testutil.Dir(t, "RADGEN_GOLDEN_R2GEN", "golden/r2gen")
+	g := &golden{dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &g.meta); err != nil {
+		t.Fatalf("meta.json: %v", err)
+	}
+	g.model = openSafetensors(t, filepath.Join(dir, "model.safetensors"))
+	g.cas = openSafetensors(t, filepath.Join(dir, "case.safetensors"))
+	return g
+}
+
+func (g *golden) intConfig(t testing.TB, key string) int {
+	v, ok := g.meta.Config[key].(float64)
+	if !ok {
+		t.Fatalf("meta.json config lacks %q", key)
+	}
+	return int(v)
+}
+
+// transformer builds the golden model with sizes read from the files.
+func (g *golden) transformer(t testing.TB) *Transformer {
+	t.Helper()
+	shapes := map[string][]int{}
+	for _, n := range g.model.Names() {
+		info, _ := g.model.Info(n)
+		shapes[n] = info.Shape
+	}
+	cfg, err := InferConfig(shapes, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), g.intConfig(t, "max_seq_length"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewTransformer(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := radgen.LoadParams(m, g.model, ""); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (g *golden) tensor(t testing.TB, name string) *radgen.Tensor {
+	t.Helper()
+	v, shape, err := g.cas.Float32(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return radgen.FromFloat32(v, shape...)
+}
+
+func (g *golden) ints(t testing.TB, name string) ([]int, []int) {
+	t.Helper()
+	v, shape, err := g.cas.Int64(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out, shape
+}
+
+func maxAbsDiff(t testing.TB, name string, got, want *radgen.Tensor) float64 {
+	t.Helper()
+	if len(got.Shape()) != len(want.Shape()) || got.Len() != want.Len() {
+		t.Fatalf("%s: shape %v, want %v", name, got.Shape(), want.Shape())
+	}
+	var worst float64
+	a, b := got.Float64s(), want.Float64s()
+	for i := range a {
+		d := math.Abs(a[i] - b[i])
+		if math.IsNaN(d) {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, d)
+	}
+	return worst
+}
+
+// caseBatch returns the golden features and teacher-forcing inputs.
+func (g *golden) caseBatch(t testing.TB) (feats *radgen.Tensor, in, targets []int, mask []float32, b, steps int) {
+	feats = g.tensor(t, "att_feats")
+	tg, shape := g.ints(t, "targets")
+	mk := g.tensor(t, "target_mask").Data()
+	b, full := shape[0], shape[1]
+	steps = full - 1
+	for i := 0; i < b; i++ {
+		in = append(in, tg[i*full:i*full+steps]...)
+		targets = append(targets, tg[i*full+1:(i+1)*full]...)
+		mask = append(mask, mk[i*full+1:(i+1)*full]...)
+	}
+	return feats, in, targets, mask, b, steps
+}
+
+func TestParityR2Gen(t *testing.T) {
+	g := loadGolden(t)
+	m := g.transformer(t)
+	t.Logf("config from the golden files: %+v", m.Config)
+	feats, in, targets, mask, b, steps := g.caseBatch(t)
+	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name string
+		got  *radgen.Tensor
+	}{
+		{"att_embedded", f.Encoded.AttEmbedded},
+		{"encoder_out", f.Encoded.Out},
+		{"tgt_embedded", f.TgtEmbedded},
+		{"memory_init", f.MemoryInit},
+		{"memory_states", f.Memory},
+		{"decoder_out", f.DecoderOut},
+		{"logprobs", f.LogProbs},
+	}
+	for _, c := range checks {
+		d := maxAbsDiff(t, c.name, c.got, g.tensor(t, c.name))
+		t.Logf("%-14s max |Δ| = %.3g", c.name, d)
+		if d > 1e-4 {
+			t.Errorf("%s: max |Δ| = %.3g > 1e-4", c.name, d)
+		}
+	}
+	loss := Loss(radgen.NoGrad(), f.LogProbs, targets, mask).Data()[0]
+	want := g.tensor(t, "loss").Data()[0]
+	rel := math.Abs(float64(loss-want)) / math.Abs(float64(want))
+	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)
+	if rel > 1e-5 {
+		t.Errorf("loss %v, want %v (relative error %.3g > 1e-5)", loss, want, rel)
+	}
+}

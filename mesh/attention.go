@@ -1,0 +1,100 @@
+package mesh
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/radgen/radgen"
+)
+
+// MultiHeadAttention is scaled dot-product attention over h heads
+// (Vaswani et al. 2017, Eq. 1 and the multi-head projection):
+//
+//	Attention(Q, K, V) = softmax(QKᵀ/√d_k)V,  d_k = D/h,
+//
+// with four D×D projections named as R2Gen's state_dict:
+// linears.0 (query), linears.1 (key), linears.2 (value), linears.3 (output).
+// Masked scores are set to −1e9 (not −∞) before the softmax, as R2Gen does,
+// and dropout is applied to the attention probabilities in training.
+type MultiHeadAttention struct {
+	Heads   int
+	Dropout float64
+	Linears [4]*radgen.Linear // query, key, value, output; each D×D with bias
+}
+
+// NewMultiHeadAttention returns attention of width d over heads heads with
+// Xavier-uniform weights (R2Gen's make_model re-initialises every matrix
+// this way) and PyTorch-default biases.
+func NewMultiHeadAttention(d, heads int, dropout float64, rng *rand.Rand) *MultiHeadAttention {
+	if heads <= 0 || d%heads != 0 {
+		panic(fmt.Sprintf("mesh: width %d is not divisible by %d heads", d, heads))
+	}
+	m := &MultiHeadAttention{Heads: heads, Dropout: dropout}
+	for i := range m.Linears {
+		m.Linears[i] = radgen.NewLinear(d, d, true, rng)
+		radgen.XavierUniform(m.Linears[i].Weight, rng)
+	}
+	return m
+}
+
+// VisitParams implements radgen.Module.
+func (m *MultiHeadAttention) VisitParams(visit func(string, *radgen.Tensor)) {
+	for i, l := range m.Linears {
+		l.VisitParams(radgen.Prefixed(fmt.Sprintf("linears.%d.", i), visit))
+	}
+}
+
+// Width returns D.
+func (m *MultiHeadAttention) Width() int { return m.Linears[0].Weight.Dim(0) }
+
+// Forward attends queries q (B, Tq, D) over keys k and values v (B, Tk, D).
+// mask, if not nil, broadcasts to (B, Tq, Tk) — for example (B, 1, Tk) or
+// (B, Tq, Tq) — and zero entries are masked out. The result is (B, Tq, D).
+func (m *MultiHeadAttention) Forward(g *radgen.Graph, q, k, v, mask *radgen.Tensor) *radgen.Tensor {
+	out, _ := m.forward(g, q, k, v, mask, false)
+	return out
+}
+
+// ForwardWithWeights is Forward that also returns the attention
+// probabilities (B, h, Tq, Tk), for attention maps.
+func (m *MultiHeadAttention) ForwardWithWeights(g *radgen.Graph, q, k, v, mask *radgen.Tensor) (out, weights *radgen.Tensor) {
+	return m.forward(g, q, k, v, mask, true)
+}
+
+func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	if q.Rank() != 3 || k.Rank() != 3 || v.Rank() != 3 {
+		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", q.Shape(), k.Shape(), v.Shape()))
+	}
+	b, tq, d := q.Dim(0), q.Dim(1), q.Dim(2)
+	tk := k.Dim(1)
+	h := m.Heads
+	dk := d / h
+	// (B, T, D) → (B, h, T, d_k)
+	heads := func(x *radgen.Tensor, t int) *radgen.Tensor {
+		return g.Permute(g.Reshape(x, b, t, h, dk), 0, 2, 1, 3)
+	}
+	qh := heads(m.Linears[0].Forward(g, q), tq)
+	kh := heads(m.Linears[1].Forward(g, k), tk)
+	vh := heads(m.Linears[2].Forward(g, v), tk)
+	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
+	if mask != nil {
+		// (B, Tq|1, Tk) → (B, 1, Tq|1, Tk) to broadcast over heads.
+		ms := mask.Shape()
+		if len(ms) != 3 {
+			panic(fmt.Sprintf("mesh: attention mask must be (B, Tq|1, Tk), got %v", ms))
+		}
+		scores = g.MaskedFill(scores, g.Reshape(mask, ms[0], 1, ms[1], ms[2]), -1e9)
+	}
+	p := g.Softmax(scores)
+	pd := g.Dropout(p, m.Dropout)
+	ctx := g.MatMul(pd, vh, false)                        // (B, h, Tq, d_k)
+	ctx = g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, d) // concat heads
+	out := m.Linears[3].Forward(g, ctx)
+	if keep {
+		return out, p
+	}
+	return out, nil
+}
+
+var _ radgen.Module = (*MultiHeadAttention)(nil)
