@@ -1,0 +1,523 @@
+package radgen
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/radgen/radgen/internal/kernels"
+)
+
+// Conv2dParams is the geometry of Conv2d as torch.nn.Conv2d has it, per
+// spatial axis (height, width). A zero Stride or Dilation entry means 1, so
+// the zero value is a stride-1, unpadded, undilated convolution.
+type Conv2dParams struct {
+	Stride   [2]int // step of the window; 0 means 1
+	Padding  [2]int // zeros added on both sides
+	Dilation [2]int // spacing of the window taps; 0 means 1
+}
+
+// ConvSquare returns the Conv2dParams of a square convolution with the same
+// stride and padding on both axes and no dilation, as ResNets use.
+func ConvSquare(stride, padding int) Conv2dParams {
+	return Conv2dParams{Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}
+}
+
+func orOne(v int) int {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
+
+func (p Conv2dParams) geom(h, w, kh, kw int) kernels.ConvGeom {
+	g := kernels.ConvGeom{
+		H: h, W: w, KH: kh, KW: kw,
+		StrideH: orOne(p.Stride[0]), StrideW: orOne(p.Stride[1]),
+		PadH: p.Padding[0], PadW: p.Padding[1],
+		DilH: orOne(p.Dilation[0]), DilW: orOne(p.Dilation[1]),
+	}
+	if g.StrideH < 0 || g.StrideW < 0 || g.PadH < 0 || g.PadW < 0 || g.DilH < 0 || g.DilW < 0 {
+		panic(fmt.Sprintf("radgen: invalid convolution parameters %+v", p))
+	}
+	g.Check()
+	return g
+}
+
+// colBudget bounds the im2col buffer of Conv2d, in elements: images are
+// unfolded in groups whose column matrices fit in it (at least one image).
+const colBudget = 1 << 22
+
+// Conv2d returns the 2-D cross-correlation of x [B, Cin, H, W] with weight
+// [Cout, Cin, KH, KW] plus bias [Cout] (nil for none), the result
+// [B, Cout, Ho, Wo] of torch.nn.functional.conv2d with groups = 1:
+//
+//	y[b][o][i][j] = bias[o] + Σ_{c,ky,kx} w[o][c][ky][kx]·x[b][c][i·s−p+ky·d][j·s−p+kx·d]
+//
+// with zeros outside x, Ho = ⌊(H + 2p − d(KH−1) − 1)/s⌋ + 1 (likewise Wo).
+// It runs as im2col and one GEMM per image, (Cout, Cin·KH·KW)·(Cin·KH·KW,
+// Ho·Wo); a 1×1, stride-1, unpadded convolution multiplies x directly.
+func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
+	if x.Is64() {
+		return conv2d[float64](g, x, weight, bias, p)
+	}
+	return conv2d[float32](g, x, weight, bias, p)
+}
+
+func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
+	sameDevice("Conv2d", x, w)
+	if x.Rank() != 4 || w.Rank() != 4 || w.Dim(1) != x.Dim(1) {
+		panic(fmt.Sprintf("radgen: Conv2d of %v with weight %v", x.shape, w.shape))
+	}
+	if bias != nil {
+		sameDevice("Conv2d", x, bias)
+		if bias.Rank() != 1 || bias.Dim(0) != w.Dim(0) {
+			panic(fmt.Sprintf("radgen: Conv2d bias %v for weight %v", bias.shape, w.shape))
+		}
+	}
+	batch, cin, h, wd := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	cout, kh, kw := w.Dim(0), w.Dim(2), w.Dim(3)
+	geo := p.geom(h, wd, kh, kw)
+	ho, wo := geo.OutH(), geo.OutW()
+	if ho == 0 || wo == 0 {
+		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", kh, kw, p, x.shape))
+	}
+	n := ho * wo           // output pixels per image
+	k := cin * kh * kw     // column height
+	inSize := cin * h * wd // one input image
+	outSize := cout * n    // one output image
+	out := like(x, []int{batch, cout, ho, wo})
+	xv, wv, ov := values[T](x), values[T](w), values[T](out)
+
+	var beta T
+	if bias != nil {
+		bv := values[T](bias)
+		for b := 0; b < batch; b++ {
+			for o := 0; o < cout; o++ {
+				row := ov[b*outSize+o*n : b*outSize+(o+1)*n]
+				for i := range row {
+					row[i] = bv[o]
+				}
+			}
+		}
+		beta = 1
+	}
+	pointwise := geo.Pointwise()
+	if pointwise {
+		// Y[b] = W·X[b]: the input planes are the column matrix.
+		kernels.GemmStrided(false, false, batch, cout, n, k, 1, wv, k, 0, xv, n, inSize, beta, ov, n, outSize)
+	} else {
+		group := max(1, min(batch, colBudget/max(1, k*n)))
+		col := make([]T, group*k*n)
+		for b0 := 0; b0 < batch; b0 += group {
+			nb := min(group, batch-b0)
+			parallelFor(nb, func(i int) {
+				kernels.Im2col(col[i*k*n:(i+1)*k*n], xv[(b0+i)*inSize:(b0+i+1)*inSize], cin, geo)
+			})
+			kernels.GemmStrided(false, false, nb, cout, n, k, 1, wv, k, 0, col, n, k*n, beta, ov[b0*outSize:], n, outSize)
+		}
+	}
+
+	inputs := []*Tensor{x, w}
+	if bias != nil {
+		inputs = append(inputs, bias)
+	}
+	if g.needs(inputs...) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := values[T](out.grad)
+			if bias != nil && bias.requiresGrad {
+				db := values[T](gradOf(bias))
+				for b := 0; b < batch; b++ {
+					for o := 0; o < cout; o++ {
+						var s T
+						for _, v := range dy[b*outSize+o*n : b*outSize+(o+1)*n] {
+							s += v
+						}
+						db[o] += s
+					}
+				}
+			}
+			var dw, dx []T
+			if w.requiresGrad {
+				dw = values[T](gradOf(w))
+			}
+			if x.requiresGrad {
+				dx = values[T](gradOf(x))
+			}
+			if pointwise {
+				if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
+					kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
+				}
+				if dx != nil { // dX[b] += Wᵀ·dY[b]
+					kernels.GemmStrided(true, false, batch, k, n, cout, 1, wv, k, 0, dy, n, outSize, 1, dx, n, inSize)
+				}
+				return
+			}
+			col := make([]T, k*n)
+			for b := 0; b < batch; b++ {
+				dyb := dy[b*outSize : (b+1)*outSize]
+				if dw != nil { // dW += dY[b]·col[b]ᵀ, col recomputed to save memory
+					kernels.Im2col(col, xv[b*inSize:(b+1)*inSize], cin, geo)
+					kernels.Gemm(false, true, cout, k, n, 1, dyb, n, col, n, 1, dw, k)
+				}
+				if dx != nil { // dcol = Wᵀ·dY[b]; dX[b] += col2im(dcol)
+					kernels.Gemm(true, false, k, n, cout, 1, wv, k, dyb, n, 0, col, n)
+					kernels.Col2im(dx[b*inSize:(b+1)*inSize], col, cin, geo)
+				}
+			}
+		})
+	}
+	return out
+}
+
+// parallelFor runs f(0..n-1) on up to GOMAXPROCS goroutines.
+func parallelFor(n int, f func(i int)) {
+	procs := min(n, runtime.GOMAXPROCS(0))
+	if procs <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < procs; w++ {
+		lo, hi := w*n/procs, (w+1)*n/procs
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// channelLayout checks that x is [B, C, ...] with C channels and returns the
+// size of one channel plane (the product of the trailing dimensions).
+func channelLayout(op string, x *Tensor, c int) int {
+	if x.Rank() < 2 || x.Dim(1) != c {
+		panic(fmt.Sprintf("radgen: %s of %v with %d channels", op, x.shape, c))
+	}
+	return numel(x.shape[2:])
+}
+
+func checkChannelVec(op, what string, t *Tensor, c int) {
+	if t != nil && (t.Rank() != 1 || t.Dim(0) != c) {
+		panic(fmt.Sprintf("radgen: %s %s of shape %v for %d channels", op, what, t.shape, c))
+	}
+}
+
+// BatchNorm2d applies batch normalisation with fixed statistics (evaluation
+// mode, torch.nn.BatchNorm2d after model.eval()) to x [B, C, ...]:
+//
+//	y = (x − mean_c)/sqrt(var_c + eps)·weight_c + bias_c
+//
+// mean and variance are the running statistics [C]; weight and bias [C] may be
+// nil (affine = False). Gradients flow to x, weight, bias, and to mean and
+// variance when they require them. torch's eps is 1e-5.
+func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
+	if x.Is64() {
+		return batchNormEval[float64](g, x, weight, bias, mean, variance, eps)
+	}
+	return batchNormEval[float32](g, x, weight, bias, mean, variance, eps)
+}
+
+func batchNormEval[T Float](g *Graph, x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
+	if mean == nil || variance == nil {
+		panic("radgen: BatchNorm2d needs running statistics")
+	}
+	c := mean.Len()
+	plane := channelLayout("BatchNorm2d", x, c)
+	checkChannelVec("BatchNorm2d", "mean", mean, c)
+	checkChannelVec("BatchNorm2d", "variance", variance, c)
+	checkChannelVec("BatchNorm2d", "weight", weight, c)
+	checkChannelVec("BatchNorm2d", "bias", bias, c)
+	mu, vr := mean.Float64s(), variance.Float64s()
+	var gamma, beta []float64
+	if weight != nil {
+		gamma = weight.Float64s()
+	}
+	if bias != nil {
+		beta = bias.Float64s()
+	}
+	inv := make([]float64, c)
+	scale, shift := make([]T, c), make([]T, c)
+	for ch := range c {
+		inv[ch] = 1 / math.Sqrt(vr[ch]+eps)
+		s := inv[ch]
+		if gamma != nil {
+			s *= gamma[ch]
+		}
+		t := -mu[ch] * s
+		if beta != nil {
+			t += beta[ch]
+		}
+		scale[ch], shift[ch] = T(s), T(t)
+	}
+	out := like(x, x.shape)
+	xv := values[T](x)
+	kernels.ChannelAffine(values[T](out), xv, scale, shift, c, plane)
+
+	inputs := []*Tensor{x, mean, variance}
+	for _, t := range []*Tensor{weight, bias} {
+		if t != nil {
+			inputs = append(inputs, t)
+		}
+	}
+	if g.needs(inputs...) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := values[T](out.grad)
+			if x.requiresGrad { // dx = dy·scale
+				dx := values[T](gradOf(x))
+				for off := 0; off < len(dy); off += c * plane {
+					for ch := range c {
+						s := scale[ch]
+						d := dy[off+ch*plane : off+(ch+1)*plane]
+						o := dx[off+ch*plane : off+(ch+1)*plane]
+						for i, v := range d {
+							o[i] += v * s
+						}
+					}
+				}
+			}
+			sdy, sdyx := make([]float64, c), make([]float64, c)
+			kernels.ChannelSums(sdy, sdyx, dy, xv, c, plane)
+			for ch := range c {
+				gm := 1.0
+				if gamma != nil {
+					gm = gamma[ch]
+				}
+				// Σ dy·(x − μ)
+				centred := sdyx[ch] - mu[ch]*sdy[ch]
+				if weight != nil && weight.requiresGrad {
+					values[T](gradOf(weight))[ch] += T(centred * inv[ch])
+				}
+				if bias != nil && bias.requiresGrad {
+					values[T](gradOf(bias))[ch] += T(sdy[ch])
+				}
+				if mean.requiresGrad {
+					values[T](gradOf(mean))[ch] += T(-gm * inv[ch] * sdy[ch])
+				}
+				if variance.requiresGrad { // ∂/∂v (v+eps)^(−1/2) = −½(v+eps)^(−3/2)
+					values[T](gradOf(variance))[ch] += T(-0.5 * gm * inv[ch] * inv[ch] * inv[ch] * centred)
+				}
+			}
+		})
+	}
+	return out
+}
+
+// BatchNorm2dTrain applies batch normalisation with the statistics of the
+// batch (training mode, torch.nn.BatchNorm2d after model.train()) to
+// x [B, C, ...]:
+//
+//	y = (x − μ_c)/sqrt(σ²_c + eps)·weight_c + bias_c
+//
+// with μ_c and the biased σ²_c over the B·H·W samples of channel c. weight and
+// bias [C] may be nil. Gradients flow to x (through the statistics), weight
+// and bias.
+//
+// When runMean and runVar [C] are given it also returns the updated running
+// statistics as new tensors, as torch updates its buffers:
+//
+//	newMean = (1 − momentum)·runMean + momentum·μ
+//	newVar  = (1 − momentum)·runVar  + momentum·σ²·m/(m − 1)
+//
+// (the unbiased variance, m = B·H·W samples); torch's momentum is 0.1. The
+// inputs are not modified; with nil running statistics the returned ones are
+// nil. It panics, as torch does, when a channel has a single sample.
+func (g *Graph) BatchNorm2dTrain(x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (y, newMean, newVar *Tensor) {
+	if x.Is64() {
+		return batchNormTrain[float64](g, x, weight, bias, runMean, runVar, eps, momentum)
+	}
+	return batchNormTrain[float32](g, x, weight, bias, runMean, runVar, eps, momentum)
+}
+
+func batchNormTrain[T Float](g *Graph, x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (*Tensor, *Tensor, *Tensor) {
+	if x.Rank() < 2 {
+		panic(fmt.Sprintf("radgen: BatchNorm2dTrain of %v", x.shape))
+	}
+	c := x.Dim(1)
+	plane := channelLayout("BatchNorm2dTrain", x, c)
+	checkChannelVec("BatchNorm2dTrain", "weight", weight, c)
+	checkChannelVec("BatchNorm2dTrain", "bias", bias, c)
+	checkChannelVec("BatchNorm2dTrain", "running mean", runMean, c)
+	checkChannelVec("BatchNorm2dTrain", "running variance", runVar, c)
+	if (runMean == nil) != (runVar == nil) {
+		panic("radgen: BatchNorm2dTrain needs both running statistics or neither")
+	}
+	m := x.Len() / max(c, 1)
+	if m <= 1 {
+		panic(fmt.Sprintf("radgen: BatchNorm2dTrain: expected more than 1 value per channel, got input %v", x.shape))
+	}
+	mu, vr := make([]float64, c), make([]float64, c)
+	xv := values[T](x)
+	kernels.ChannelStats(mu, vr, xv, c, plane)
+	inv := make([]float64, c)
+	invT, shiftT := make([]T, c), make([]T, c)
+	for ch := range c {
+		inv[ch] = 1 / math.Sqrt(vr[ch]+eps)
+		invT[ch], shiftT[ch] = T(inv[ch]), T(-mu[ch]*inv[ch])
+	}
+	// x̂ is kept for the backward pass; y = x̂·γ + β.
+	xhat := like(x, x.shape)
+	xh := values[T](xhat)
+	kernels.ChannelAffine(xh, xv, invT, shiftT, c, plane)
+	var gamma, beta []T
+	if weight != nil {
+		gamma = values[T](weight)
+	}
+	if bias != nil {
+		beta = values[T](bias)
+	}
+	out := like(x, x.shape)
+	kernels.ChannelAffine(values[T](out), xh, gamma, beta, c, plane)
+
+	var newMean, newVar *Tensor
+	if runMean != nil {
+		newMean, newVar = like(runMean, runMean.shape), like(runVar, runVar.shape)
+		rm, rv := runMean.Float64s(), runVar.Float64s()
+		nm, nv := values[T](newMean), values[T](newVar)
+		unbias := float64(m) / float64(m-1)
+		for ch := range c {
+			nm[ch] = T((1-momentum)*rm[ch] + momentum*mu[ch])
+			nv[ch] = T((1-momentum)*rv[ch] + momentum*vr[ch]*unbias)
+		}
+	}
+
+	inputs := []*Tensor{x}
+	for _, t := range []*Tensor{weight, bias} {
+		if t != nil {
+			inputs = append(inputs, t)
+		}
+	}
+	if g.needs(inputs...) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := values[T](out.grad)
+			sdy, sdyx := make([]float64, c), make([]float64, c)
+			kernels.ChannelSums(sdy, sdyx, dy, xh, c, plane)
+			if weight != nil && weight.requiresGrad {
+				dw := values[T](gradOf(weight))
+				for ch := range c {
+					dw[ch] += T(sdyx[ch])
+				}
+			}
+			if bias != nil && bias.requiresGrad {
+				db := values[T](gradOf(bias))
+				for ch := range c {
+					db[ch] += T(sdy[ch])
+				}
+			}
+			if x.requiresGrad {
+				kernels.BatchNormTrainBackward(values[T](gradOf(x)), dy, xh, gamma, inv, sdy, sdyx, c, plane)
+			}
+		})
+	}
+	return out, newMean, newVar
+}
+
+// Pool2dParams is the geometry of MaxPool2d as torch.nn.MaxPool2d has it
+// (ceil_mode False), per spatial axis (height, width). A zero Stride entry
+// means the kernel size (torch's default); a zero Dilation entry means 1.
+type Pool2dParams struct {
+	Kernel   [2]int
+	Stride   [2]int
+	Padding  [2]int // −∞ added on both sides; at most half the window
+	Dilation [2]int
+}
+
+// PoolSquare returns square Pool2dParams. ResNet's stem pool is
+// PoolSquare(3, 2, 1).
+func PoolSquare(kernel, stride, padding int) Pool2dParams {
+	return Pool2dParams{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}
+}
+
+// MaxPool2d returns the maximum of each window of x [B, C, H, W]:
+// [B, C, Ho, Wo] with Ho = ⌊(H + 2p − d(k−1) − 1)/s⌋ + 1. Padding never wins,
+// and NaN propagates, as in torch. The gradient goes to the (first) maximum
+// of each window.
+func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
+	if x.Is64() {
+		return maxPool2d[float64](g, x, p)
+	}
+	return maxPool2d[float32](g, x, p)
+}
+
+func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
+	if x.Rank() != 4 {
+		panic(fmt.Sprintf("radgen: MaxPool2d of %v", x.shape))
+	}
+	stride := p.Stride
+	for i := range stride {
+		if stride[i] == 0 {
+			stride[i] = p.Kernel[i]
+		}
+	}
+	cp := Conv2dParams{Stride: stride, Padding: p.Padding, Dilation: p.Dilation}
+	geo := cp.geom(x.Dim(2), x.Dim(3), p.Kernel[0], p.Kernel[1])
+	if 2*geo.PadH > geo.DilH*(geo.KH-1)+1 || 2*geo.PadW > geo.DilW*(geo.KW-1)+1 {
+		panic(fmt.Sprintf("radgen: MaxPool2d padding %v exceeds half the window %v", p.Padding, p.Kernel))
+	}
+	ho, wo := geo.OutH(), geo.OutW()
+	if ho == 0 || wo == 0 {
+		panic(fmt.Sprintf("radgen: MaxPool2d window %+v does not fit input %v", p, x.shape))
+	}
+	planes := x.Dim(0) * x.Dim(1)
+	out := like(x, []int{x.Dim(0), x.Dim(1), ho, wo})
+	arg := make([]int32, planes*ho*wo)
+	xv, ov := values[T](x), values[T](out)
+	planeIn, planeOut := geo.H*geo.W, ho*wo
+	// One chunk of planes per goroutine.
+	chunks := min(planes, 4*runtime.GOMAXPROCS(0))
+	parallelFor(chunks, func(i int) {
+		lo, hi := i*planes/chunks, (i+1)*planes/chunks
+		kernels.MaxPool(ov[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], xv[lo*planeIn:hi*planeIn], hi-lo, geo)
+	})
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil {
+				kernels.MaxPoolBackward(values[T](gradOf(x)), values[T](out.grad), arg, planes, planeIn, planeOut)
+			}
+		})
+	}
+	return out
+}
+
+// GlobalAvgPool2d returns the mean of each channel plane of x [B, C, H, W]
+// (or any [B, C, ...]) as [B, C]: torch's AvgPool2d with the plane as its
+// kernel, squeezed, which is how R2Gen computes its averaged visual feature.
+func (g *Graph) GlobalAvgPool2d(x *Tensor) *Tensor {
+	if x.Is64() {
+		return globalAvgPool[float64](g, x)
+	}
+	return globalAvgPool[float32](g, x)
+}
+
+func globalAvgPool[T Float](g *Graph, x *Tensor) *Tensor {
+	if x.Rank() < 3 {
+		panic(fmt.Sprintf("radgen: GlobalAvgPool2d of %v", x.shape))
+	}
+	plane := numel(x.shape[2:])
+	if plane == 0 {
+		panic(fmt.Sprintf("radgen: GlobalAvgPool2d of empty planes %v", x.shape))
+	}
+	out := like(x, []int{x.Dim(0), x.Dim(1)})
+	kernels.AvgPlanes(values[T](out), values[T](x), plane)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil {
+				kernels.AvgPlanesBackward(values[T](gradOf(x)), values[T](out.grad), plane)
+			}
+		})
+	}
+	return out
+}
