@@ -1,0 +1,433 @@
+package optim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/radgen/radgen"
+)
+
+// Errors returned by this package.
+var (
+	// ErrConfig is wrapped when a hyperparameter or parameter list is invalid:
+	// a negative learning rate, a beta outside [0, 1), a parameter that is
+	// not float32 or not in host memory, a name used twice.
+	ErrConfig = errors.New("optim: invalid configuration")
+	// ErrStateMismatch is wrapped by SetState when a saved state does not fit
+	// the optimiser or scheduler: other parameter names, shapes or groups.
+	ErrStateMismatch = errors.New("optim: state does not match")
+	// ErrFormat is wrapped when a state file is malformed.
+	ErrFormat = errors.New("optim: malformed state")
+	// ErrNonFiniteNorm is returned by ClipGradNorm when the total norm of the
+	// gradients is NaN or infinite; the gradients are then left unchanged.
+	ErrNonFiniteNorm = errors.New("optim: non-finite gradient norm")
+)
+
+// Group is a parameter group: tensors that share a learning rate and a
+// weight decay, as in a torch param_group.
+type Group struct {
+	// Params are the tensors to optimise, with their state_dict names. The
+	// names key the saved state, so they must be unique across groups.
+	Params []radgen.Named
+	// LR is the learning rate (≥ 0). Schedulers change it through SetLR.
+	LR float64
+	// WeightDecay is the L2 penalty coefficient (≥ 0), added to the gradient
+	// (or applied to the parameter with WithDecoupledWeightDecay).
+	WeightDecay float64
+}
+
+// R2GenGroups splits params into R2Gen's two parameter groups
+// (modules/optimizers.py in the R2Gen code): group 0 holds the visual
+// extractor (names starting with "visual_extractor.") at lrVE, group 1
+// everything else at lrED; both use weightDecay. R2Gen's defaults are
+// lrVE 5e-5, lrED 1e-4 and weightDecay 5e-5.
+func R2GenGroups(params []radgen.Named, lrVE, lrED, weightDecay float64) []Group {
+	ve := Group{LR: lrVE, WeightDecay: weightDecay}
+	ed := Group{LR: lrED, WeightDecay: weightDecay}
+	for _, p := range params {
+		if strings.HasPrefix(p.Name, "visual_extractor.") {
+			ve.Params = append(ve.Params, p)
+		} else {
+			ed.Params = append(ed.Params, p)
+		}
+	}
+	return []Group{ve, ed}
+}
+
+// AdamOption configures an Adam optimiser; an option with an invalid value
+// makes NewAdam return an error wrapping ErrConfig.
+type AdamOption func(*adamConfig) error
+
+type adamConfig struct {
+	beta1, beta2 float64
+	eps          float64
+	amsgrad      bool
+	decoupled    bool
+	workers      int
+}
+
+// WithBetas sets the decay rates of the first and second moment averages.
+// Both must lie in [0, 1). The default is (0.9, 0.999).
+func WithBetas(beta1, beta2 float64) AdamOption {
+	return func(c *adamConfig) error {
+		if !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) {
+			return fmt.Errorf("%w: betas (%v, %v) outside [0, 1)", ErrConfig, beta1, beta2)
+		}
+		c.beta1, c.beta2 = beta1, beta2
+		return nil
+	}
+}
+
+// WithEps sets the term added to the denominator (≥ 0). The default is 1e-8.
+func WithEps(eps float64) AdamOption {
+	return func(c *adamConfig) error {
+		if !(eps >= 0) || math.IsInf(eps, 0) {
+			return fmt.Errorf("%w: eps %v", ErrConfig, eps)
+		}
+		c.eps = eps
+		return nil
+	}
+}
+
+// WithAMSGrad turns the AMSGrad variant on or off (default off): the
+// denominator uses the running maximum of the second moment average.
+func WithAMSGrad(on bool) AdamOption {
+	return func(c *adamConfig) error { c.amsgrad = on; return nil }
+}
+
+// WithDecoupledWeightDecay selects AdamW (default off): instead of adding
+// weightDecay·θ to the gradient, each step first multiplies θ by
+// 1 − lr·weightDecay, as torch.optim.AdamW does.
+func WithDecoupledWeightDecay(on bool) AdamOption {
+	return func(c *adamConfig) error { c.decoupled = on; return nil }
+}
+
+// WithWorkers bounds the goroutines one Step uses (default
+// runtime.GOMAXPROCS(0); 1 runs the step on the caller's goroutine). The
+// result does not depend on it.
+func WithWorkers(n int) AdamOption {
+	return func(c *adamConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: %d workers", ErrConfig, n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// Adam is the Adam optimiser with torch.optim.Adam's semantics (PyTorch
+// 1.13, single-tensor path). A parameter whose gradient is nil at a Step is
+// skipped, and its step count does not advance, as in torch. The moment
+// buffers are allocated at a parameter's first step.
+//
+// An Adam is not safe for concurrent use.
+type Adam struct {
+	cfg    adamConfig
+	groups []group
+}
+
+type group struct {
+	lr, wd float64
+	params []*slot
+}
+
+// slot is one parameter and its optimiser state.
+type slot struct {
+	name string
+	t    *radgen.Tensor
+	step int64
+	// m, v and vmax are exp_avg, exp_avg_sq and max_exp_avg_sq; nil before
+	// the first step (vmax stays nil without AMSGrad).
+	m, v, vmax []float32
+}
+
+// Compile-time check that Adam can be driven by schedulers.
+var _ LRGroups = (*Adam)(nil)
+
+// NewAdam returns an Adam optimiser over the given parameter groups. Every
+// parameter must be a float32 tensor in host memory, named uniquely, and
+// appear in one group only.
+func NewAdam(groups []Group, opts ...AdamOption) (*Adam, error) {
+	cfg := adamConfig{beta1: 0.9, beta2: 0.999, eps: 1e-8, workers: runtime.GOMAXPROCS(0)}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	a := &Adam{cfg: cfg}
+	names := map[string]bool{}
+	tensors := map[*radgen.Tensor]string{}
+	for gi, g := range groups {
+		if err := checkRate("learning rate", g.LR); err != nil {
+			return nil, fmt.Errorf("group %d: %w", gi, err)
+		}
+		if err := checkRate("weight decay", g.WeightDecay); err != nil {
+			return nil, fmt.Errorf("group %d: %w", gi, err)
+		}
+		ng := group{lr: g.LR, wd: g.WeightDecay}
+		for _, p := range g.Params {
+			switch {
+			case p.Tensor == nil:
+				return nil, fmt.Errorf("%w: parameter %q is nil", ErrConfig, p.Name)
+			case names[p.Name]:
+				return nil, fmt.Errorf("%w: parameter name %q appears twice", ErrConfig, p.Name)
+			case tensors[p.Tensor] != "":
+				return nil, fmt.Errorf("%w: parameter %q is the same tensor as %q", ErrConfig, p.Name, tensors[p.Tensor])
+			case p.Tensor.Is64():
+				return nil, fmt.Errorf("%w: parameter %q is float64; Adam works on float32", ErrConfig, p.Name)
+			case p.Tensor.Device() != radgen.CPU:
+				return nil, fmt.Errorf("%w: parameter %q lives on %v; Adam works in host memory", ErrConfig, p.Name, p.Tensor.Device())
+			}
+			names[p.Name] = true
+			tensors[p.Tensor] = p.Name
+			ng.params = append(ng.params, &slot{name: p.Name, t: p.Tensor})
+		}
+		a.groups = append(a.groups, ng)
+	}
+	return a, nil
+}
+
+// NewAdamW is NewAdam with WithDecoupledWeightDecay(true) (torch.optim.AdamW;
+// note that torch's AdamW defaults to weight decay 1e-2, which a Group states
+// explicitly here).
+func NewAdamW(groups []Group, opts ...AdamOption) (*Adam, error) {
+	return NewAdam(groups, append([]AdamOption{WithDecoupledWeightDecay(true)}, opts...)...)
+}
+
+func checkRate(what string, r float64) error {
+	if !(r >= 0) || math.IsInf(r, 0) {
+		return fmt.Errorf("%w: %s %v", ErrConfig, what, r)
+	}
+	return nil
+}
+
+// NumGroups returns the number of parameter groups.
+func (a *Adam) NumGroups() int { return len(a.groups) }
+
+// LR returns the learning rate of group i.
+func (a *Adam) LR(i int) float64 { return a.groups[i].lr }
+
+// SetLR sets the learning rate of group i. It panics if lr is negative or
+// not finite.
+func (a *Adam) SetLR(i int, lr float64) {
+	if err := checkRate("learning rate", lr); err != nil {
+		panic("optim: SetLR: " + err.Error())
+	}
+	a.groups[i].lr = lr
+}
+
+// WeightDecay returns the weight decay of group i.
+func (a *Adam) WeightDecay(i int) float64 { return a.groups[i].wd }
+
+// Params returns every parameter, group by group, in the order given to
+// NewAdam (the form ClipGradValue and ClipGradNorm take).
+func (a *Adam) Params() []radgen.Named {
+	var out []radgen.Named
+	for _, g := range a.groups {
+		for _, s := range g.params {
+			out = append(out, radgen.Named{Name: s.name, Tensor: s.t})
+		}
+	}
+	return out
+}
+
+// ZeroGrad drops the gradient of every parameter (torch's
+// zero_grad(set_to_none=True)).
+func (a *Adam) ZeroGrad() {
+	for _, g := range a.groups {
+		for _, s := range g.params {
+			s.t.ZeroGrad()
+		}
+	}
+}
+
+// Step applies one Adam update to every parameter that has a gradient. For
+// a parameter θ with gradient g at its step t (Kingma & Ba 2015, Alg. 1;
+// Reddi et al. 2018 for AMSGrad), as torch 1.13 computes it:
+//
+//	g  ← g + λθ                     (L2; with AdamW instead θ ← θ·(1 − lr·λ))
+//	m  ← β1·m + (1−β1)·g
+//	v  ← β2·v + (1−β2)·g²
+//	v̂  ← max(v̂, v)                  (AMSGrad; otherwise v̂ = v)
+//	θ  ← θ − (lr/(1−β1ᵗ)) · m / (√v̂/√(1−β2ᵗ) + ε)
+//
+// The gradients are not modified.
+func (a *Adam) Step() {
+	var jobs []job
+	for gi := range a.groups {
+		g := &a.groups[gi]
+		for _, s := range g.params {
+			grad := s.t.Grad()
+			if grad == nil {
+				continue
+			}
+			if grad.Is64() || !sameShape(grad.Shape(), s.t.Shape()) {
+				panic(fmt.Sprintf("optim: gradient %v of parameter %q does not match %v", grad, s.name, s.t))
+			}
+			n := s.t.Len()
+			if s.m == nil {
+				s.m, s.v = make([]float32, n), make([]float32, n)
+			}
+			if a.cfg.amsgrad && s.vmax == nil {
+				s.vmax = make([]float32, n)
+			}
+			s.step++
+			k := a.consts(g.lr, g.wd, s.step)
+			p, gd := s.t.Data(), grad.Data()
+			for lo := 0; lo < n; lo += chunk {
+				hi := min(lo+chunk, n)
+				j := job{k: &k, p: p[lo:hi], g: gd[lo:hi], m: s.m[lo:hi], v: s.v[lo:hi]}
+				if s.vmax != nil && a.cfg.amsgrad {
+					j.vmax = s.vmax[lo:hi]
+				}
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	run(jobs, a.cfg.workers)
+}
+
+// chunk is the number of elements one goroutine updates at a time; small
+// enough to balance a few large tensors over the workers, large enough that
+// scheduling costs nothing next to the arithmetic.
+const chunk = 1 << 16
+
+// consts holds one parameter's scalars for a step, rounded to float32 where
+// ATen rounds a Python scalar to the tensor's dtype.
+type consts struct {
+	wd         float32 // grad.add(param, alpha=weight_decay)
+	decay      float32 // AdamW: param.mul_(1 - lr*weight_decay)
+	decoupled  bool
+	beta1      float32 // exp_avg.mul_(beta1)
+	omb1       float32 // .add_(grad, alpha=1-beta1)
+	beta2      float32 // exp_avg_sq.mul_(beta2)
+	omb2       float32 // .addcmul_(grad, grad, value=1-beta2)
+	bc2sqrt    float32 // denom = (sqrt(v) / bias_correction2_sqrt) ...
+	eps        float32 // ... .add_(eps)
+	negStepLen float32 // param.addcdiv_(exp_avg, denom, value=-step_size)
+}
+
+func (a *Adam) consts(lr, wd float64, step int64) consts {
+	c := a.cfg
+	// Python floats: beta**step, 1 - …, lr / …, math.sqrt(…), all in float64.
+	bc1 := 1 - math.Pow(c.beta1, float64(step))
+	bc2 := 1 - math.Pow(c.beta2, float64(step))
+	k := consts{
+		beta1:      float32(c.beta1),
+		omb1:       float32(1 - c.beta1),
+		beta2:      float32(c.beta2),
+		omb2:       float32(1 - c.beta2),
+		bc2sqrt:    float32(math.Sqrt(bc2)),
+		eps:        float32(c.eps),
+		negStepLen: float32(-(lr / bc1)),
+		decoupled:  c.decoupled,
+	}
+	if c.decoupled {
+		k.decay = float32(1 - lr*wd)
+	} else {
+		k.wd = float32(wd)
+	}
+	return k
+}
+
+// job is one contiguous slice of one parameter.
+type job struct {
+	k          *consts
+	p, g, m, v []float32
+	vmax       []float32 // nil without AMSGrad
+}
+
+// run executes jobs on up to workers goroutines. Each element is updated by
+// exactly one goroutine with the same arithmetic, so the result is
+// independent of the schedule.
+func run(jobs []job, workers int) {
+	total := 0
+	for _, j := range jobs {
+		total += len(j.p)
+	}
+	workers = min(workers, len(jobs), (total+chunk-1)/chunk)
+	if workers <= 1 {
+		for _, j := range jobs {
+			adamKernel(j)
+		}
+		return
+	}
+	var (
+		mu   sync.Mutex
+		next int
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(jobs) {
+					return
+				}
+				adamKernel(jobs[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// adamKernel updates one slice. Every float32 operation is written with an
+// explicit conversion so that no compiler fuses a multiply and an add where
+// ATen does not (the Go spec allows fusion otherwise); fma32 marks the places
+// where ATen's vectorised add(x, alpha) does fuse.
+func adamKernel(j job) {
+	k := j.k
+	n := len(j.p)
+	p, g, m, v := j.p, j.g[:n], j.m[:n], j.v[:n]
+	var vmax []float32
+	if j.vmax != nil {
+		vmax = j.vmax[:n]
+	}
+	for i := range p {
+		gi := g[i]
+		if k.decoupled {
+			p[i] = float32(p[i] * k.decay) // param.mul_(1 - lr*wd)
+		} else if k.wd != 0 {
+			gi = fma32(p[i], k.wd, gi) // grad = grad.add(param, alpha=wd)
+		}
+		mi := fma32(gi, k.omb1, float32(m[i]*k.beta1))               // exp_avg.mul_(β1).add_(grad, alpha=1-β1)
+		vi := float32(v[i]*k.beta2) + float32(float32(k.omb2*gi)*gi) // exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
+		m[i], v[i] = mi, vi
+		if vmax != nil {
+			vi = max(vmax[i], vi) // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+			vmax[i] = vi
+		}
+		denom := float32(sqrt32(vi)/k.bc2sqrt) + k.eps // (sqrt(v̂) / bias_correction2_sqrt).add_(eps)
+		p[i] += float32(k.negStepLen*mi) / denom       // param.addcdiv_(exp_avg, denom, value=-step_size)
+	}
+}
+
+// sqrt32 is the correctly rounded float32 square root (a float64 square
+// root rounded to float32 is correctly rounded: 53 ≥ 2·24+2).
+func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
+// fma32 returns x·y + z rounded once to float32, as a fused multiply-add
+// (_mm256_fmadd_ps) does. The product of two float32 values is exact in
+// float64, so only the sum rounds before the final rounding to float32.
+func fma32(x, y, z float32) float32 { return float32(float64(x)*float64(y) + float64(z)) }
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
