@@ -1,43 +1,513 @@
 package f32
 
-import (
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
-)
+//go:generate go run ./_gen
 
-var impl gonum.Implementation
+import (
+	"runtime"
+	"sync"
+)
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where
 // op(X) is X or Xᵀ as transA and transB say. op(A) is m×k, op(B) is k×n and
 // C is m×n; lda, ldb and ldc are the row strides of A, B and C as stored.
+//
+// Shapes: A is (m, k) with stride lda, or (k, m) if transA; B is (k, n) with
+// stride ldb, or (n, k) if transB; C is (m, n) with stride ldc ≥ n, and only
+// its m×n window is written. When beta is 0, C is not read (NaNs in it do not
+// propagate). A and B must not overlap C.
+//
+// The reference loop is
+//
+//	for i < m, j < n: C[i][j] = alpha·Σ_{p<k} op(A)[i][p]·op(B)[p][j] + beta·C[i][j]
+//
+// computed with packed, cache-blocked FMA micro-kernels (AVX-512 or AVX2 on
+// amd64 when the CPU has them, see internal/cpu; plain Go otherwise), on up to
+// GOMAXPROCS goroutines for large shapes. Rows m ≤ skinnyRows (decoding) take
+// a path that reads B once without packing it. Gemm panics, with a message
+// prefixed "f32: ", on negative sizes, short strides or short slices.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	if k == 0 {
-		scaleMatrix(beta, m, n, c, ldc)
-		return
-	}
-	ta, tb := blas.NoTrans, blas.NoTrans
-	if transA {
-		ta = blas.Trans
-	}
-	if transB {
-		tb = blas.Trans
-	}
-	impl.Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	gemm(pickKernels(), runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // GemmStrided runs batch independent Gemm calls; matrix i of A, B and C
 // starts at i·strideA, i·strideB and i·strideC. A stride of 0 shares one
 // matrix across the batch (for example a weight matrix).
+//
+// Shapes: A is (batch, m, k) (or (batch, k, m) if transA) with row stride lda
+// and batch stride strideA, and likewise B and C. The matrices of C must not
+// overlap unless strideC is 0, in which case the products are applied to the
+// one C in batch order. Batches of small products run in parallel over the
+// batch, as attention's per-head products do; large ones parallelise inside
+// each product.
 func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
-	for i := 0; i < batch; i++ {
-		Gemm(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	if batch < 0 {
+		panic("f32: negative batch")
+	}
+	if strideA < 0 || strideB < 0 || strideC < 0 {
+		panic("f32: negative batch stride")
+	}
+	if batch == 0 {
+		return
+	}
+	last := batch - 1
+	checkGemm(transA, transB, m, n, k,
+		a[min(last*strideA, len(a)):], lda, b[min(last*strideB, len(b)):], ldb, c[min(last*strideC, len(c)):], ldc)
+	ks := pickKernels()
+	procs := runtime.GOMAXPROCS(0)
+	one := func(i, procs int) {
+		gemm(ks, procs, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	}
+	if procs == 1 || batch == 1 || strideC == 0 || 2*m*n*k >= parallelFlops {
+		for i := 0; i < batch; i++ {
+			one(i, procs)
+		}
+		return
+	}
+	// Small products: each goroutine runs a contiguous run of the batch,
+	// single-threaded.
+	workers := min(procs, batch)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*batch/workers, (w+1)*batch/workers
+		run := func() {
+			for i := lo; i < hi; i++ {
+				one(i, 1)
+			}
+		}
+		if w == workers-1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+}
+
+// Tuning constants of the driver. The block sizes of each kernel set live in
+// its kernelSet.
+const (
+	// parallelFlops is the product size 2·m·n·k below which Gemm stays on the
+	// calling goroutine: starting a goroutine and packing twice cost more
+	// than they save under about a megaflop.
+	parallelFlops = 1 << 21
+
+	// skinnyRows is the largest m for which a product with op(B) = Bᵀ takes
+	// the dot-product path: B (a weight matrix, when decoding) is streamed
+	// once from memory, along its rows, instead of being packed. (With
+	// op(B) = B, few rows are served by blocked reading B in place.)
+	skinnyRows = 16
+)
+
+// microKernel computes one r×nr tile of C from a packed A panel and rows of B
+// (r and nr fixed by the kernel):
+//
+//	for i < r, j < nr: acc[i][j] = Σ_{p<k} a[p*r+i] · b[p*bs+j]
+//	c[i*ldc+j] = acc[i][j]                    if beta == 0 (c is not read)
+//	c[i*ldc+j] = beta·c[i*ldc+j] + acc[i][j]   otherwise
+//
+// k ≥ 1. bs is nr for a packed B panel, or ldb when the kernel reads B in
+// place (the skinny path).
+type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32)
+
+// dotKernel computes r×4 dot products along k (r fixed by the kernel):
+//
+//	for i < r, j < 4: dst[i*4+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
+//
+// k is a positive multiple of 8. It serves op(B) = Bᵀ in the skinny path,
+// where B's rows are contiguous along k.
+type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, dst []float32)
+
+// kernelSet is one implementation of the micro-kernels with its block sizes.
+type kernelSet struct {
+	name   string
+	mr, nr int           // largest tile
+	kern   []microKernel // kern[r-1] computes r×nr tiles, 1 ≤ r ≤ mr
+	dot    []dotKernel   // dot[r-1] computes r×4 dot products; nil if none
+	// Packing kernels, nil where the Go loops serve: packRows6 transposes six
+	// rows of A into a panel of ldd rows (see packRows6AVX2), packCols copies
+	// an nr-wide strip of B.
+	packRows6 func(k int, a []float32, lda int, dst []float32, ldd int, alpha float32)
+	packCols  func(k int, b []float32, ldb int, dst []float32)
+	// Cache blocking (BLIS's names): a kc×nr panel of B stays in L1 while
+	// the mc×kc block of A streams from L2; the kc×nc block of B sits in L3.
+	mc, kc, nc int
+}
+
+// workspace holds one goroutine's packing buffers.
+type workspace struct {
+	a, b, t []float32
+}
+
+var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic("f32: negative matrix size")
+	}
+	check := func(what string, x []float32, rows, cols, ld int) {
+		if ld < max(1, cols) {
+			panic("f32: bad leading dimension of " + what)
+		}
+		if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
+			panic("f32: " + what + " is too short")
+		}
+	}
+	if transA {
+		check("A", a, k, m, lda)
+	} else {
+		check("A", a, m, k, lda)
+	}
+	if transB {
+		check("B", b, n, k, ldb)
+	} else {
+		check("B", b, k, n, ldb)
+	}
+	check("C", c, m, n, ldc)
+}
+
+// gemm is Gemm after the checks, with the kernel set and the number of
+// goroutines it may use.
+func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleMatrix(beta, m, n, c, ldc)
+		return
+	}
+	if beta == 0 {
+		beta = 0 // -0 becomes +0: the kernels test beta's bits
+	}
+	if m <= skinnyRows && transB && ks.dot != nil {
+		skinnyDot(ks, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	// For a single block of rows, each packed strip of B would serve one
+	// pass of the rows only: read B in place instead.
+	direct := !transB && m <= ks.mc
+	if procs <= 1 || 2*m*n*k < parallelFlops {
+		w := workspaces.Get().(*workspace)
+		blocked(ks, w, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		workspaces.Put(w)
+		return
+	}
+	tm, tn := split(ks, procs, direct, m, n, k)
+	// Task (ti, tj) computes rows [ti·m/tm, (ti+1)·m/tm) and the columns
+	// likewise, rounded to whole tiles so that only the last task of a row or
+	// column of tasks has edge tiles.
+	rows := func(t int) int { return roundUp(t*m/tm, ks.mr) }
+	cols := func(t int) int { return roundUp(t*n/tn, ks.nr) }
+	var wg sync.WaitGroup
+	for t := range tm * tn {
+		ti, tj := t/tn, t%tn
+		i0, i1 := min(rows(ti), m), min(rows(ti+1), m)
+		j0, j1 := min(cols(tj), n), min(cols(tj+1), n)
+		if ti == tm-1 {
+			i1 = m
+		}
+		if tj == tn-1 {
+			j1 = n
+		}
+		if i0 >= i1 || j0 >= j1 {
+			continue
+		}
+		run := func() {
+			subA := a[offA(transA, i0, lda):]
+			subB := b[offB(transB, j0, ldb):]
+			w := workspaces.Get().(*workspace)
+			blocked(ks, w, direct, transA, transB, i1-i0, j1-j0, k, alpha, subA, lda, subB, ldb, beta, c[i0*ldc+j0:], ldc)
+			workspaces.Put(w)
+		}
+		if t == tm*tn-1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+}
+
+// offA is the offset in A of row i of op(A); offB that of column j of op(B).
+func offA(transA bool, i, lda int) int {
+	if transA {
+		return i
+	}
+	return i * lda
+}
+
+func offB(transB bool, j, ldb int) int {
+	if transB {
+		return j * ldb
+	}
+	return j
+}
+
+func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// split chooses a tm×tn grid of tasks for procs goroutines, each task an
+// independent blocked product with its own packing. It minimises the
+// largest task's tiles plus the packing that the split repeats: each of the
+// tm task rows packs its own copy of B (or, direct, reads it from memory
+// again), each of the tn task columns its own A.
+func split(ks *kernelSet, procs int, direct bool, m, n, k int) (tm, tn int) {
+	best := -1.0
+	for t := 1; t <= procs; t++ {
+		if procs%t != 0 {
+			continue
+		}
+		u := procs / t
+		rm := float64(roundUp((m+t-1)/t, ks.mr))
+		rn := float64(roundUp((n+u-1)/u, ks.nr))
+		// Packing an element costs about as much as a few dozen FMAs.
+		cost := 2*rm*rn*float64(k) + 32*(float64(t)*float64(k*n)+float64(u)*float64(m*k))/float64(procs)
+		if best < 0 || cost < best {
+			best, tm, tn = cost, t, u
+		}
+	}
+	return tm, tn
+}
+
+// blocked is the single-threaded packed product (BLIS's five loops around
+// the micro-kernel).
+//
+// With direct set (B not transposed), the kernels read full nr-wide strips
+// of B in place instead of from a packed copy: for few rows of A, packing B
+// would cost more than the product, and a strip of kc rows still stays in L1
+// while the rows of A pass by.
+func blocked(ks *kernelSet, w *workspace, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	mr, nr := ks.mr, ks.nr
+	kc := min(ks.kc, k)
+	mc := min(ks.mc, roundUp(m, mr))
+	nc := min(ks.nc, roundUp(n, nr))
+	w.a = grow(w.a, mc*kc)
+	w.b = grow(w.b, kc*nc)
+	w.t = grow(w.t, mr*nr)
+	for jc := 0; jc < n; jc += nc {
+		nb := min(nc, n-jc)
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			packB(ks, w.b, transB, b, ldb, pc, jc, kb, nb, direct)
+			bet := beta
+			if pc > 0 {
+				bet = 1
+			}
+			for ic := 0; ic < m; ic += mc {
+				mb := min(mc, m-ic)
+				packA(ks, w.a, transA, a, lda, ic, pc, mb, kb, alpha)
+				for jr := 0; jr < nb; jr += nr {
+					bp, bs := w.b[jr*kb:], nr
+					cols := min(nr, nb-jr)
+					if direct && cols == nr {
+						bp, bs = b[pc*ldb+jc+jr:], ldb
+					}
+					for ir := 0; ir < mb; ir += mr {
+						r := min(mr, mb-ir)
+						ap := w.a[ir*kb:]
+						cp := c[(ic+ir)*ldc+jc+jr:]
+						if cols == nr {
+							ks.kern[r-1](kb, ap, bp, bs, cp, ldc, bet)
+						} else {
+							ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0)
+							mergeTile(cp, ldc, w.t, nr, r, cols, bet)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 
+// packA copies the mb×kb block of alpha·op(A) at (ic, pc) into dst as panels
+// of mr rows (the last one may be narrower): panel q holds
+// dst[q·mr·kb + p·r + i] = alpha·op(A)[ic+q·mr+i][pc+p], r its row count.
+func packA(ks *kernelSet, dst []float32, transA bool, a []float32, lda, ic, pc, mb, kb int, alpha float32) {
+	mr := ks.mr
+	for i0 := 0; i0 < mb; i0 += mr {
+		r := min(mr, mb-i0)
+		d := dst[i0*kb : i0*kb+r*kb]
+		if transA {
+			for p := 0; p < kb; p++ {
+				src := a[(pc+p)*lda+ic+i0:][:r]
+				dp := d[p*r:][:r]
+				for i, v := range src {
+					dp[i] = alpha * v
+				}
+			}
+			continue
+		}
+		k0 := 0
+		if r == mr && ks.packRows6 != nil && kb >= 8 {
+			// Six rows at a time, eight columns per step.
+			k0 = kb &^ 7
+			for g := 0; g < r; g += 6 {
+				ks.packRows6(k0, a[(ic+i0+g)*lda+pc:], lda, d[g:], r, alpha)
+			}
+		}
+		for i := 0; i < r; i++ {
+			src := a[(ic+i0+i)*lda+pc+k0:][:kb-k0]
+			dp := d[k0*r:]
+			for p, v := range src {
+				dp[p*r+i] = alpha * v
+			}
+		}
+	}
+}
+
+// packB copies the kb×nb block of op(B) at (pc, jc) into dst as panels of nr
+// columns, the last one padded with zeros: panel q holds
+// dst[q·nr·kb + p·nr + j] = op(B)[pc+p][jc+q·nr+j]. With direct set, full
+// panels of B (not transposed) are skipped: the kernels read them in place.
+func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, kb, nb int, direct bool) {
+	nr := ks.nr
+	for j0 := 0; j0 < nb; j0 += nr {
+		w := min(nr, nb-j0)
+		d := dst[j0*kb : j0*kb+nr*kb]
+		if transB {
+			if w < nr {
+				clear(d)
+			}
+			for j := 0; j < w; j++ {
+				src := b[(jc+j0+j)*ldb+pc:][:kb]
+				for p, v := range src {
+					d[p*nr+j] = v
+				}
+			}
+			continue
+		}
+		if w == nr && direct {
+			continue
+		}
+		src := b[pc*ldb+jc+j0:]
+		if w == nr && ks.packCols != nil {
+			ks.packCols(kb, src, ldb, d)
+			continue
+		}
+		for p := 0; p < kb; p++ {
+			dp := d[p*nr : p*nr+nr]
+			copy(dp, src[p*ldb:][:w])
+			clear(dp[w:])
+		}
+	}
+}
+
+// mergeTile writes the rows×cols corner of the tile t (row stride ldt) into
+// C: c = t if beta is 0, else c = beta·c + t.
+func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta float32) {
+	for i := 0; i < rows; i++ {
+		cr := c[i*ldc:][:cols]
+		tr := t[i*ldt:][:cols]
+		if beta == 0 {
+			copy(cr, tr)
+			continue
+		}
+		for j, v := range tr {
+			cr[j] = beta*cr[j] + v
+		}
+	}
+}
+
+// skinnyDot computes a product of few rows with op(B) = Bᵀ (B stored n×k, a
+// weight matrix as in y = x·Wᵀ): dot kernels take four rows of B at a time
+// for every pair of rows of A, so each row of B is read once from memory.
+func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	const nb = 4
+	mr := len(ks.dot)
+	w0 := workspaces.Get().(*workspace)
+	defer workspaces.Put(w0)
+	if transA || alpha != 1 {
+		// Copy alpha·op(A) as an m×k row-major matrix.
+		w0.a = grow(w0.a, m*k)
+		for i := 0; i < m; i++ {
+			d := w0.a[i*k:][:k]
+			for p := range d {
+				d[p] = alpha * a[offA(transA, i, lda)+offA(!transA, p, lda)]
+			}
+		}
+		a, lda = w0.a, k
+	}
+	k8 := k &^ 7
+	groups := (n + nb - 1) / nb
+	workers := 1
+	if 2*m*n*k >= parallelFlops && procs > 1 {
+		workers = min(procs, groups)
+	}
+	run := func(g0, g1 int) {
+		var out [nb * skinnyRows]float32
+		for g := g0; g < g1; g++ {
+			j0 := g * nb
+			cols := min(nb, n-j0)
+			for i0 := 0; i0 < m; i0 += mr {
+				r := min(mr, m-i0)
+				ai := a[i0*lda:]
+				o := out[:r*nb]
+				if cols == nb {
+					if k8 > 0 {
+						ks.dot[r-1](k8, ai, lda, b[j0*ldb:], ldb, o)
+					} else {
+						clear(o)
+					}
+				} else {
+					// Fewer than four rows of B left: a stride of 0 reads
+					// one row four times, and we keep the first column.
+					for j := 0; j < cols; j++ {
+						var o1 [nb * skinnyRows]float32
+						if k8 > 0 {
+							ks.dot[r-1](k8, ai, lda, b[(j0+j)*ldb:], 0, o1[:r*nb])
+						}
+						for i := 0; i < r; i++ {
+							o[i*nb+j] = o1[i*nb]
+						}
+					}
+				}
+				for i := 0; i < r; i++ {
+					ar := a[(i0+i)*lda:][:k]
+					cr := c[(i0+i)*ldc+j0:][:cols]
+					for j := range cr {
+						s := o[i*nb+j]
+						br := b[(j0+j)*ldb:][:k]
+						for p := k8; p < k; p++ {
+							s += ar[p] * br[p]
+						}
+						if beta == 0 {
+							cr[j] = s
+						} else {
+							cr[j] = beta*cr[j] + s
+						}
+					}
+				}
+			}
+		}
+	}
+	parallelRanges(workers, groups, run)
+}
+
+// parallelRanges splits [0, n) into workers contiguous ranges and runs f on
+// each, the last on the calling goroutine.
+func parallelRanges(workers, n int, f func(lo, hi int)) {
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers - 1 {
+		wg.Go(func() { f(w*n/workers, (w+1)*n/workers) })
+	}
+	f((workers-1)*n/workers, n)
+	wg.Wait()
+}
+
 func scaleMatrix(beta float32, m, n int, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		if beta == 0 {

@@ -1,0 +1,424 @@
+// Command _gen writes internal/f32/gemm_amd64.s, the Go-assembly micro-kernels
+// behind f32.Gemm. Run it from internal/f32 with `go run ./_gen` (or through
+// go generate); it uses the standard library only.
+//
+// The kernels are straight-line FMA code, so a small printer is clearer here
+// than an assembler DSL: each function below emits one kernel family, and the
+// reference loop that the family computes is spelled out in its comment and in
+// the pure-Go twin in gemm_kernel_go.go.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+)
+
+type gen struct{ bytes.Buffer }
+
+func (g *gen) p(format string, args ...any) {
+	fmt.Fprintf(&g.Buffer, format, args...)
+	g.WriteByte('\n')
+}
+
+// isa describes one vector extension for the rank-1-update kernels.
+type isa struct {
+	name  string // suffix of the Go function names
+	reg   string // register prefix: Y (256-bit) or Z (512-bit)
+	lanes int    // float32 lanes per register
+	maxMR int    // rows of the largest kernel
+	bcst  bool   // FMA with an embedded-broadcast memory operand (AVX-512)
+	nregs int    // vector registers available
+}
+
+var (
+	avx2   = isa{name: "AVX2", reg: "Y", lanes: 8, maxMR: 6, nregs: 16}
+	avx512 = isa{name: "AVX512", reg: "Z", lanes: 16, maxMR: 12, bcst: true, nregs: 32}
+)
+
+// kernel emits gemmKernel{mr}x{nr}{ISA}, which computes one mr×nr tile of C,
+// nr = 2·lanes:
+//
+//	for p := 0; p < k; p++ {           // a is packed k×mr, b has rows bs apart
+//		for i := 0; i < mr; i++ {
+//			for j := 0; j < nr; j++ {
+//				acc[i][j] += a[p*mr+i] * b[p*bs+j]
+//			}
+//		}
+//	}
+//	c[i*ldc+j] = acc[i][j]                 if beta == 0 (c is not read)
+//	c[i*ldc+j] = beta*c[i*ldc+j] + acc[i][j] otherwise
+//
+// Rows with few accumulators use two alternating sets of them, so that the
+// FMA latency does not bound a k step.
+func kernel(g *gen, s isa, mr int) {
+	nr := 2 * s.lanes
+	name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
+	sets := 1
+	if 2*2*mr <= s.nregs-4 && mr <= s.maxMR/2 {
+		sets = 2
+	}
+	acc := func(set, i, v int) string { return fmt.Sprintf("%s%d", s.reg, set*2*mr+2*i+v) }
+	b0 := fmt.Sprintf("%s%d", s.reg, s.nregs-4)
+	b1 := fmt.Sprintf("%s%d", s.reg, s.nregs-3)
+	bc := func(i int) string { return fmt.Sprintf("%s%d", s.reg, s.nregs-2+i%2) }
+	vb := 4 * s.lanes // bytes per register
+
+	g.p("// func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-52", name)
+	g.p("\tMOVQ k+0(FP), CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ b+16(FP), DX")
+	g.p("\tMOVQ bs+24(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tMOVQ c+32(FP), DI")
+	g.p("\tMOVQ ldc+40(FP), R9")
+	g.p("\tSHLQ $2, R9")
+	g.p("\tMOVQ DI, R10")
+	for i := 0; i < mr; i++ {
+		g.p("\tPREFETCHT0 (R10)")
+		g.p("\tPREFETCHT0 %d(R10)", 2*vb-4)
+		if i < mr-1 {
+			g.p("\tADDQ R9, R10")
+		}
+	}
+	for set := 0; set < sets; set++ {
+		for i := 0; i < mr; i++ {
+			for v := 0; v < 2; v++ {
+				r := acc(set, i, v)
+				if s.reg == "Z" {
+					g.p("\tVPXORD %s, %s, %s", r, r, r)
+				} else {
+					g.p("\tVXORPS %s, %s, %s", r, r, r)
+				}
+			}
+		}
+	}
+	step := func(set, aoff int) {
+		g.p("\tVMOVUPS (DX), %s", b0)
+		g.p("\tVMOVUPS %d(DX), %s", vb, b1)
+		for i := 0; i < mr; i++ {
+			off := aoff + 4*i
+			if s.bcst {
+				g.p("\tVFMADD231PS.BCST %d(SI), %s, %s", off, b0, acc(set, i, 0))
+				g.p("\tVFMADD231PS.BCST %d(SI), %s, %s", off, b1, acc(set, i, 1))
+				continue
+			}
+			g.p("\tVBROADCASTSS %d(SI), %s", off, bc(i))
+			g.p("\tVFMADD231PS %s, %s, %s", b0, bc(i), acc(set, i, 0))
+			g.p("\tVFMADD231PS %s, %s, %s", b1, bc(i), acc(set, i, 1))
+		}
+		g.p("\tADDQ R8, DX")
+	}
+	const unroll = 4
+	g.p("\tMOVQ CX, R11")
+	g.p("\tANDQ $%d, R11", unroll-1)
+	g.p("\tSHRQ $%d, CX", 2)
+	g.p("\tJZ %s_tail", name)
+	g.p("%s_loop:", name)
+	for u := 0; u < unroll; u++ {
+		step(u%sets, 4*mr*u)
+	}
+	g.p("\tADDQ $%d, SI", 4*mr*unroll)
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("%s_tail:", name)
+	g.p("\tTESTQ R11, R11")
+	g.p("\tJZ %s_sum", name)
+	g.p("%s_tailloop:", name)
+	step(0, 0)
+	g.p("\tADDQ $%d, SI", 4*mr)
+	g.p("\tDECQ R11")
+	g.p("\tJNZ %s_tailloop", name)
+	g.p("%s_sum:", name)
+	if sets == 2 {
+		for i := 0; i < mr; i++ {
+			for v := 0; v < 2; v++ {
+				g.p("\tVADDPS %s, %s, %s", acc(1, i, v), acc(0, i, v), acc(0, i, v))
+			}
+		}
+	}
+	g.p("\tMOVL beta+48(FP), AX")
+	g.p("\tANDL $0x7fffffff, AX")
+	g.p("\tJZ %s_store", name)
+	g.p("\tVBROADCASTSS beta+48(FP), %s", b0)
+	for i := 0; i < mr; i++ {
+		g.p("\tVFMADD231PS (DI), %s, %s", b0, acc(0, i, 0))
+		g.p("\tVFMADD231PS %d(DI), %s, %s", vb, b0, acc(0, i, 1))
+		g.p("\tVMOVUPS %s, (DI)", acc(0, i, 0))
+		g.p("\tVMOVUPS %s, %d(DI)", acc(0, i, 1), vb)
+		if i < mr-1 {
+			g.p("\tADDQ R9, DI")
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("%s_store:", name)
+	for i := 0; i < mr; i++ {
+		g.p("\tVMOVUPS %s, (DI)", acc(0, i, 0))
+		g.p("\tVMOVUPS %s, %d(DI)", acc(0, i, 1), vb)
+		if i < mr-1 {
+			g.p("\tADDQ R9, DI")
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// dot emits gemmDot{mr}x4AVX2, the kernel of the skinny path with Bᵀ stored
+// row-major (a weight matrix n×k read once, as in y = x·Wᵀ):
+//
+//	for i := 0; i < mr; i++ {
+//		for j := 0; j < 4; j++ {
+//			dst[i*4+j] = Σ_{p<k} a[i*lda+p] * b[j*ldb+p]   // k a multiple of 8, k ≥ 8
+//		}
+//	}
+func dot(g *gen, mr int) {
+	const nb = 4
+	name := fmt.Sprintf("gemmDot%dx%dAVX2", mr, nb)
+	acc := func(i, j int) string { return fmt.Sprintf("Y%d", i*nb+j) }
+	breg := func(j int) string { return fmt.Sprintf("Y%d", 8+j) }
+	areg := func(i int) string { return fmt.Sprintf("Y%d", 12+i) }
+	brow := []string{"(DX)", "(DX)(R11*1)", "(DX)(R11*2)", "(DX)(R12*1)"}
+	arow := []string{"(SI)", "(SI)(R10*1)"}
+
+	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, dst *float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ k+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R10")
+	g.p("\tSHLQ $2, R10")
+	g.p("\tMOVQ b+24(FP), DX")
+	g.p("\tMOVQ ldb+32(FP), R11")
+	g.p("\tSHLQ $2, R11")
+	g.p("\tLEAQ (R11)(R11*2), R12")
+	g.p("\tMOVQ dst+40(FP), DI")
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nb; j++ {
+			g.p("\tVXORPS %s, %s, %s", acc(i, j), acc(i, j), acc(i, j))
+		}
+	}
+	g.p("%s_loop:", name)
+	for j := 0; j < nb; j++ {
+		g.p("\tVMOVUPS %s, %s", brow[j], breg(j))
+	}
+	for i := 0; i < mr; i++ {
+		g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+		for j := 0; j < nb; j++ {
+			g.p("\tVFMADD231PS %s, %s, %s", breg(j), areg(i), acc(i, j))
+		}
+	}
+	g.p("\tADDQ $32, SI")
+	g.p("\tADDQ $32, DX")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nb; j++ {
+			r := acc(i, j)
+			x := "X" + r[1:]
+			g.p("\tVEXTRACTF128 $1, %s, X15", r)
+			g.p("\tVADDPS %s, X15, X15", x)
+			g.p("\tVHADDPS X15, X15, X15")
+			g.p("\tVHADDPS X15, X15, X15")
+			g.p("\tVMOVSS X15, %d(DI)", 4*(i*nb+j))
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// decls writes the Go side: the assembly declarations, bounds-checked slice
+// wrappers and the tables that gemm_amd64.go hands to the driver.
+func decls() []byte {
+	g := new(gen)
+	g.p("// Code generated by go run ./_gen; DO NOT EDIT.")
+	g.p("")
+	g.p("//go:build !purego && !noasm && gc")
+	g.p("")
+	g.p("package f32")
+	g.p("")
+	for _, s := range []isa{avx2, avx512} {
+		nr := 2 * s.lanes
+		for mr := 1; mr <= s.maxMR; mr++ {
+			name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
+			g.p("// %s computes a %d×%d tile; see microKernel and goKernel for the loop.", name, mr, nr)
+			g.p("//")
+			g.p("//go:noescape")
+			g.p("func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32)", name)
+			g.p("")
+		}
+		g.p("var kernels%s = []microKernel{", s.name)
+		for mr := 1; mr <= s.maxMR; mr++ {
+			name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
+			g.p("\tfunc(k int, a, b []float32, bs int, c []float32, ldc int, beta float32) {")
+			g.p("\t\t_, _, _ = a[%d*k-1], b[(k-1)*bs+%d], c[%d*ldc+%d]", mr, nr-1, mr-1, nr-1)
+			g.p("\t\t%s(k, &a[0], &b[0], bs, &c[0], ldc, beta)", name)
+			g.p("\t},")
+		}
+		g.p("}")
+		g.p("")
+	}
+	for mr := 1; mr <= 2; mr++ {
+		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
+		g.p("// %s computes %d×4 dot products; see dotKernel and goDot for the loop.", name, mr)
+		g.p("//")
+		g.p("//go:noescape")
+		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, dst *float32)", name)
+		g.p("")
+	}
+	g.p("var dotsAVX2 = []dotKernel{")
+	for mr := 1; mr <= 2; mr++ {
+		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
+		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, dst []float32) {")
+		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[3*ldb+k-1], dst[%d]", mr-1, 4*mr-1)
+		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, &dst[0])", name)
+		g.p("\t},")
+	}
+	g.p("}")
+	g.p("")
+	g.p("// packRows6AVX2 packs six rows of A; see packPanel.")
+	g.p("//")
+	g.p("//go:noescape")
+	g.p("func packRows6AVX2(k int, a *float32, lda int, dst *float32, ldd int, alpha float32)")
+	for _, s := range []isa{avx2, avx512} {
+		g.p("")
+		g.p("// packCols%d%s copies a strip of B; see packStrip.", 2*s.lanes, s.name)
+		g.p("//")
+		g.p("//go:noescape")
+		g.p("func packCols%d%s(k int, b *float32, ldb int, dst *float32)", 2*s.lanes, s.name)
+	}
+	src, err := format.Source(g.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	return src
+}
+
+// pack emits the packing kernels of the AVX2 and AVX-512 sets:
+//
+// packRows6AVX2 transposes six rows of A into a panel, eight columns at a
+// time (k a positive multiple of 8):
+//
+//	for i < 6, p < k: dst[p*ldd+i] = alpha * a[i*lda+p]
+//
+// It writes exactly six floats per p (a 16-byte and an 8-byte store), so a
+// panel of twelve rows is two calls, at dst and dst+6, with ldd = 12.
+//
+// packColsN{AVX2,AVX512} copy a strip of nr = 16 or 32 columns of B (k ≥ 1):
+//
+//	for p < k, j < nr: dst[p*nr+j] = b[p*ldb+j]
+func pack(g *gen) {
+	g.p("// func packRows6AVX2(k int, a *float32, lda int, dst *float32, ldd int, alpha float32)")
+	g.p("TEXT ·packRows6AVX2(SB), NOSPLIT, $0-44")
+	g.p("\tMOVQ k+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tLEAQ (R8)(R8*2), R9")
+	g.p("\tLEAQ (R8)(R8*4), R10")
+	g.p("\tMOVQ dst+24(FP), DI")
+	g.p("\tMOVQ ldd+32(FP), R11")
+	g.p("\tSHLQ $2, R11")
+	g.p("\tVBROADCASTSS alpha+40(FP), Y15")
+	g.p("packRows6AVX2_loop:")
+	rows := []string{"(SI)", "(SI)(R8*1)", "(SI)(R8*2)", "(SI)(R9*1)", "(SI)(R8*4)", "(SI)(R10*1)"}
+	for i, r := range rows {
+		g.p("\tVMULPS %s, Y15, Y%d", r, i)
+	}
+	// t0..t5 in Y6..Y11: interleave row pairs.
+	g.p("\tVUNPCKLPS Y1, Y0, Y6")
+	g.p("\tVUNPCKHPS Y1, Y0, Y7")
+	g.p("\tVUNPCKLPS Y3, Y2, Y8")
+	g.p("\tVUNPCKHPS Y3, Y2, Y9")
+	g.p("\tVUNPCKLPS Y5, Y4, Y10")
+	g.p("\tVUNPCKHPS Y5, Y4, Y11")
+	// s0..s3 (rows 0-3 of columns 0|4, 1|5, 2|6, 3|7) in Y0..Y3,
+	// s4..s7 (rows 4-5, two junk lanes) in Y4, Y5, Y12, Y13.
+	g.p("\tVSHUFPS $0x44, Y8, Y6, Y0")
+	g.p("\tVSHUFPS $0xEE, Y8, Y6, Y1")
+	g.p("\tVSHUFPS $0x44, Y9, Y7, Y2")
+	g.p("\tVSHUFPS $0xEE, Y9, Y7, Y3")
+	g.p("\tVSHUFPS $0x44, Y10, Y10, Y4")
+	g.p("\tVSHUFPS $0xEE, Y10, Y10, Y5")
+	g.p("\tVSHUFPS $0x44, Y11, Y11, Y12")
+	g.p("\tVSHUFPS $0xEE, Y11, Y11, Y13")
+	lo := []string{"Y0", "Y1", "Y2", "Y3"}
+	hi := []string{"Y4", "Y5", "Y12", "Y13"}
+	for p := 0; p < 8; p++ {
+		if p < 4 {
+			g.p("\tVMOVUPS X%s, (DI)", lo[p][1:])
+			g.p("\tVMOVSD X%s, 16(DI)", hi[p][1:])
+		} else {
+			g.p("\tVEXTRACTF128 $1, %s, (DI)", lo[p-4])
+			g.p("\tVEXTRACTF128 $1, %s, X14", hi[p-4])
+			g.p("\tVMOVSD X14, 16(DI)")
+		}
+		g.p("\tADDQ R11, DI")
+	}
+	g.p("\tADDQ $32, SI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ packRows6AVX2_loop")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+	for _, s := range []isa{avx2, avx512} {
+		nr := 2 * s.lanes
+		name := fmt.Sprintf("packCols%d%s", nr, s.name)
+		vb := 4 * s.lanes
+		g.p("// func %s(k int, b *float32, ldb int, dst *float32)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+		g.p("\tMOVQ k+0(FP), CX")
+		g.p("\tMOVQ b+8(FP), SI")
+		g.p("\tMOVQ ldb+16(FP), R8")
+		g.p("\tSHLQ $2, R8")
+		g.p("\tMOVQ dst+24(FP), DI")
+		g.p("%s_loop:", name)
+		g.p("\tVMOVUPS (SI), %s0", s.reg)
+		g.p("\tVMOVUPS %d(SI), %s1", vb, s.reg)
+		g.p("\tVMOVUPS %s0, (DI)", s.reg)
+		g.p("\tVMOVUPS %s1, %d(DI)", s.reg, vb)
+		g.p("\tADDQ R8, SI")
+		g.p("\tADDQ $%d, DI", 2*vb)
+		g.p("\tDECQ CX")
+		g.p("\tJNZ %s_loop", name)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+		g.p("")
+	}
+}
+
+func main() {
+	out := flag.String("o", "gemm_amd64.s", "output file")
+	goOut := flag.String("go", "gemm_asm_amd64.go", "output file for the Go declarations")
+	flag.Parse()
+	if err := os.WriteFile(*goOut, decls(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	g := new(gen)
+	g.p("// Code generated by go run ./_gen; DO NOT EDIT.")
+	g.p("")
+	g.p("//go:build !purego && !noasm && gc")
+	g.p("")
+	g.p("#include \"textflag.h\"")
+	g.p("")
+	for mr := 1; mr <= avx2.maxMR; mr++ {
+		kernel(g, avx2, mr)
+	}
+	for mr := 1; mr <= avx512.maxMR; mr++ {
+		kernel(g, avx512, mr)
+	}
+	for mr := 1; mr <= 2; mr++ {
+		dot(g, mr)
+	}
+	pack(g)
+	if err := os.WriteFile(*out, g.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}

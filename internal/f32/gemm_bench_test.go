@@ -1,0 +1,110 @@
+package f32
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// benchShapes are the m×n×k products of the GEMM benchmarks: cubes, then the
+// im2col products of ResNet-101's convolutions on a 224² image (m = output
+// pixels, n = output channels, k = input channels × kernel area), then
+// decoding-size products (a few rows times a weight matrix).
+var benchShapes = [][3]int{
+	{512, 512, 512},
+	{1024, 1024, 1024},
+	{2048, 2048, 2048},
+	// ResNet-101 at 224²: conv1 (7×7/2, 3→64 at 112²) ...
+	{12544, 64, 147},
+	// ... layer1 at 56²: 1×1 64→64, 3×3 64→64, 1×1 64→256, 1×1 256→64 ...
+	{3136, 64, 64},
+	{3136, 64, 576},
+	{3136, 256, 64},
+	{3136, 64, 256},
+	// ... layer2 at 28²: 1×1 256→128 (at 56²), 3×3 128→128, 1×1 128→512, 1×1 512→128 ...
+	{3136, 128, 256},
+	{784, 128, 1152},
+	{784, 512, 128},
+	{784, 128, 512},
+	// ... layer3 at 14²: 3×3 256→256, 1×1 256→1024, 1×1 1024→256 ...
+	{196, 256, 2304},
+	{196, 1024, 256},
+	{196, 256, 1024},
+	// ... layer4 at 7²: 3×3 512→512, 1×1 512→2048, 1×1 2048→512.
+	{49, 512, 4608},
+	{49, 2048, 512},
+	{49, 512, 2048},
+	// Decoding: beams × d_model by a weight matrix.
+	{1, 2048, 512},
+	{3, 512, 2048},
+	{16, 2048, 512},
+}
+
+func benchOperands(m, n, k int) (a, b, c []float32) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, b, c = make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(rng.NormFloat64())
+	}
+	return a, b, c
+}
+
+func benchGemm(b *testing.B, f func(m, n, k int, a, bm, c []float32)) {
+	for _, s := range benchShapes {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(b *testing.B) {
+			a, bm, c := benchOperands(m, n, k)
+			b.SetBytes(int64(4 * (m*k + k*n + m*n)))
+			b.ReportAllocs()
+			for b.Loop() {
+				f(m, n, k, a, bm, c)
+			}
+			b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkSgemm measures Gemm, C = A·B with B stored k×n.
+func BenchmarkSgemm(b *testing.B) {
+	benchGemm(b, func(m, n, k int, a, bm, c []float32) {
+		Gemm(false, false, m, n, k, 1, a, k, bm, n, 0, c, n)
+	})
+}
+
+// BenchmarkSgemmTransB measures Gemm with B stored n×k (C = A·Bᵀ, a weight
+// matrix as PyTorch's Linear keeps it).
+func BenchmarkSgemmTransB(b *testing.B) {
+	benchGemm(b, func(m, n, k int, a, bm, c []float32) {
+		Gemm(false, true, m, n, k, 1, a, k, bm, k, 0, c, n)
+	})
+}
+
+// BenchmarkSgemmGonum is the baseline: gonum's pure-Go Sgemm (row-major, as
+// Gemm) on the same products.
+func BenchmarkSgemmGonum(b *testing.B) {
+	var impl gonum.Implementation
+	benchGemm(b, func(m, n, k int, a, bm, c []float32) {
+		impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, bm, n, 0, c, n)
+	})
+}
+
+// BenchmarkSgemmStrided measures attention-sized batches: 8 heads of
+// 49×49×64 scores (Q·Kᵀ) and 49×64×49 outputs (P·V).
+func BenchmarkSgemmStrided(b *testing.B) {
+	const heads, t, d = 8, 49, 64
+	q, kk, _ := benchOperands(heads*t, d, 1)
+	s := make([]float32, heads*t*t)
+	o := make([]float32, heads*t*d)
+	b.ReportAllocs()
+	for b.Loop() {
+		GemmStrided(false, true, heads, t, t, d, 0.125, q, d, t*d, kk, d, t*d, 0, s, t, t*t)
+		GemmStrided(false, false, heads, t, d, t, 1, s, t, t*t, kk, d, t*d, 0, o, d, t*d)
+	}
+	b.ReportMetric(2*2*heads*t*t*d*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

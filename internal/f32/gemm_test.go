@@ -1,0 +1,425 @@
+package f32
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen/internal/cpu"
+)
+
+// tol is the acceptance bound on ‖C − ref‖/‖ref‖ against float64.
+const tol = 1e-5
+
+// guard fills the space around C's window and is checked afterwards.
+const guard = float32(-7.25e7)
+
+// kernelSets returns the kernel sets this machine can run, the portable one
+// first.
+func kernelSets() []*kernelSet {
+	sets := []*kernelSet{&goKernels}
+	if ks := pickKernels(); ks != &goKernels {
+		// The assembly sets below the best one run too (AVX2 on an AVX-512
+		// machine).
+		restore := cpu.DisableAVX512()
+		if lower := pickKernels(); lower != ks && lower != &goKernels {
+			sets = append(sets, lower)
+		}
+		restore()
+		sets = append(sets, ks)
+	}
+	return sets
+}
+
+// gemmCase is one product with its operands laid out with padded strides.
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+// entry draws a matrix entry uniformly from [-1, 2). The nonzero mean keeps
+// the products well conditioned, so that ‖Δ‖/‖ref‖ measures the kernels'
+// rounding rather than the cancellation in a dot product that happens to
+// be near zero (a 1×1×65 product of zero-mean entries can lose a digit to
+// that in any summation order).
+func entry(rng *rand.Rand) float32 { return float32(3*rng.Float64() - 1) }
+
+func newCase(rng *rand.Rand, transA, transB bool, m, n, k int, alpha, beta float32, pad int) *gemmCase {
+	g := &gemmCase{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta}
+	ra, ca := m, k
+	if transA {
+		ra, ca = k, m
+	}
+	rb, cb := k, n
+	if transB {
+		rb, cb = n, k
+	}
+	g.lda, g.ldb, g.ldc = ca+pad, cb+2*pad, n+3*pad
+	fill := func(rows, ld int) []float32 {
+		x := make([]float32, rows*ld)
+		for i := range x {
+			x[i] = entry(rng)
+		}
+		return x
+	}
+	g.a = fill(ra, g.lda)
+	g.b = fill(rb, g.ldb)
+	// C has a guard row after the window and guard columns in each stride.
+	g.c = make([]float32, (m+1)*g.ldc)
+	for i := range g.c {
+		g.c[i] = guard
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			g.c[i*g.ldc+j] = entry(rng)
+		}
+	}
+	_ = rb
+	return g
+}
+
+func (g *gemmCase) opA(i, p int) float64 {
+	if g.transA {
+		return float64(g.a[p*g.lda+i])
+	}
+	return float64(g.a[i*g.lda+p])
+}
+
+func (g *gemmCase) opB(p, j int) float64 {
+	if g.transB {
+		return float64(g.b[j*g.ldb+p])
+	}
+	return float64(g.b[p*g.ldb+j])
+}
+
+// ref returns the float64 product of the case, given the initial C.
+func (g *gemmCase) ref(c0 []float32) []float64 {
+	r := make([]float64, g.m*g.n)
+	for i := 0; i < g.m; i++ {
+		for j := 0; j < g.n; j++ {
+			var s float64
+			for p := 0; p < g.k; p++ {
+				s += g.opA(i, p) * g.opB(p, j)
+			}
+			s *= float64(g.alpha)
+			if g.beta != 0 {
+				s += float64(g.beta) * float64(c0[i*g.ldc+j])
+			}
+			r[i*g.n+j] = s
+		}
+	}
+	return r
+}
+
+// run computes the case with ks on procs goroutines into a copy of C.
+func (g *gemmCase) run(ks *kernelSet, procs int) []float32 {
+	c := append([]float32(nil), g.c...)
+	gemm(ks, procs, g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+	return c
+}
+
+func (g *gemmCase) String() string {
+	return fmt.Sprintf("%dx%dx%d/tA=%v/tB=%v/alpha=%g/beta=%g", g.m, g.n, g.k, g.transA, g.transB, g.alpha, g.beta)
+}
+
+// relErr returns ‖c − ref‖/‖ref‖ over C's window (‖·‖ the Frobenius norm; the
+// absolute error if ref is 0).
+func relErr(c []float32, ldc int, ref []float64, m, n int) float64 {
+	var d, r float64
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			x := ref[i*n+j]
+			e := float64(c[i*ldc+j]) - x
+			d += e * e
+			r += x * x
+		}
+	}
+	if r == 0 {
+		return math.Sqrt(d)
+	}
+	return math.Sqrt(d / r)
+}
+
+// checkGuards reports writes outside C's m×n window.
+func checkGuards(t *testing.T, c []float32, m, n, ldc int) {
+	t.Helper()
+	for i, v := range c {
+		if i/ldc < m && i%ldc < n {
+			continue
+		}
+		if v != guard {
+			t.Fatalf("wrote outside C's window at row %d column %d (ldc %d): %g", i/ldc, i%ldc, ldc, v)
+		}
+	}
+}
+
+func (g *gemmCase) check(t *testing.T, ks *kernelSet, procs int) {
+	t.Helper()
+	a0 := append([]float32(nil), g.a...)
+	b0 := append([]float32(nil), g.b...)
+	c := g.run(ks, procs)
+	if e := relErr(c, g.ldc, g.ref(g.c), g.m, g.n); !(e <= tol) {
+		t.Errorf("%s %v procs=%d: ‖Δ‖/‖ref‖ = %.3g > %g", ks.name, g, procs, e, tol)
+	}
+	checkGuards(t, c, g.m, g.n, g.ldc)
+	for i := range a0 {
+		if a0[i] != g.a[i] {
+			t.Fatalf("%s %v: A modified", ks.name, g)
+		}
+	}
+	for i := range b0 {
+		if b0[i] != g.b[i] {
+			t.Fatalf("%s %v: B modified", ks.name, g)
+		}
+	}
+}
+
+var oddSizes = []int{1, 7, 63, 65, 511, 513}
+
+// TestGemmShapes covers every combination of the small odd sizes and the
+// large ones in each role, all four transpose combinations, and padded
+// strides, for each kernel set.
+func TestGemmShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var shapes [][3]int
+	small := []int{1, 7, 17, 63, 65}
+	for _, m := range small {
+		for _, n := range small {
+			for _, k := range small {
+				shapes = append(shapes, [3]int{m, n, k})
+			}
+		}
+	}
+	for _, s := range oddSizes[4:] {
+		shapes = append(shapes, [3]int{s, 7, 65}, [3]int{7, s, 63}, [3]int{65, 63, s}, [3]int{1, s, s}, [3]int{s, 1, s})
+	}
+	if !testing.Short() {
+		shapes = append(shapes, [3]int{511, 513, 65}, [3]int{513, 65, 511}, [3]int{65, 511, 513}, [3]int{513, 513, 513}, [3]int{16, 513, 511})
+	}
+	for _, ks := range kernelSets() {
+		t.Run(ks.name, func(t *testing.T) {
+			for si, s := range shapes {
+				for tr := 0; tr < 4; tr++ {
+					g := newCase(rng, tr&1 != 0, tr&2 != 0, s[0], s[1], s[2], 1, 0, si%3)
+					g.check(t, ks, 1+si%2)
+				}
+			}
+		})
+	}
+}
+
+// TestGemmAlphaBeta covers the scalar cases, including beta = 0 over a C
+// full of NaN (which must not propagate), alpha = 0 and k = 0.
+func TestGemmAlphaBeta(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	ab := [][2]float32{{1, 0}, {1, 1}, {-0.5, 0}, {2, -1.5}, {0, 0.5}, {0, 0}, {0.25, float32(math.Copysign(0, -1))}}
+	for _, ks := range kernelSets() {
+		t.Run(ks.name, func(t *testing.T) {
+			for _, s := range [][3]int{{7, 9, 5}, {65, 63, 300}, {13, 40, 0}, {3, 100, 37}, {130, 20, 600}} {
+				for tr := 0; tr < 4; tr++ {
+					for _, x := range ab {
+						g := newCase(rng, tr&1 != 0, tr&2 != 0, s[0], s[1], s[2], x[0], x[1], 1)
+						g.check(t, ks, 2)
+					}
+				}
+			}
+			// beta = 0 must ignore NaN and Inf in C.
+			g := newCase(rng, false, true, 33, 35, 70, 1.5, 0, 2)
+			for i := 0; i < g.m; i++ {
+				for j := 0; j < g.n; j++ {
+					g.c[i*g.ldc+j] = float32(math.NaN())
+				}
+			}
+			c := g.run(ks, 2)
+			if e := relErr(c, g.ldc, g.ref(g.c), g.m, g.n); !(e <= tol) {
+				t.Errorf("beta=0 over NaN: error %g", e)
+			}
+		})
+	}
+}
+
+// TestGemmProcs splits products among various numbers of goroutines, which
+// the split chooses as grids of tasks.
+func TestGemmProcs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, ks := range kernelSets() {
+		for _, procs := range []int{1, 2, 3, 4, 6, 7, 16} {
+			for _, s := range [][3]int{{200, 190, 150}, {31, 300, 200}, {300, 31, 200}, {17, 1000, 100}, {2000, 20, 60}} {
+				g := newCase(rng, procs%2 == 0, procs%3 == 0, s[0], s[1], s[2], 0.5, 1.5, 1)
+				g.check(t, ks, procs)
+			}
+		}
+	}
+}
+
+// TestGemmSkinny covers the decoding shapes (m ≤ skinnyRows) with wide B,
+// both layouts of B and both ways of running (one goroutine or several).
+func TestGemmSkinny(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, ks := range kernelSets() {
+		for m := 1; m <= skinnyRows+1; m++ {
+			for _, nk := range [][2]int{{1000, 700}, {33, 9}, {64, 256}, {1023, 1025}, {3, 2}} {
+				for tr := 0; tr < 4; tr++ {
+					g := newCase(rng, tr&1 != 0, tr&2 != 0, m, nk[0], nk[1], 1.25, float32(tr%2), m%3)
+					g.check(t, ks, 1+m%2)
+				}
+			}
+		}
+	}
+}
+
+func TestGemmPublic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	g := newCase(rng, true, false, 70, 90, 110, 1, 0.5, 1)
+	c := append([]float32(nil), g.c...)
+	Gemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+	if e := relErr(c, g.ldc, g.ref(g.c), g.m, g.n); !(e <= tol) {
+		t.Errorf("error %g", e)
+	}
+	checkGuards(t, c, g.m, g.n, g.ldc)
+}
+
+// TestGemmCPUPaths checks that the cpu hooks steer the kernel choice.
+func TestGemmCPUPaths(t *testing.T) {
+	best := pickKernels()
+	restore := cpu.DisableAVX2FMA()
+	if pickKernels() != &goKernels {
+		t.Errorf("with AVX2 disabled, got %s kernels", pickKernels().name)
+	}
+	restore()
+	if pickKernels() != best {
+		t.Errorf("restore: got %s kernels, want %s", pickKernels().name, best.name)
+	}
+	t.Logf("kernels here: %s", best.name)
+}
+
+func TestGemmPanics(t *testing.T) {
+	x := make([]float32, 100)
+	for name, f := range map[string]func(){
+		"negative": func() { Gemm(false, false, -1, 2, 2, 1, x, 2, x, 2, 0, x, 2) },
+		"lda":      func() { Gemm(false, false, 2, 2, 3, 1, x, 2, x, 2, 0, x, 2) },
+		"ldc":      func() { Gemm(false, false, 2, 3, 2, 1, x, 2, x, 3, 0, x, 2) },
+		"shortA":   func() { Gemm(true, false, 2, 2, 60, 1, x, 2, x, 2, 0, x, 2) },
+		"shortC":   func() { Gemm(false, false, 60, 2, 1, 1, x, 1, x, 2, 0, x, 2) },
+		"stride":   func() { GemmStrided(false, false, 2, 2, 2, 2, 1, x, 2, -1, x, 2, 0, 0, x, 2, 4) },
+		"batch":    func() { GemmStrided(false, false, 30, 2, 2, 2, 1, x, 2, 4, x, 2, 0, 0, x, 2, 4) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("%s: no panic", name)
+				} else if s, ok := r.(string); !ok || s[:5] != "f32: " {
+					t.Errorf("%s: panic %v", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestGemmStrided checks batches against a loop of single products: attention
+// shapes run in parallel over the batch, a shared (stride 0) A or B, and a
+// shared C accumulated in order.
+func TestGemmStrided(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	type shape struct {
+		batch, m, n, k int
+		transB         bool
+		sA, sB, sC     int // 0: shared; else the gap added after each matrix
+	}
+	for _, s := range []shape{
+		{12, 49, 49, 64, true, 3, 5, 7},    // attention scores Q·Kᵀ per head
+		{12, 49, 64, 49, false, 1, 1, 1},   // attention output P·V
+		{5, 60, 70, 80, false, 0, 2, 2},    // shared A
+		{4, 33, 65, 17, true, 2, 0, 1},     // shared B
+		{3, 7, 9, 11, false, 1, 1, 0},      // shared C, accumulated
+		{2, 300, 260, 200, false, 1, 1, 1}, // large: parallel inside
+		{1, 5, 6, 7, false, 1, 1, 1},
+	} {
+		rows, cols := s.k, s.n
+		if s.transB {
+			rows, cols = s.n, s.k
+		}
+		lda, ldb, ldc := s.k+1, cols+2, s.n+1
+		stride := func(size, gap int) int {
+			if gap == 0 {
+				return 0
+			}
+			return size + gap
+		}
+		strideA, strideB, strideC := stride(s.m*lda, s.sA), stride(rows*ldb, s.sB), stride(s.m*ldc, s.sC)
+		alloc := func(stride, size int) []float32 {
+			x := make([]float32, (s.batch-1)*stride+size)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			return x
+		}
+		a, b, c := alloc(strideA, s.m*lda), alloc(strideB, rows*ldb), alloc(strideC, s.m*ldc)
+		for _, ks := range kernelSets() {
+			want := append([]float32(nil), c...)
+			for i := 0; i < s.batch; i++ {
+				gemm(ks, 1, false, s.transB, s.m, s.n, s.k, 0.5, a[i*strideA:], lda, b[i*strideB:], ldb, 0.75, want[i*strideC:], ldc)
+			}
+			got := append([]float32(nil), c...)
+			restore := forceKernels(ks)
+			GemmStrided(false, s.transB, s.batch, s.m, s.n, s.k, 0.5, a, lda, strideA, b, ldb, strideB, 0.75, got, ldc, strideC)
+			restore()
+			var d, r float64
+			for i := range want {
+				e := float64(got[i] - want[i])
+				d += e * e
+				r += float64(want[i]) * float64(want[i])
+			}
+			if e := math.Sqrt(d / r); !(e <= tol) {
+				t.Errorf("%s %+v: ‖Δ‖/‖ref‖ = %g", ks.name, s, e)
+			}
+		}
+	}
+}
+
+// forceKernels makes pickKernels return ks (one of the sets this machine
+// runs) by switching CPU features off.
+func forceKernels(ks *kernelSet) (restore func()) {
+	switch {
+	case ks == &goKernels:
+		return cpu.DisableAVX2FMA()
+	case pickKernels() != ks:
+		return cpu.DisableAVX512()
+	}
+	return func() {}
+}
+
+// TestDotKernels checks the skinny path's dot kernels against goDot.
+func TestDotKernels(t *testing.T) {
+	ks := pickKernels()
+	if ks.dot == nil {
+		t.Skip("no dot kernels in this build")
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for r := 1; r <= len(ks.dot); r++ {
+		for _, k := range []int{8, 16, 24, 800} {
+			lda, ldb := k+3, k+5
+			a := make([]float32, r*lda)
+			b := make([]float32, 4*ldb)
+			for i := range a {
+				a[i] = float32(rng.NormFloat64())
+			}
+			for i := range b {
+				b[i] = float32(rng.NormFloat64())
+			}
+			got, want := make([]float32, 4*r), make([]float32, 4*r)
+			ks.dot[r-1](k, a, lda, b, ldb, got)
+			goDot(r)(k, a, lda, b, ldb, want)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
+					t.Errorf("r=%d k=%d: dst[%d] = %g, want %g", r, k, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
