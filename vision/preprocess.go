@@ -304,7 +304,9 @@ var ErrTransform = errors.New("vision: invalid transform")
 // should give an error, not exhaust memory.
 const maxSide = 1 << 16
 
-func (t Transform) validate() error {
+// Validate reports whether the pipeline is well formed: exactly one kind of
+// resize, sides in range, a probability for Flip, a non-zero Std.
+func (t Transform) Validate() error {
 	fixed := t.Width > 0 || t.Height > 0
 	switch {
 	case fixed && t.Shorter > 0:
@@ -317,6 +319,8 @@ func (t Transform) validate() error {
 		return fmt.Errorf("%w: a side over %d", ErrTransform, maxSide)
 	case t.Crop < 0 || t.Flip < 0 || t.Flip > 1 || math.IsNaN(t.Flip):
 		return fmt.Errorf("%w: crop %d, flip %v", ErrTransform, t.Crop, t.Flip)
+	case t.Crop > 0 && (fixed && t.Crop > min(t.Width, t.Height) || !fixed && t.Crop > t.Shorter):
+		return fmt.Errorf("%w: crop %d larger than the resized image", ErrTransform, t.Crop)
 	}
 	for c := range 3 {
 		if !(t.Std[c] != 0) || math.IsNaN(float64(t.Mean[c])) {
@@ -346,7 +350,7 @@ func (t Transform) Size(w, h int) (rw, rh, ow, oh int) {
 // crop offset and the flip (in that order, as torchvision draws them); it may
 // be nil only for a transform without randomness.
 func (t Transform) Apply(dst *Image, src *Pixels, rng *rand.Rand) (*Image, error) {
-	if err := t.validate(); err != nil {
+	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	if src.W <= 0 || src.H <= 0 || (src.C != 1 && src.C != 3) || len(src.Pix) < src.W*src.H*src.C {
