@@ -35,7 +35,7 @@ func (ln *LayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 	visit("beta", ln.Beta)
 }
 
-// MLP is the two-layer perceptron f_mlp of Eqs. 12–13:
+// MLP is the two-layer perceptron f_mlp of Eqs. 11 and 13:
 // Linear(S·D_m → D) → ReLU → Linear(D → D), named .0 and .2 as in the
 // reference's nn.Sequential.
 type MLP struct {
@@ -56,9 +56,9 @@ func (m *MLP) VisitParams(visit func(string, *radgen.Tensor)) {
 // Conditional is the memory-driven conditional layer norm (MCLN). Given the
 // relational memory M_t flattened to S·D_m values per position:
 //
-//	Δγ_t = f_mlp(M_t),  γ̂_t = γ + Δγ_t     (Eqs. 12, 14)
-//	Δβ_t = f_mlp(M_t),  β̂_t = β + Δβ_t     (Eqs. 13, 15)
-//	MCLN(r) = γ̂_t ⊙ (r − μ)/(std + eps) + β̂_t   (Eq. 11 with R2Gen's LayerNorm)
+//	Δγ_t = f_mlp(M_t),  γ̂_t = γ + Δγ_t     (Eqs. 11, 12)
+//	Δβ_t = f_mlp(M_t),  β̂_t = β + Δβ_t     (Eqs. 13, 14)
+//	MCLN(r) = γ̂_t ⊙ (r − μ)/(std + eps) + β̂_t   (Eq. 15, v = std + eps as R2Gen's code)
 //
 // Parameter names follow R2Gen: gamma, beta, mlp_gamma.{0,2}, mlp_beta.{0,2}.
 type Conditional struct {
@@ -94,12 +94,12 @@ func (c *Conditional) Forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 // Deltas returns γ̂ and β̂ (B, T, D) for a memory (B, T, S·D_m); decoders
 // that reuse one memory across sublayers may compute them once.
 func (c *Conditional) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammaHat, betaHat *radgen.Tensor) {
-	gammaHat = g.Add(c.MLPGamma.Forward(g, memory), c.Gamma) // Eq. 14
-	betaHat = g.Add(c.MLPBeta.Forward(g, memory), c.Beta)    // Eq. 15
+	gammaHat = g.Add(c.MLPGamma.Forward(g, memory), c.Gamma) // Eqs. 11–12
+	betaHat = g.Add(c.MLPBeta.Forward(g, memory), c.Beta)    // Eqs. 13–14
 	return gammaHat, betaHat
 }
 
-// Apply normalises x with precomputed γ̂ and β̂ (Eq. 11).
+// Apply normalises x with precomputed γ̂ and β̂ (Eq. 15).
 func (c *Conditional) Apply(g *radgen.Graph, x, gammaHat, betaHat *radgen.Tensor) *radgen.Tensor {
 	return g.LayerNorm(x, gammaHat, betaHat, c.Eps, radgen.NormR2Gen)
 }

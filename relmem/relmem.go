@@ -68,18 +68,18 @@ func (r *Relational) InitMemory(b int) *radgen.Tensor {
 // Step consumes one input y_{t−1} (B, D) and returns M_t (B, Slots, D) from
 // M_{t−1} (B, Slots, D):
 //
-//	Z = softmax(Q·Kᵀ/√d_k)·V, Q = M W_q, K = [M; y] W_k, V = [M; y] W_v   (Eqs. 6–7)
-//	M̃ = MLP(M + Z) + (M + Z)     (Eq. 8; the MLP ends in a ReLU)
-//	G_i, G_f = σ(W·y + U·tanh(M)) (Eq. 9, split in halves)
-//	M_t = G_i ⊙ tanh(M̃) + G_f ⊙ M_{t−1}   (Eq. 10)
+//	Z = softmax(Q·Kᵀ/√d_k)·V, Q = M W_q, K = [M; y] W_k, V = [M; y] W_v   (Eq. 6)
+//	M̃ = f_mlp(Z + M) + Z + M      (Eq. 7; R2Gen's f_mlp ends in a ReLU)
+//	[G^i | G^f] = W·y + U·tanh(M)  (Eqs. 9 and 8: one matrix each, split in halves)
+//	M_t = σ(G^i) ⊙ tanh(M̃) + σ(G^f) ⊙ M_{t−1}   (Eq. 10)
 func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen.Tensor {
 	b, d := input.Dim(0), input.Dim(1)
 	y := g.Reshape(input, b, 1, d)
 	kv := g.Concat(1, memory, y)                                  // [M; y]  (B, S+1, D)
-	next := g.Add(memory, r.Attn.Forward(g, memory, kv, kv, nil)) // Eqs. 6–7 with the residual
+	next := g.Add(memory, r.Attn.Forward(g, memory, kv, kv, nil)) // Z + M (Eq. 6)
 	mlp := g.ReLU(r.MLP2.Forward(g, g.ReLU(r.MLP0.Forward(g, next))))
-	next = g.Add(next, mlp)                                           // Eq. 8
-	gates := g.Add(r.W.Forward(g, y), r.U.Forward(g, g.Tanh(memory))) // Eq. 9: (B, S, 2D)
+	next = g.Add(next, mlp)                                           // Eq. 7
+	gates := g.Add(r.W.Forward(g, y), r.U.Forward(g, g.Tanh(memory))) // Eqs. 8–9: (B, S, 2D)
 	parts := g.Split(gates, 2, d, d)
 	in, forget := g.Sigmoid(parts[0]), g.Sigmoid(parts[1])
 	return g.Add(g.Mul(in, g.Tanh(next)), g.Mul(forget, memory)) // Eq. 10
