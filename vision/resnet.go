@@ -1,0 +1,528 @@
+package vision
+
+// ResNet trunks compatible with torchvision's models/resnet.py (He et al.,
+// "Deep Residual Learning for Image Recognition", CVPR 2016,
+// arXiv:1512.03385), in torchvision's "v1.5" form: a Bottleneck block strides
+// in its 3×3 convolution, not its first 1×1. Parameter names are the
+// torchvision state_dict names; R2Gen's VisualExtractor names (the trunk as
+// nn.Sequential) are served by [ResNet.Sequential] and [Extractor].
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/radgen/radgen"
+)
+
+// BlockKind is the residual block of a ResNet.
+type BlockKind uint8
+
+const (
+	// BasicBlock is two 3×3 convolutions (ResNet-18/34); expansion 1.
+	BasicBlock BlockKind = iota + 1
+	// Bottleneck is 1×1, 3×3 (strided), 1×1 convolutions (ResNet-50 and
+	// deeper); expansion 4.
+	Bottleneck
+)
+
+// Expansion returns the ratio of a block's output channels to its width:
+// 1 for BasicBlock, 4 for Bottleneck.
+func (k BlockKind) Expansion() int {
+	if k == Bottleneck {
+		return 4
+	}
+	return 1
+}
+
+// String returns "BasicBlock" or "Bottleneck".
+func (k BlockKind) String() string {
+	switch k {
+	case BasicBlock:
+		return "BasicBlock"
+	case Bottleneck:
+		return "Bottleneck"
+	}
+	return "BlockKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ResNetConfig is the architecture of a torchvision ResNet: the block and the
+// number of blocks in each of the four stages, torchvision's
+// ResNet(block, layers). Stage s (0-based) has width 64·2^s and outputs
+// 64·2^s·Expansion channels; stages 1–3 halve the resolution.
+type ResNetConfig struct {
+	Block  BlockKind
+	Layers [4]int // blocks per stage, each ≥ 1
+}
+
+// The torchvision presets.
+var (
+	ResNet18  = ResNetConfig{BasicBlock, [4]int{2, 2, 2, 2}}
+	ResNet34  = ResNetConfig{BasicBlock, [4]int{3, 4, 6, 3}}
+	ResNet50  = ResNetConfig{Bottleneck, [4]int{3, 4, 6, 3}}
+	ResNet101 = ResNetConfig{Bottleneck, [4]int{3, 4, 23, 3}} // R2Gen's extractor
+	ResNet152 = ResNetConfig{Bottleneck, [4]int{3, 8, 36, 3}}
+)
+
+// ErrArchitecture is returned when a configuration is invalid or a set of
+// weights does not describe a ResNet this package can build.
+var ErrArchitecture = errors.New("vision: unsupported ResNet architecture")
+
+// maxBlocksPerStage bounds a configuration read from outside data.
+const maxBlocksPerStage = 1024
+
+// Validate reports whether c describes a buildable ResNet.
+func (c ResNetConfig) Validate() error {
+	if c.Block != BasicBlock && c.Block != Bottleneck {
+		return fmt.Errorf("%w: block %v", ErrArchitecture, c.Block)
+	}
+	for s, n := range c.Layers {
+		if n < 1 || n > maxBlocksPerStage {
+			return fmt.Errorf("%w: stage %d has %d blocks", ErrArchitecture, s+1, n)
+		}
+	}
+	return nil
+}
+
+// OutChannels returns the channels of the trunk's output (2048 for
+// ResNet-50 and deeper, 512 for ResNet-18/34).
+func (c ResNetConfig) OutChannels() int { return 512 * c.Block.Expansion() }
+
+// String describes c as torchvision would construct it.
+func (c ResNetConfig) String() string {
+	l := c.Layers
+	return fmt.Sprintf("ResNet(%v, [%d, %d, %d, %d])", c.Block, l[0], l[1], l[2], l[3])
+}
+
+// BatchNorm is torch.nn.BatchNorm2d: learnable Weight and Bias, and the
+// RunningMean and RunningVar buffers (state_dict names weight, bias,
+// running_mean, running_var; num_batches_tracked is not kept).
+type BatchNorm struct {
+	Weight, Bias            *radgen.Tensor // [C], trainable
+	RunningMean, RunningVar *radgen.Tensor // [C], buffers
+	Eps                     float64        // 1e-5
+	Momentum                float64        // 0.1, the weight of a new batch in the running statistics
+}
+
+func newBatchNorm(c int) *BatchNorm {
+	bn := &BatchNorm{
+		Weight: radgen.NewParam(c), Bias: radgen.NewParam(c),
+		RunningMean: radgen.Zeros(c), RunningVar: radgen.Zeros(c),
+		Eps: 1e-5, Momentum: 0.1,
+	}
+	radgen.Fill(bn.Weight, 1)
+	radgen.Fill(bn.RunningVar, 1)
+	return bn
+}
+
+// VisitParams implements radgen.Module.
+func (bn *BatchNorm) VisitParams(visit func(string, *radgen.Tensor)) {
+	visit("weight", bn.Weight)
+	visit("bias", bn.Bias)
+	visit("running_mean", bn.RunningMean)
+	visit("running_var", bn.RunningVar)
+}
+
+// Forward normalises x [B, C, H, W]. With batchStats it uses the batch's
+// statistics and folds them into the running ones (torch's train mode);
+// otherwise the running statistics (eval mode).
+func (bn *BatchNorm) Forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *radgen.Tensor {
+	if !batchStats {
+		return g.BatchNorm2d(x, bn.Weight, bn.Bias, bn.RunningMean, bn.RunningVar, bn.Eps)
+	}
+	y, m, v := g.BatchNorm2dTrain(x, bn.Weight, bn.Bias, bn.RunningMean, bn.RunningVar, bn.Eps, bn.Momentum)
+	copyValues(bn.RunningMean, m)
+	copyValues(bn.RunningVar, v)
+	return y
+}
+
+func copyValues(dst, src *radgen.Tensor) {
+	if dst.Is64() {
+		copy(dst.Data64(), src.Data64())
+	} else {
+		copy(dst.Data(), src.Data())
+	}
+}
+
+// ConvBN is a bias-free convolution followed by batch normalisation, the
+// unit ResNets are made of. Weight is [Cout, Cin, k, k]; the padding is k/2.
+type ConvBN struct {
+	Weight *radgen.Tensor
+	Stride int
+	BN     *BatchNorm
+}
+
+func (c *ConvBN) params() radgen.Conv2dParams {
+	return radgen.ConvSquare(c.Stride, c.Weight.Dim(2)/2)
+}
+
+func newConvBN(cin, cout, k, stride int, rng *rand.Rand) *ConvBN {
+	w := radgen.NewParam(cout, cin, k, k)
+	if rng != nil { // nil leaves zeros for a model about to be loaded
+		// torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu").
+		std := math.Sqrt(2 / float64(cout*k*k))
+		d := w.Data()
+		for i := range d {
+			d[i] = float32(rng.NormFloat64() * std)
+		}
+	}
+	return &ConvBN{Weight: w, Stride: stride, BN: newBatchNorm(cout)}
+}
+
+func (c *ConvBN) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *radgen.Tensor {
+	return c.BN.Forward(g, g.Conv2d(x, c.Weight, nil, c.params()), batchStats)
+}
+
+// Block is one residual block: BasicBlock (Conv1, Conv2) or Bottleneck
+// (Conv1, Conv2, Conv3), each convolution with its batch norm, plus the
+// projection shortcut Downsample (1×1 convolution and batch norm, nil for the
+// identity). Its output is ReLU(F(x) + shortcut(x)).
+type Block struct {
+	Kind       BlockKind
+	Conv1      *ConvBN
+	Conv2      *ConvBN
+	Conv3      *ConvBN // Bottleneck only
+	Downsample *ConvBN // nil when the shortcut is the identity
+}
+
+func newBlock(kind BlockKind, in, width, stride int, rng *rand.Rand) *Block {
+	out := width * kind.Expansion()
+	b := &Block{Kind: kind}
+	if kind == Bottleneck {
+		b.Conv1 = newConvBN(in, width, 1, 1, rng)
+		b.Conv2 = newConvBN(width, width, 3, stride, rng)
+		b.Conv3 = newConvBN(width, out, 1, 1, rng)
+	} else {
+		b.Conv1 = newConvBN(in, width, 3, stride, rng)
+		b.Conv2 = newConvBN(width, width, 3, 1, rng)
+	}
+	if stride != 1 || in != out {
+		b.Downsample = newConvBN(in, out, 1, stride, rng)
+	}
+	return b
+}
+
+// VisitParams implements radgen.Module with torchvision's names.
+func (b *Block) VisitParams(visit func(string, *radgen.Tensor)) {
+	for i, c := range []*ConvBN{b.Conv1, b.Conv2, b.Conv3} {
+		if c == nil {
+			continue
+		}
+		n := strconv.Itoa(i + 1)
+		visit("conv"+n+".weight", c.Weight)
+		c.BN.VisitParams(radgen.Prefixed("bn"+n+".", visit))
+	}
+	if b.Downsample != nil {
+		visit("downsample.0.weight", b.Downsample.Weight)
+		b.Downsample.BN.VisitParams(radgen.Prefixed("downsample.1.", visit))
+	}
+}
+
+func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *radgen.Tensor {
+	y := g.ReLU(b.Conv1.forward(g, x, batchStats))
+	y = b.Conv2.forward(g, y, batchStats)
+	if b.Conv3 != nil {
+		y = b.Conv3.forward(g, g.ReLU(y), batchStats)
+	}
+	id := x
+	if b.Downsample != nil {
+		id = b.Downsample.forward(g, x, batchStats)
+	}
+	return g.ReLU(g.Add(y, id))
+}
+
+// ResNet is a torchvision ResNet without its classifier (avgpool and fc):
+// conv1 (7×7, stride 2) → bn1 → ReLU → max pool (3, stride 2, padding 1) →
+// layer1..layer4. A 224×224 image becomes a 7×7 grid of OutChannels
+// features.
+//
+// VisitParams names the tensors as torchvision's state_dict does (conv1.weight,
+// bn1.running_mean, layer1.0.conv1.weight, layer2.0.downsample.0.weight, …);
+// [ResNet.Sequential] names them as R2Gen's nn.Sequential(*children[:-2])
+// (0.weight, 1.running_mean, 4.0.conv1.weight, …).
+//
+// # Modes
+//
+// Forward picks its path from the graph:
+//   - a NoGrad graph that is not training runs the inference path: every batch
+//     norm is folded into the convolution before it (W' = W·γ/sqrt(σ²+eps),
+//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached;
+//   - any other graph runs the differentiable path with explicit batch norms.
+//     They use the running statistics, unless the graph is training (built
+//     with radgen.Train) and FreezeBatchNorm is false, in which case they use
+//     the batch's statistics and update the running ones, as torch's
+//     model.train() does. A differentiable forward drops the folded cache,
+//     since training is about to change the weights; after changing weights
+//     any other way, call [ResNet.Refold].
+//
+// The inference path is safe for concurrent use by many goroutines; the
+// training path is for one goroutine at a time.
+type ResNet struct {
+	Config ResNetConfig
+	Stem   *ConvBN     // conv1 and bn1
+	Layers [4][]*Block // layer1..layer4
+
+	// FreezeBatchNorm keeps batch norms on their running statistics even
+	// on a training graph (a common choice when fine-tuning with small
+	// batches). R2Gen does not freeze them.
+	FreezeBatchNorm bool
+
+	foldMu sync.Mutex
+	folded atomic.Pointer[foldedNet]
+}
+
+var _ radgen.Module = (*ResNet)(nil)
+
+// NewResNet returns a ResNet of the given architecture initialised as
+// torchvision does: convolutions from kaiming_normal (fan_out, ReLU gain),
+// batch norms with weight 1, bias 0, running mean 0 and variance 1.
+func NewResNet(cfg ResNetConfig, rng *rand.Rand) (*ResNet, error) {
+	if rng == nil {
+		return nil, errors.New("vision: NewResNet needs a random source")
+	}
+	return newResNet(cfg, rng)
+}
+
+// newResNet builds the network; a nil rng leaves the convolutions zero.
+func newResNet(cfg ResNetConfig, rng *rand.Rand) (*ResNet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &ResNet{Config: cfg, Stem: newConvBN(3, 64, 7, 2, rng)}
+	in := 64
+	for s := range 4 {
+		width := 64 << s
+		stride := 2
+		if s == 0 {
+			stride = 1
+		}
+		for i := range cfg.Layers[s] {
+			if i > 0 {
+				stride = 1
+			}
+			r.Layers[s] = append(r.Layers[s], newBlock(cfg.Block, in, width, stride, rng))
+			in = width * cfg.Block.Expansion()
+		}
+	}
+	return r, nil
+}
+
+// Naming selects the parameter names of a ResNet.
+type Naming uint8
+
+const (
+	// TorchvisionNames are torchvision's state_dict names: conv1, bn1,
+	// layer1..layer4.
+	TorchvisionNames Naming = iota
+	// SequentialNames are the names of nn.Sequential(*children[:-2]), as
+	// R2Gen's VisualExtractor holds the trunk: 0 (conv1), 1 (bn1), 4..7
+	// (layer1..layer4).
+	SequentialNames
+)
+
+// String returns "torchvision" or "sequential".
+func (n Naming) String() string {
+	if n == SequentialNames {
+		return "sequential"
+	}
+	return "torchvision"
+}
+
+func (n Naming) stem() (conv, bn string) {
+	if n == SequentialNames {
+		return "0.", "1."
+	}
+	return "conv1.", "bn1."
+}
+
+func (n Naming) stage(s int) string {
+	if n == SequentialNames {
+		return strconv.Itoa(4 + s)
+	}
+	return "layer" + strconv.Itoa(s+1)
+}
+
+// VisitParams implements radgen.Module with torchvision's state_dict names.
+func (r *ResNet) VisitParams(visit func(string, *radgen.Tensor)) {
+	r.visitNamed(TorchvisionNames, visit)
+}
+
+func (r *ResNet) visitNamed(n Naming, visit func(string, *radgen.Tensor)) {
+	conv, bn := n.stem()
+	visit(conv+"weight", r.Stem.Weight)
+	r.Stem.BN.VisitParams(radgen.Prefixed(bn, visit))
+	for s, blocks := range r.Layers {
+		for i, b := range blocks {
+			b.VisitParams(radgen.Prefixed(n.stage(s)+"."+strconv.Itoa(i)+".", visit))
+		}
+	}
+}
+
+// Named returns r as a radgen.Module whose names follow n.
+func (r *ResNet) Named(n Naming) radgen.Module { return namedResNet{r, n} }
+
+// Sequential returns r as a radgen.Module named as nn.Sequential of the
+// trunk's children, R2Gen's names without their "visual_extractor.model."
+// prefix: 0.weight, 1.bias, 4.0.conv1.weight, …
+func (r *ResNet) Sequential() radgen.Module { return r.Named(SequentialNames) }
+
+type namedResNet struct {
+	r *ResNet
+	n Naming
+}
+
+func (m namedResNet) VisitParams(visit func(string, *radgen.Tensor)) { m.r.visitNamed(m.n, visit) }
+
+// Trunk runs the network on images x [B, 3, H, W] and returns the last
+// stage's feature map [B, C, H/32, W/32] (rounded as the convolutions round).
+func (r *ResNet) Trunk(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+	y, _ := r.trunk(context.Background(), g, x)
+	return y
+}
+
+// trunk checks ctx between blocks.
+func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (*radgen.Tensor, error) {
+	if x.Rank() != 4 || x.Dim(1) != 3 {
+		panic(fmt.Sprintf("vision: ResNet input %v, want [B, 3, H, W]", x.Shape()))
+	}
+	if !g.Recording() && !g.Training() {
+		return r.fold().forward(ctx, g, x)
+	}
+	r.folded.Store(nil)
+	batchStats := g.Training() && !r.FreezeBatchNorm
+	y := g.ReLU(r.Stem.forward(g, x, batchStats))
+	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
+	for _, blocks := range r.Layers {
+		for _, b := range blocks {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			y = b.forward(g, y, batchStats)
+		}
+	}
+	return y, nil
+}
+
+// Forward runs the trunk on images x [B, 3, H, W] and returns the patch
+// features [B, h·w, C] (row-major over the h×w grid, torch's
+// feats.reshape(B, C, h·w).permute(0, 2, 1)) and the averaged feature
+// [B, C] (the mean over the grid, R2Gen's AvgPool2d(7) for 224² inputs).
+func (r *ResNet) Forward(g *radgen.Graph, x *radgen.Tensor) (patches, avg *radgen.Tensor) {
+	return features(g, r.Trunk(g, x))
+}
+
+// features turns a feature map [B, C, h, w] into patches [B, h·w, C] and
+// the average [B, C].
+func features(g *radgen.Graph, fm *radgen.Tensor) (patches, avg *radgen.Tensor) {
+	b, c := fm.Dim(0), fm.Dim(1)
+	patches = g.Permute(g.Reshape(fm, b, c, -1), 0, 2, 1)
+	return patches, g.GlobalAvgPool2d(fm)
+}
+
+// Refold drops the cached folded weights of the inference path; the next
+// inference forward folds the current weights again. Call it after changing
+// weights other than through a training forward or [LoadResNet].
+func (r *ResNet) Refold() { r.folded.Store(nil) }
+
+// foldedConv is a convolution with its batch norm folded in.
+type foldedConv struct {
+	w, b *radgen.Tensor
+	p    radgen.Conv2dParams
+}
+
+type foldedBlock struct {
+	conv []foldedConv // 2 or 3
+	down *foldedConv
+}
+
+type foldedNet struct {
+	stem   foldedConv
+	blocks []foldedBlock
+}
+
+// fold returns the cached folded network, building it on first use.
+func (r *ResNet) fold() *foldedNet {
+	if f := r.folded.Load(); f != nil {
+		return f
+	}
+	r.foldMu.Lock()
+	defer r.foldMu.Unlock()
+	if f := r.folded.Load(); f != nil {
+		return f
+	}
+	f := &foldedNet{stem: foldConvBN(r.Stem)}
+	for _, blocks := range r.Layers {
+		for _, b := range blocks {
+			fb := foldedBlock{}
+			for _, c := range []*ConvBN{b.Conv1, b.Conv2, b.Conv3} {
+				if c != nil {
+					fb.conv = append(fb.conv, foldConvBN(c))
+				}
+			}
+			if b.Downsample != nil {
+				d := foldConvBN(b.Downsample)
+				fb.down = &d
+			}
+			f.blocks = append(f.blocks, fb)
+		}
+	}
+	r.folded.Store(f)
+	return f
+}
+
+// foldConvBN folds eval-mode batch norm into the convolution, in float64:
+// BN(W∗x) = s·(W∗x) + (β − μ·s) with s = γ/sqrt(σ² + eps).
+func foldConvBN(c *ConvBN) foldedConv {
+	bn := c.BN
+	gamma, beta := bn.Weight.Float64s(), bn.Bias.Float64s()
+	mean, variance := bn.RunningMean.Float64s(), bn.RunningVar.Float64s()
+	w := c.Weight.Float64s()
+	cout := c.Weight.Dim(0)
+	per := len(w) / cout
+	bias := make([]float64, cout)
+	for o := range cout {
+		s := gamma[o] / math.Sqrt(variance[o]+bn.Eps)
+		for i := range w[o*per : (o+1)*per] {
+			w[o*per+i] *= s
+		}
+		bias[o] = beta[o] - mean[o]*s
+	}
+	wt := radgen.FromFloat64(w, c.Weight.Shape()...)
+	bt := radgen.FromFloat64(bias, cout)
+	if !c.Weight.Is64() {
+		wt, bt = wt.To32(), bt.To32()
+	}
+	return foldedConv{w: wt, b: bt, p: c.params()}
+}
+
+func (f *foldedConv) apply(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+	return g.Conv2d(x, f.w, f.b, f.p)
+}
+
+func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (*radgen.Tensor, error) {
+	y := g.ReLU(f.stem.apply(g, x))
+	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
+	for _, b := range f.blocks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		z := y
+		for i := range b.conv {
+			z = b.conv[i].apply(g, z)
+			if i < len(b.conv)-1 {
+				z = g.ReLU(z)
+			}
+		}
+		id := y
+		if b.down != nil {
+			id = b.down.apply(g, y)
+		}
+		y = g.ReLU(g.Add(z, id))
+	}
+	return y, nil
+}
