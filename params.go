@@ -180,3 +180,17 @@ func Uniform(t *Tensor, rng *rand.Rand, a float64) {
 
 // Fill sets every element of t to v.
 func Fill(t *Tensor, v float64) { setAll(t, v) }
+
+// Promote64 converts every parameter and buffer of m to float64 in place
+// (values are widened exactly). Gradient checks by finite differences use it
+// to run a whole module in double precision.
+func Promote64(m Module) {
+	m.VisitParams(func(_ string, t *Tensor) {
+		if t.Is64() {
+			return
+		}
+		w := t.To64()
+		t.dense = w.dense
+		t.grad = nil
+	})
+}

@@ -1,0 +1,41 @@
+package mcln
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/gradcheck"
+)
+
+// With zero MLP output weights the MCLN reduces to γ ⊙ x̂ + β + the second
+// layers' biases (0.1 each at initialisation): Eqs. 11–15.
+func TestConditionalReducesToLayerNorm(t *testing.T) {
+	c := NewConditional(4, 6, rand.New(rand.NewPCG(1, 1)))
+	radgen.Fill(c.MLPGamma.L2.Weight, 0)
+	radgen.Fill(c.MLPBeta.L2.Weight, 0)
+	x := radgen.FromFloat32([]float32{1, 2, 3, 4}, 1, 1, 4)
+	mem := radgen.FromFloat32([]float32{5, -4, 3, 2, 1, 0}, 1, 1, 6)
+	got := c.Forward(radgen.NoGrad(), x, mem).Data()
+	std := math.Sqrt(5.0 / 3)
+	for i, v := range []float64{-1.5, -0.5, 0.5, 1.5} {
+		want := 1.1*v/(std+1e-6) + 0.1
+		if math.Abs(float64(got[i])-want) > 1e-5 {
+			t.Fatalf("MCLN[%d] = %v, want %v", i, got[i], want)
+		}
+	}
+}
+
+func TestGradients(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	c := NewConditional(5, 6, rng)
+	radgen.Promote64(c)
+	x := gradcheck.Rand(rng, 1, 2, 3, 5)
+	mem := gradcheck.Rand(rng, 1, 2, 3, 6)
+	gradcheck.Check(t, "MCLN", 1e-6, func(g *radgen.Graph) *radgen.Tensor { return c.Forward(g, x, mem) },
+		x, mem, c.Gamma, c.Beta, c.MLPGamma.L0.Weight, c.MLPBeta.L2.Weight, c.MLPBeta.L0.Bias)
+	ln := NewLayerNorm(5)
+	radgen.Promote64(ln)
+	gradcheck.Check(t, "LayerNorm", 1e-6, func(g *radgen.Graph) *radgen.Tensor { return ln.Forward(g, x) }, x, ln.Gamma, ln.Beta)
+}
