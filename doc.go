@@ -1,0 +1,57 @@
+// Package radgen is the shared vocabulary of an embeddable library that
+// writes radiology reports from chest X-rays with memory-driven
+// Transformers: tensors on a device, the autograd graph, and named
+// parameters. The models live in the packages below it.
+//
+// # Packages
+//
+//	radgen (this one)  Tensor (storage: a *tensor.Dense of gorgonia.org/tensor), Graph
+//	                   (reverse-mode autodiff; NoGrad for inference), Module and named
+//	                   parameters whose names equal PyTorch state_dict names
+//	vision             image decoding and preprocessing, torchvision-compatible ResNets
+//	mesh               multi-head attention (and the M² memory-augmented / meshed forms)
+//	relmem             R2Gen's relational memory (and Mem2Mem's memory bank)
+//	mcln               memory-driven conditional layer norm, R2Gen's LayerNorm
+//	decode             greedy, beam search, sampling over any step-wise model
+//	memtrans           the facade: configurations, the full generator, training
+//	memtrans/data      tokenizer, IU X-Ray and MIMIC-CXR loaders, synthetic chest films
+//	memtrans/metrics   BLEU, METEOR, ROUGE-L, CIDEr-D, clinical efficacy
+//	memtrans/optim     Adam (amsgrad), clipping, schedules
+//
+// # Where each equation lives
+//
+// R2Gen: Chen, Song, Chang and Wan, "Generating Radiology Reports via
+// Memory-driven Transformer", EMNLP 2020.
+//
+//	Eq. 1   visual extractor f_v: patch features        vision (ResNet.Forward, Extractor)
+//	Eq. 2   encoder f_e                                  memtrans (Encoder), mesh (attention)
+//	Eq. 3   decoder f_d with MCLN(RM(·))                 memtrans (Decoder, Decoding)
+//	Eqs. 4–5 likelihood and training objective           memtrans (Loss), memtrans/optim
+//	Eq. 6   memory attention over [M; y]                 relmem (Relational.Step), mesh
+//	Eq. 7   M̃ = f_mlp(Z + M) + Z + M                     relmem (Relational.Step)
+//	Eqs. 8–9 forget and input gates                      relmem (Relational.Step)
+//	Eq. 10  gated memory update                          relmem (Relational.Step)
+//	Eqs. 11–14 Δγ, γ̂, Δβ, β̂ from the memory             mcln (Conditional.Deltas)
+//	Eq. 15  f_mcln                                       mcln (Conditional.Apply)
+//
+// Scaled dot-product and multi-head attention (Vaswani et al. 2017, Eq. 1)
+// are in mesh. The other seeds — the Meshed-Memory Transformer (Cornia et
+// al. 2020), Mem2Mem, METransformer and layer-wise multi-view decoding —
+// are composed from mesh, relmem and decode as memtrans configurations; each
+// function cites the equation it implements.
+//
+// # Tensors and graphs
+//
+// A [Tensor] is dense, row-major and float32 (float64 exists for gradient
+// checks). Ops are methods of a [Graph]: a recording graph ([NewGraph])
+// remembers them for [Graph.Backward]; a [NoGrad] graph runs them eagerly,
+// records nothing, and is safe for concurrent use, which is how a loaded
+// model serves many requests at once. Shapes are written (B, T, D): batch,
+// positions, width. Shape errors inside numeric code are programmer errors
+// and panic with a "radgen: " prefix; bad data from outside (files, images,
+// requests) is always reported as an error by the packages that read it.
+//
+// Every op has a float64 finite-difference gradient check, and the
+// R2Gen model reproduces the published code's intermediate tensors, loss,
+// gradients and decoded reports (see memtrans's parity tests).
+package radgen
