@@ -417,8 +417,31 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // fma32 returns x·y + z rounded once to float32, as a fused multiply-add
 // (_mm256_fmadd_ps) does. The product of two float32 values is exact in
-// float64, so only the sum rounds before the final rounding to float32.
-func fma32(x, y, z float32) float32 { return float32(float64(x)*float64(y) + float64(z)) }
+// float64. Rounding the float64 sum to float32 would round twice, which can
+// miss the correct result next to a float32 tie, so the sum is first
+// rounded to odd (Boldo & Melquiond 2008: rounding to odd at p ≥ 24+2 bits
+// and then to nearest at 24 bits equals rounding to nearest once).
+func fma32(x, y, z float32) float32 {
+	p := float64(x) * float64(y) // exact: 24+24 bits ≤ 53
+	c := float64(z)
+	s := p + c
+	// TwoSum (Knuth): e = (p + c) − s exactly.
+	b := s - p
+	e := (p - (s - b)) + (c - b)
+	if e != 0 && math.Abs(s) <= math.MaxFloat64 {
+		// s is inexact. Round to odd: of the two float64 values around the
+		// exact sum, take the one whose last bit is 1.
+		if u := math.Float64bits(s); u&1 == 0 {
+			if (e > 0) == (s > 0) {
+				u++ // the exact sum lies farther from zero than s
+			} else {
+				u--
+			}
+			s = math.Float64frombits(u)
+		}
+	}
+	return float32(s)
+}
 
 func sameShape(a, b []int) bool {
 	if len(a) != len(b) {
