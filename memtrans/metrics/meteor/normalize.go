@@ -1,0 +1,150 @@
+package meteor
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Normalize tokenises and lower-cases a line as the METEOR 1.5 jar's -norm
+// option does for English (Normalizer.normalizeLine with punctuation kept,
+// then lower-casing): punctuation other than . ' ` , - is split off, runs of
+// dots are protected, commas are split except inside numbers, quotes and
+// dashes are unified, a dash between two letters or digits becomes a space
+// ("t11-t12" → "t11 t12", the jar's rule for partial credit), English
+// contractions are split to the right ("don't" → "don 't"), and a word-final
+// dot is split off unless the word is a known abbreviation or the next word
+// starts in lower case. Tokens in the result are separated by single spaces.
+//
+// The jar reads its abbreviation list from Moses' nonbreaking_prefix.en;
+// this package uses a shorter list of common English abbreviations
+// ([nonbreakingPrefixes]), which only matters for words ending in a dot that
+// are followed by a capitalised word.
+func Normalize(line string) string {
+	w := " " + line + " "
+	w = reSepOther.ReplaceAllString(w, " ${1} ")
+
+	// Escape multiple dots.
+	w = reMultiDot.ReplaceAllString(w, " DOTMULTI${1}")
+	for strings.Contains(w, "DOTMULTI.") {
+		w = reMultiDot2.ReplaceAllString(w, "DOTDOTMULTI ${1}")
+		w = strings.ReplaceAll(w, "DOTMULTI.", "DOTDOTMULTI")
+	}
+
+	// Separate commas except within numbers.
+	w = reComma.ReplaceAllString(w, "${1} , ${2}")
+	w = reComma2.ReplaceAllString(w, "${1} , ${2}")
+	w = reComma3.ReplaceAllString(w, "${1} , ${2}")
+
+	// Normalise quotes and dashes.
+	w = reQuote.ReplaceAllString(w, "'")
+	w = reQuote2.ReplaceAllString(w, ` " `)
+	w = strings.ReplaceAll(w, "–", "-")
+	w = strings.ReplaceAll(w, "--", "-")
+
+	// Remove dashes between words.
+	w = reRmDash.ReplaceAllString(w, "${1} ${2}")
+
+	// English contractions split to the right.
+	w = reContEn.ReplaceAllString(w, "${1} ' ${2}")
+	w = reContEn2.ReplaceAllString(w, "${1} ' ${2}")
+	w = reContEn3.ReplaceAllString(w, "${1} ' ${2}")
+	w = reContEn4.ReplaceAllString(w, "${1} '${2}")
+	w = reContEn5.ReplaceAllString(w, "${1} '${2}")
+
+	// Rebuild the line, splitting word-final dots unless nonbreaking.
+	words := strings.FieldsFunc(w, isJavaTokenDelim)
+	var sb strings.Builder
+	for i, word := range words {
+		if len(word) > 1 && strings.HasSuffix(word, ".") {
+			pre := word[:len(word)-1]
+			kind := nonbreakingPrefixes[pre]
+			next := ""
+			if i < len(words)-1 {
+				next = words[i+1]
+			}
+			switch {
+			case strings.Contains(pre, ".") && reAlpha.MatchString(pre):
+				sb.WriteString(strings.ReplaceAll(word, ".", ""))
+			case kind == nbpAny || (next != "" && next[0] >= 'a' && next[0] <= 'z'):
+				sb.WriteString(word)
+			case kind == nbpNumericOnly && next != "" && next[0] >= '0' && next[0] <= '9':
+				sb.WriteString(word)
+			default:
+				sb.WriteString(pre)
+				sb.WriteString(" .")
+			}
+		} else {
+			sb.WriteString(word)
+		}
+		sb.WriteByte(' ')
+	}
+	w = sb.String()
+
+	// Unescape multiple dots.
+	for strings.Contains(w, "DOTDOTMULTI") {
+		w = strings.ReplaceAll(w, "DOTDOTMULTI", "DOTMULTI.")
+	}
+	w = strings.ReplaceAll(w, "DOTMULTI", ".")
+
+	w = reWhite.ReplaceAllString(w, " ")
+	w = strings.TrimFunc(w, func(r rune) bool { return r <= ' ' })
+	return strings.ToLower(w)
+}
+
+// isJavaTokenDelim is java.util.StringTokenizer's default delimiter set.
+func isJavaTokenDelim(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f'
+}
+
+// Character classes of the jar's Normalizer (Western European and Cyrillic
+// letters).
+const (
+	normAlpha = `A-Za-zŠŽšžŸÀ-ÖØ-öø-žЀ-ӿԀ-ԧꙀ-ꙮ꙾-ꚗᴀ-ᵿ`
+	normAlnum = `0-9` + normAlpha
+	javaSpace = ` \t\n\x0B\f\r`
+)
+
+var (
+	reSepOther  = regexp.MustCompile(`([^` + normAlnum + javaSpace + `\.'` + "`" + `,\-‘’])`)
+	reMultiDot  = regexp.MustCompile(`\.([\.]+)`)
+	reMultiDot2 = regexp.MustCompile(`DOTMULTI\.([^\.])`)
+	reComma     = regexp.MustCompile(`([^0-9])[,]([^0-9])`)
+	reComma2    = regexp.MustCompile(`([0-9])[,]([^0-9])`)
+	reComma3    = regexp.MustCompile(`([^0-9])[,]([0-9])`)
+	reQuote     = regexp.MustCompile("([`‘’])")
+	reQuote2    = regexp.MustCompile(`([“”]|'')`)
+	reRmDash    = regexp.MustCompile(`([` + normAlnum + `\.])[\-]([` + normAlnum + `])`)
+	reContEn    = regexp.MustCompile(`([^` + normAlpha + `])[']([^` + normAlpha + `])`)
+	reContEn2   = regexp.MustCompile(`([^` + normAlpha + `0-9])[']([` + normAlpha + `])`)
+	reContEn3   = regexp.MustCompile(`([` + normAlpha + `])[']([^` + normAlpha + `])`)
+	reContEn4   = regexp.MustCompile(`([` + normAlpha + `])[']([` + normAlpha + `])`)
+	reContEn5   = regexp.MustCompile(`([0-9])[']([s])`)
+	reAlpha     = regexp.MustCompile(`[` + normAlpha + `]`)
+	reWhite     = regexp.MustCompile("[ \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+)
+
+const (
+	nbpAny         = 1
+	nbpNumericOnly = 2
+)
+
+// nonbreakingPrefixes are words that keep a following dot (nbpAny), or keep
+// it when a number follows (nbpNumericOnly): single capital letters, titles
+// and common English abbreviations.
+var nonbreakingPrefixes = func() map[string]int {
+	m := map[string]int{}
+	for c := 'A'; c <= 'Z'; c++ {
+		m[string(c)] = nbpAny
+	}
+	for _, w := range strings.Fields(`Adj Adm Adv Asst Bart Bldg Brig Bros Capt Cmdr Col
+		Comdr Con Corp Cpl DR Dr Drs Ens Gen Gov Hon Hr Hosp Insp Lt MM MR MRS MS Maj
+		Messrs Mlle Mme Mr Mrs Ms Msgr Op Ord Pfc Ph Prof Pvt Rep Reps Res Rev Rt Sen
+		Sens Sfc Sgt Sr St Supt Surg v vs i.e rev e.g Jan Feb Mar Apr Jun Jul Aug Sep
+		Sept Oct Nov Dec`) {
+		m[w] = nbpAny
+	}
+	for _, w := range strings.Fields(`No Nos Art Nr pp`) {
+		m[w] = nbpNumericOnly
+	}
+	return m
+}()
