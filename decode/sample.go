@@ -1,0 +1,115 @@
+package decode
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// sampler draws tokens as R2Gen's sample_next_word does for sample_method
+// 'sample', 'topK' and 'top0.p': logits = logprobs / T, then
+// Categorical(logits) over what top-k and top-p keep.
+type sampler struct {
+	rng   *rand.Rand
+	temp  float32
+	topK  int
+	topP  float64
+	cands []cand    // (V) tokens with finite logits, best first
+	w     []float64 // (V) their unnormalised probabilities
+}
+
+type cand struct {
+	v float32
+	w int
+}
+
+// byValueDesc orders candidates by value, descending, then by token id.
+func byValueDesc(a, b cand) int {
+	if c := cmp.Compare(b.v, a.v); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.w, b.w)
+}
+
+// choose draws a token from x, the row's log-probabilities. A row with no
+// finite value falls back to argmax (token 0 for an all -Inf row).
+func (s *sampler) choose(x []float32) int {
+	hi := negInf
+	for _, v := range x {
+		hi = max(hi, v)
+	}
+	if math.IsInf(float64(hi), -1) {
+		return argmax(x)
+	}
+	logit := func(v float32) float32 {
+		if s.temp == 1 {
+			return v
+		}
+		return v / s.temp
+	}
+	top := logit(hi)
+	restrict := (s.topK > 0 && s.topK < len(x)) || (s.topP > 0 && s.topP < 1)
+	if !restrict {
+		total := 0.0
+		for _, v := range x {
+			total += math.Exp(float64(logit(v) - top))
+		}
+		u := s.rng.Float64() * total
+		last := 0
+		for i, v := range x {
+			p := math.Exp(float64(logit(v) - top))
+			if p > 0 {
+				last = i
+			}
+			if u < p {
+				return i
+			}
+			u -= p
+		}
+		return last
+	}
+	c := s.cands[:0]
+	for i, v := range x {
+		if !math.IsInf(float64(v), -1) {
+			c = append(c, cand{logit(v), i})
+		}
+	}
+	s.cands = c
+	slices.SortFunc(c, byValueDesc)
+	if s.topK > 0 && s.topK < len(c) {
+		c = c[:s.topK]
+	}
+	s.w = grow(s.w, len(c))
+	w := s.w
+	total := 0.0
+	for i, e := range c {
+		w[i] = math.Exp(float64(e.v - top))
+		total += w[i]
+	}
+	if s.topP > 0 && s.topP < 1 {
+		// Keep token i while the probability of tokens 0..i-1 is below
+		// topP: R2Gen's mask = cumsum < p, shifted right by one.
+		cum, keep := 0.0, len(c)
+		for i := range c {
+			if i > 0 && !(cum < s.topP) {
+				keep = i
+				break
+			}
+			cum += w[i] / total
+		}
+		c, w = c[:keep], w[:keep]
+		total = 0
+		for _, p := range w {
+			total += p
+		}
+	}
+	u := s.rng.Float64() * total
+	for i, p := range w {
+		if u < p {
+			return c[i].w
+		}
+		u -= p
+	}
+	return c[len(c)-1].w
+}
