@@ -1,0 +1,158 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+)
+
+// paperModel is R2Gen's IU X-Ray configuration (d=512, 3 layers, 8 heads,
+// 3 memory slots, vocabulary 761) with random weights.
+func paperModel(b testing.TB) *Transformer {
+	m, err := NewTransformer(IUXRay(761), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func randomFeats(b, n, d int, seed uint64) *radgen.Tensor {
+	r := rand.New(rand.NewPCG(seed, 1))
+	x := radgen.Zeros(b, n, d)
+	for i := range x.Data() {
+		x.Data()[i] = float32(r.Float64())
+	}
+	return x
+}
+
+// BenchmarkForward is the teacher-forced forward pass of the paper's IU
+// configuration: batch 16, 98 patches, 60 tokens.
+func BenchmarkForward(b *testing.B) {
+	m := paperModel(b)
+	const B, T = 16, 60
+	feats := randomFeats(B, 98, 2048, 2)
+	tokens := make([]int, B*T)
+	r := rand.New(rand.NewPCG(3, 3))
+	for i := range tokens {
+		tokens[i] = 1 + r.IntN(760)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := m.TeacherForce(radgen.NoGrad(), feats, tokens, B, T); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// noEOS forces full-length reports: it forbids the end token after every
+// step, so a random model writes exactly MaxLen tokens.
+type noEOS struct{ decode.Model }
+
+func (n noEOS) Step(ctx context.Context, tokens []int, dst []float32) error {
+	if err := n.Model.Step(ctx, tokens, dst); err != nil {
+		return err
+	}
+	V := n.VocabSize()
+	for r := 0; r < n.Rows(); r++ {
+		dst[r*V] = float32(math.Inf(-1))
+	}
+	return nil
+}
+
+// BenchmarkGenerate decodes 60-token reports (eos forbidden) with the paper's
+// IU configuration, incrementally and with the published code's full-prefix
+// recomputation, reporting ms per study and ns per token.
+func BenchmarkGenerate(b *testing.B) {
+	m := paperModel(b)
+	const maxLen = 60
+	for _, mode := range []string{"incremental", "recompute"} {
+		for _, strat := range []string{"greedy", "beam3"} {
+			for _, batch := range []int{1, 16} {
+				if mode == "recompute" && batch > 1 {
+					continue // the baseline is slow enough at batch 1
+				}
+				b.Run(fmt.Sprintf("%s/%s/batch=%d", mode, strat, batch), func(b *testing.B) {
+					feats := randomFeats(batch, 98, 2048, 4)
+					var s decode.Strategy = decode.Greedy{MaxLen: maxLen}
+					if strat == "beam3" {
+						s = decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						var model decode.Model
+						var err error
+						if mode == "incremental" {
+							model, err = m.StartDecoding(feats)
+						} else {
+							model, err = m.StartRecompute(feats)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						hyps, err := s.Decode(context.Background(), noEOS{model})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if n := len(hyps[0][0].Tokens); n != maxLen {
+							b.Fatalf("%d tokens, want %d", n, maxLen)
+						}
+					}
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(sec*1e3/float64(batch), "ms/study")
+					b.ReportMetric(sec*1e9/float64(batch*maxLen), "ns/token")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeStep times one incremental step of 3 beam rows at a given
+// position: the cost must not grow with the prefix beyond the attention
+// read, and a step allocates nothing.
+func BenchmarkDecodeStep(b *testing.B) {
+	m := paperModel(b)
+	for _, pos := range []int{10, 60} {
+		b.Run(fmt.Sprintf("pos=%d", pos), func(b *testing.B) {
+			dec, err := m.StartDecoding(randomFeats(1, 98, 2048, 5))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			V := m.Config.Vocab
+			lp := make([]float32, 3*V)
+			if err := dec.Step(ctx, []int{0}, lp); err != nil {
+				b.Fatal(err)
+			}
+			if err := dec.Reorder([]int{0, 0, 0}); err != nil {
+				b.Fatal(err)
+			}
+			tok := []int{5, 6, 7}
+			for dec.Position() < pos {
+				if err := dec.Step(ctx, tok, lp); err != nil {
+					b.Fatal(err)
+				}
+				if err := dec.Reorder([]int{2, 0, 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				dec.t = pos // re-run the step at the same position
+				if err := dec.Step(ctx, tok, lp); err != nil {
+					b.Fatal(err)
+				}
+				if err := dec.Reorder([]int{2, 0, 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

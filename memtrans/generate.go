@@ -1,0 +1,280 @@
+package memtrans
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"math"
+	"os"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/vision"
+)
+
+// Study is one examination to report on: its views in the order the model
+// was trained with (IU X-Ray: frontal, then lateral).
+type Study struct {
+	ID    string
+	Views []image.Image
+}
+
+// StudyFromFiles decodes PNG or JPEG files (8- or 16-bit, gray or colour)
+// into a Study. DICOM files go through vision's DICOM reader first.
+func StudyFromFiles(id string, paths ...string) (Study, error) {
+	s := Study{ID: id}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return Study{}, fmt.Errorf("memtrans: study %s: %w", id, err)
+		}
+		img, _, err := image.Decode(f)
+		f.Close()
+		if err != nil {
+			return Study{}, fmt.Errorf("memtrans: study %s: decoding %s: %w", id, p, err)
+		}
+		s.Views = append(s.Views, img)
+	}
+	return s, nil
+}
+
+// Report is a generated report.
+type Report struct {
+	StudyID       string
+	Text          string  // words joined by spaces, as R2Gen's tokenizer decodes
+	Tokens        []int   // ids, ending with 0 (eos) when the model ended the report
+	LogProb       float64 // the hypothesis score: its summed log-probability
+	TokenLogProbs []float32
+	// Attention holds, when requested, one row per token: the last decoder
+	// layer's cross-attention over the study's patches (views concatenated,
+	// view-major, each a Grid×Grid raster), averaged over heads.
+	Attention [][]float32
+	Grid      int // patches per side of each view
+}
+
+// GenerateOption configures Generate.
+type GenerateOption func(*genOptions) error
+
+type genOptions struct {
+	strategy  string
+	beam      int
+	maxLen    int
+	attention bool
+	trigrams  bool
+	temp      float32
+	topK      int
+	topP      float32
+	seed      uint64
+	batch     int
+}
+
+// WithBeamSize decodes by beam search of width k (R2Gen's default, 3).
+func WithBeamSize(k int) GenerateOption {
+	return func(o *genOptions) error {
+		if k <= 0 {
+			return fmt.Errorf("%w: beam size %d", decode.ErrBeamSize, k)
+		}
+		o.strategy, o.beam = "beam", k
+		return nil
+	}
+}
+
+// WithGreedy decodes greedily; blockTrigrams applies R2Gen's trigram
+// penalty.
+func WithGreedy(blockTrigrams bool) GenerateOption {
+	return func(o *genOptions) error { o.strategy, o.trigrams = "greedy", blockTrigrams; return nil }
+}
+
+// WithSampling samples with a temperature, an optional top-k (0 = off) and
+// top-p (1 = off), from a generator seeded with seed.
+func WithSampling(temperature float32, topK int, topP float32, seed uint64) GenerateOption {
+	return func(o *genOptions) error {
+		if temperature <= 0 || topK < 0 || topP <= 0 || topP > 1 {
+			return fmt.Errorf("%w: temperature %v, top-k %d, top-p %v", decode.ErrOption, temperature, topK, topP)
+		}
+		o.strategy, o.temp, o.topK, o.topP, o.seed = "sample", temperature, topK, topP, seed
+		return nil
+	}
+}
+
+// WithMaxLength bounds the tokens of a report, eos included (default: the
+// model's max_seq_length).
+func WithMaxLength(n int) GenerateOption {
+	return func(o *genOptions) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: %d", decode.ErrMaxLen, n)
+		}
+		o.maxLen = n
+		return nil
+	}
+}
+
+// WithAttention returns each word's attention over the image patches.
+func WithAttention() GenerateOption {
+	return func(o *genOptions) error { o.attention = true; return nil }
+}
+
+// WithBatchSize sets how many studies are encoded and decoded together
+// (default 16).
+func WithBatchSize(n int) GenerateOption {
+	return func(o *genOptions) error {
+		if n <= 0 {
+			return fmt.Errorf("memtrans: batch size %d", n)
+		}
+		o.batch = n
+		return nil
+	}
+}
+
+// ErrStudy is wrapped by errors about a study's input.
+var ErrStudy = errors.New("memtrans: bad study")
+
+// Generate writes a report for each study, in order. It is safe to call
+// from many goroutines at once. Decoding stops promptly with ctx.Err() when
+// ctx is done.
+func (m *Model) Generate(ctx context.Context, studies []Study, opts ...GenerateOption) ([]Report, error) {
+	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.Transformer.MaxSeqLen, batch: 16}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.maxLen > m.cfg.Transformer.PositionLen {
+		return nil, fmt.Errorf("%w: maximum length %d beyond the positional table (%d)", decode.ErrMaxLen, o.maxLen, m.cfg.Transformer.PositionLen)
+	}
+	if err := m.acquire(); err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	out := make([]Report, 0, len(studies))
+	for start := 0; start < len(studies); start += o.batch {
+		batch := studies[start:min(start+o.batch, len(studies))]
+		feats, err := m.encodeImages(ctx, batch)
+		if err != nil {
+			return nil, err
+		}
+		reps, err := m.decodeBatch(ctx, batch, feats, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, reps...)
+	}
+	return out, nil
+}
+
+// Preprocess turns a study's views into the evaluation tensors the extractor
+// takes (R2Gen's test transform).
+func (m *Model) Preprocess(s Study) ([]*vision.Image, error) {
+	if len(s.Views) != m.cfg.Views {
+		return nil, fmt.Errorf("%w %q: %d views, the model takes %d", ErrStudy, s.ID, len(s.Views), m.cfg.Views)
+	}
+	tr := vision.TestTransform(m.cfg.ImageSize)
+	out := make([]*vision.Image, len(s.Views))
+	for i, img := range s.Views {
+		if img == nil {
+			return nil, fmt.Errorf("%w %q: view %d is nil", ErrStudy, s.ID, i)
+		}
+		b := img.Bounds()
+		if b.Dx() <= 0 || b.Dy() <= 0 || int64(b.Dx())*int64(b.Dy()) > m.maxPixels {
+			return nil, fmt.Errorf("%w %q: view %d is %dx%d: %w", ErrStudy, s.ID, i, b.Dx(), b.Dy(), vision.ErrTooLarge)
+		}
+		x, err := tr.Apply(nil, vision.FromImage(nil, img), nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: view %d: %w", ErrStudy, s.ID, i, err)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// encodeImages runs the extractor: patch features (B, V·P, C).
+func (m *Model) encodeImages(ctx context.Context, studies []Study) (*radgen.Tensor, error) {
+	views := make([][]*vision.Image, len(studies))
+	for i, s := range studies {
+		v, err := m.Preprocess(s)
+		if err != nil {
+			return nil, err
+		}
+		views[i] = v
+	}
+	imgs, err := vision.StackStudies(views)
+	if err != nil {
+		return nil, err
+	}
+	patches, _, err := m.extractor.Extract(ctx, imgs)
+	return patches, err
+}
+
+func (m *Model) strategy(o genOptions, eos int) decode.Strategy {
+	switch o.strategy {
+	case "greedy":
+		return decode.Greedy{MaxLen: o.maxLen, BlockTrigrams: o.trigrams, Attention: o.attention}
+	case "sample":
+		return decode.Sample{MaxLen: o.maxLen, Temperature: o.temp, TopK: o.topK, TopP: float64(o.topP), Seed: o.seed, Attention: o.attention}
+	}
+	return decode.BeamSearch{Size: o.beam, MaxLen: o.maxLen, Attention: o.attention}
+}
+
+func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.Tensor, o genOptions) ([]Report, error) {
+	if o.strategy == "beam" && o.beam > m.cfg.Transformer.Vocab {
+		return nil, fmt.Errorf("%w: beam size %d exceeds the vocabulary (%d)", decode.ErrBeamSize, o.beam, m.cfg.Transformer.Vocab)
+	}
+	dec, err := m.transformer.StartDecoding(feats)
+	if err != nil {
+		return nil, err
+	}
+	hyps, err := m.strategy(o, 0).Decode(ctx, dec)
+	if err != nil {
+		return nil, err
+	}
+	patches := feats.Dim(1) / m.cfg.Views
+	grid := int(math.Round(math.Sqrt(float64(patches))))
+	out := make([]Report, len(studies))
+	for i, s := range studies {
+		h := hyps[i][0]
+		r := Report{StudyID: s.ID, Tokens: h.Tokens, LogProb: h.Score, TokenLogProbs: h.LogProbs, Text: m.tokenizer.Decode(h.Tokens), Grid: grid}
+		if o.attention {
+			a := dec.AttentionWidth()
+			for t := range h.Tokens {
+				r.Attention = append(r.Attention, h.Attention[t*a:(t+1)*a])
+			}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// GenerateFeatures writes reports from precomputed visual features
+// (B, N, d_vf) — the patch features of the studies' views, as the extractor
+// gives them or as cached by a frozen-extractor trainer. ids names the
+// studies (len B).
+func (m *Model) GenerateFeatures(ctx context.Context, ids []string, feats *radgen.Tensor, opts ...GenerateOption) ([]Report, error) {
+	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.Transformer.MaxSeqLen, batch: 16}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(ids) || feats.Dim(2) != m.cfg.Transformer.DVisual {
+		shape := []int(nil)
+		if feats != nil {
+			shape = feats.Shape()
+		}
+		return nil, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrStudy, shape, len(ids), m.cfg.Transformer.DVisual)
+	}
+	for i, v := range feats.Data() {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("%w: non-finite feature at %d", ErrStudy, i)
+		}
+	}
+	if err := m.acquire(); err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	studies := make([]Study, len(ids))
+	for i, id := range ids {
+		studies[i].ID = id
+	}
+	return m.decodeBatch(ctx, studies, feats, o)
+}

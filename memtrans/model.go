@@ -1,0 +1,191 @@
+package memtrans
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/vision"
+)
+
+// ModelConfig is the whole architecture of a report generator: the visual
+// extractor, the encoder–decoder and how images are prepared. It is saved
+// with the weights.
+type ModelConfig struct {
+	Transformer Config              `json:"transformer"`
+	Vision      vision.ResNetConfig `json:"vision"`
+	Corpus      data.Corpus         `json:"corpus"`     // report cleaner and tokenizer defaults
+	Views       int                 `json:"views"`      // images per study (2 for IU X-Ray)
+	ImageSize   int                 `json:"image_size"` // evaluation Resize((s, s)); training crop
+	ResizeTo    int                 `json:"resize_to"`  // training Resize on the shorter side
+}
+
+// R2GenIUXray returns the paper's IU X-Ray generator: ResNet-101 over two
+// 224² views, d_model 512, 3 layers, 3 memory slots. vocab is the tokenizer
+// size + 1.
+func R2GenIUXray(vocab int) ModelConfig {
+	return ModelConfig{Transformer: IUXRay(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
+}
+
+// R2GenMIMICCXR returns the paper's MIMIC-CXR generator (one view, reports
+// up to 100 tokens).
+func R2GenMIMICCXR(vocab int) ModelConfig {
+	return ModelConfig{Transformer: MIMICCXR(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
+}
+
+// TinyConfig returns a small generator for demos and tests: a ResNet with one
+// basic block per stage over two 64² views and a 64-wide, 2-layer
+// memory-driven decoder. It trains on a laptop CPU in minutes.
+func TinyConfig(vocab int) ModelConfig {
+	v := vision.ResNetConfig{Block: vision.BasicBlock, Layers: [4]int{1, 1, 1, 1}}
+	t := Tiny(vocab, v.OutChannels())
+	return ModelConfig{Transformer: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
+}
+
+// Validate reports the first inconsistency in c.
+func (c ModelConfig) Validate() error {
+	if err := c.Transformer.Validate(); err != nil {
+		return err
+	}
+	if err := c.Vision.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Vision.OutChannels() != c.Transformer.DVisual {
+		return fmt.Errorf("%w: the extractor gives %d channels, the transformer wants d_vf %d", ErrConfig, c.Vision.OutChannels(), c.Transformer.DVisual)
+	}
+	if c.Views <= 0 || c.Views > 16 {
+		return fmt.Errorf("%w: %d views per study", ErrConfig, c.Views)
+	}
+	if c.ImageSize < 32 || c.ImageSize > 4096 || c.ResizeTo < c.ImageSize || c.ResizeTo > 4096 {
+		return fmt.Errorf("%w: image size %d, training resize %d", ErrConfig, c.ImageSize, c.ResizeTo)
+	}
+	if c.Corpus != data.IUXray && c.Corpus != data.MIMICCXR {
+		return fmt.Errorf("%w: unknown corpus %q", ErrConfig, c.Corpus)
+	}
+	return nil
+}
+
+// Model is a report generator: a visual extractor, R2Gen's memory-driven
+// encoder–decoder and the tokenizer that maps its ids to words.
+//
+// A Model is safe for concurrent use: any number of goroutines may call
+// Generate at once. Training (a Trainer) takes the model exclusively while it
+// updates the weights, and Close waits for calls in flight.
+type Model struct {
+	cfg         ModelConfig
+	extractor   *vision.Extractor
+	transformer *Transformer
+	tokenizer   *data.Tokenizer
+	logger      *slog.Logger
+	maxPixels   int64
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Option configures a Model.
+type Option func(*Model) error
+
+// WithLogger sends the model's logs to l (by default they are discarded).
+func WithLogger(l *slog.Logger) Option {
+	return func(m *Model) error {
+		if l == nil {
+			return errors.New("memtrans: nil logger")
+		}
+		m.logger = l
+		return nil
+	}
+}
+
+// WithMaxPixels bounds the pixels of any image the model decodes (default
+// vision.DefaultMaxPixels), refusing decompression bombs.
+func WithMaxPixels(n int64) Option {
+	return func(m *Model) error {
+		if n <= 0 {
+			return fmt.Errorf("memtrans: pixel limit %d", n)
+		}
+		m.maxPixels = n
+		return nil
+	}
+}
+
+// ErrClosed is returned by a Model after Close.
+var ErrClosed = errors.New("memtrans: model is closed")
+
+// New returns a freshly initialised model for cfg and tokenizer tok, its
+// weights drawn from a generator seeded with seed.
+func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Model, error) {
+	if tok == nil {
+		return nil, errors.New("memtrans: nil tokenizer")
+	}
+	if cfg.Transformer.Vocab != tok.Len()+1 {
+		return nil, fmt.Errorf("%w: vocabulary %d for a tokenizer of %d tokens (want %d)", ErrConfig, cfg.Transformer.Vocab, tok.Len(), tok.Len()+1)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ext, err := vision.NewExtractor(cfg.Vision, rand.New(rand.NewPCG(seed, 0x76697331)))
+	if err != nil {
+		return nil, err
+	}
+	tr, err := NewTransformer(cfg.Transformer, seed)
+	if err != nil {
+		return nil, err
+	}
+	return newModel(cfg, ext, tr, tok, opts)
+}
+
+func newModel(cfg ModelConfig, ext *vision.Extractor, tr *Transformer, tok *data.Tokenizer, opts []Option) (*Model, error) {
+	m := &Model{cfg: cfg, extractor: ext, transformer: tr, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Config returns the model's architecture.
+func (m *Model) Config() ModelConfig { return m.cfg }
+
+// Tokenizer returns the model's tokenizer.
+func (m *Model) Tokenizer() *data.Tokenizer { return m.tokenizer }
+
+// Transformer returns the encoder–decoder (for research use; do not modify
+// it while the model serves requests).
+func (m *Model) Transformer() *Transformer { return m.transformer }
+
+// Extractor returns the visual extractor.
+func (m *Model) Extractor() *vision.Extractor { return m.extractor }
+
+// VisitParams implements radgen.Module with the names of R2Gen's full
+// state_dict: "visual_extractor.model.…" and "encoder_decoder.…".
+func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
+	m.extractor.VisitParams(radgen.Prefixed("visual_extractor.", visit))
+	m.transformer.VisitParams(radgen.Prefixed("encoder_decoder.", visit))
+}
+
+// Close releases the model. It waits for Generate calls in flight; later
+// calls return ErrClosed. Close is idempotent.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// acquire takes the model for reading (generation).
+func (m *Model) acquire() error {
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+var _ radgen.Module = (*Model)(nil)

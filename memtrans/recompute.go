@@ -1,0 +1,54 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+)
+
+// StartRecompute encodes visual features (B, N, d_vf) once and returns a
+// decode.Model that, like the published R2Gen, re-runs the relational memory
+// and the decoder over each row's whole prefix at every step (O(T²) work).
+// It exists as the baseline of benchmarks and as a cross-check of the
+// incremental Decoding, which must give the same log-probabilities.
+func (m *Transformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual || feats.Dim(0) == 0 {
+		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual)
+	}
+	enc := m.Encode(radgen.NoGrad(), feats)
+	score := func(ctx context.Context, studies []int, prefixes []int, length int, dst []float32) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		g := radgen.NoGrad()
+		rows := len(studies)
+		out := g.IndexSelect(enc.Out, 0, studies)
+		mask := g.IndexSelect(enc.Mask, 0, studies)
+		// The sampler's mask is subsequent_mask only: no padding mask.
+		tgtMask := radgen.Zeros(rows, length, length)
+		md := tgtMask.Data()
+		for r := 0; r < rows; r++ {
+			for q := 0; q < length; q++ {
+				for k := 0; k <= q; k++ {
+					md[(r*length+q)*length+k] = 1
+				}
+			}
+		}
+		x := m.Embed.Forward(g, prefixes, rows, length, 0)
+		var memory *radgen.Tensor
+		if m.Memory != nil {
+			memory = m.Memory.Forward(g, x, m.Memory.InitMemory(rows))
+		}
+		h := m.Decoder.Forward(g, x, out, mask, tgtMask, memory)
+		h = g.Reshape(g.Slice(h, 1, length-1, length), rows, m.Config.DModel)
+		if m.Config.Variant == VariantBaseRM {
+			last := g.Reshape(g.Slice(memory, 1, length-1, length), rows, -1)
+			h = g.Concat(1, h, last)
+		}
+		copy(dst, g.LogSoftmax(m.Logit.Forward(g, h)).Data())
+		return nil
+	}
+	return decode.NewRecompute(feats.Dim(0), m.Config.Vocab, score)
+}
