@@ -1,0 +1,371 @@
+package mesh
+
+// M²'s scaled dot-product attention, with and without memory slots, and
+// the memory-augmented encoder. Mirrors aimagelab/meshed-memory-transformer
+// models/transformer/attention.py (ScaledDotProductAttention,
+// ScaledDotProductAttentionMemory) and models/transformer/encoders.py
+// (EncoderLayer, MultiLevelEncoder, MemoryAugmentedEncoder).
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/radgen/radgen"
+)
+
+// ScaledDotProductAttention is M²'s multi-head attention operator
+// (Cornia et al. 2020, Eqs. 1–2; with memory slots, Eq. 3):
+//
+//	Attention(Q, K, V) = softmax(QKᵀ/√d_k) V                         (Eq. 1)
+//	M_mem(X) = Attention(W_q X, [W_k X, M_k], [W_v X, M_v])         (Eq. 3)
+//
+// over h heads of widths d_k (queries, keys) and d_v (values), with
+// projections fc_q, fc_k, fc_v (D → h·d_k, h·d_k, h·d_v) and fc_o
+// (h·d_v → D).
+//
+// With MemK and MemV set (memory-augmented attention) the learnable slots,
+// (1, m, h·d_k) and (1, m, h·d_v), are appended to the projected keys and
+// values, after fc_k and fc_v and never through them, and split into heads
+// with the same reshape, so each head owns a d_k (d_v) slice of every slot.
+// As in the published code they enter scaled: √d_k·M_k and √m·M_v. The
+// mask never covers the slots.
+//
+// Masks follow M²: nonzero (True) means masked, and masked logits are set
+// to −∞ (not R2Gen's −1e9), so a query whose every key is masked yields
+// NaN, as torch does. There is no dropout on the attention probabilities.
+type ScaledDotProductAttention struct {
+	Heads, DK, DV      int
+	FCQ, FCK, FCV, FCO *radgen.Linear
+	MemK, MemV         *radgen.Tensor // (1, m, h·d_k), (1, m, h·d_v); nil without memory
+}
+
+// NewScaledDotProductAttention returns attention of model width d with h
+// heads of widths dk, dv: Xavier-uniform weights and zero biases, as M²
+// initialises it.
+func NewScaledDotProductAttention(d, dk, dv, h int, rng *rand.Rand) *ScaledDotProductAttention {
+	if d <= 0 || dk <= 0 || dv <= 0 || h <= 0 {
+		panic(fmt.Sprintf("mesh: attention of width %d with %d heads of %d/%d", d, h, dk, dv))
+	}
+	a := &ScaledDotProductAttention{Heads: h, DK: dk, DV: dv}
+	mk := func(in, out int) *radgen.Linear {
+		l := radgen.NewLinear(in, out, true, rng)
+		radgen.XavierUniform(l.Weight, rng)
+		radgen.Fill(l.Bias, 0)
+		return l
+	}
+	a.FCQ, a.FCK, a.FCV, a.FCO = mk(d, h*dk), mk(d, h*dk), mk(d, h*dv), mk(h*dv, d)
+	return a
+}
+
+// NewMemoryAttention returns memory-augmented attention (Eq. 3) with m
+// slots. The published code draws the slots from N(0, 1/d_k) and N(0, 1/m)
+// but its Transformer.init_weights then re-initialises every parameter of
+// more than one dimension with xavier_uniform_, slots included; the slots
+// here get that effective Xavier-uniform initialisation.
+func NewMemoryAttention(d, dk, dv, h, m int, rng *rand.Rand) *ScaledDotProductAttention {
+	if m <= 0 {
+		panic(fmt.Sprintf("mesh: memory attention with %d slots", m))
+	}
+	a := NewScaledDotProductAttention(d, dk, dv, h, rng)
+	a.MemK, a.MemV = radgen.NewParam(1, m, h*dk), radgen.NewParam(1, m, h*dv)
+	radgen.XavierUniform(a.MemK, rng)
+	radgen.XavierUniform(a.MemV, rng)
+	return a
+}
+
+// Width returns the model width D.
+func (a *ScaledDotProductAttention) Width() int { return a.FCQ.Weight.Dim(1) }
+
+// Slots returns the number of memory slots m (0 without memory).
+func (a *ScaledDotProductAttention) Slots() int {
+	if a.MemK == nil {
+		return 0
+	}
+	return a.MemK.Dim(1)
+}
+
+// VisitParams implements radgen.Module: m_k, m_v (with memory), then
+// fc_q, fc_k, fc_v, fc_o.
+func (a *ScaledDotProductAttention) VisitParams(visit func(string, *radgen.Tensor)) {
+	if a.MemK != nil {
+		visit("m_k", a.MemK)
+		visit("m_v", a.MemV)
+	}
+	a.FCQ.VisitParams(radgen.Prefixed("fc_q.", visit))
+	a.FCK.VisitParams(radgen.Prefixed("fc_k.", visit))
+	a.FCV.VisitParams(radgen.Prefixed("fc_v.", visit))
+	a.FCO.VisitParams(radgen.Prefixed("fc_o.", visit))
+}
+
+// MemoryScales returns the factors the slots are multiplied by before use:
+// √d_k for M_k and √m for M_v (attention.py, ScaledDotProductAttentionMemory).
+func (a *ScaledDotProductAttention) MemoryScales() (keys, values float64) {
+	return math.Sqrt(float64(a.DK)), math.Sqrt(float64(a.Slots()))
+}
+
+// Forward attends queries (B, Tq, D) over keys and values (B, Tk, D) and
+// returns (B, Tq, D). mask, if not nil, is (B|1, 1, Tq|1, Tk) with nonzero
+// entries masked (M²'s True); it covers the Tk real keys only.
+func (a *ScaledDotProductAttention) Forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) *radgen.Tensor {
+	out, _ := a.forward(g, queries, keys, values, mask, false)
+	return out
+}
+
+// ForwardWithWeights is Forward that also returns the attention
+// probabilities (B, h, Tq, Tk+m), memory slots last.
+func (a *ScaledDotProductAttention) ForwardWithWeights(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) (out, weights *radgen.Tensor) {
+	return a.forward(g, queries, keys, values, mask, true)
+}
+
+func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	if queries.Rank() != 3 || keys.Rank() != 3 || values.Rank() != 3 ||
+		keys.Dim(0) != queries.Dim(0) || values.Dim(0) != queries.Dim(0) || keys.Dim(1) != values.Dim(1) {
+		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", queries.Shape(), keys.Shape(), values.Shape()))
+	}
+	b, nq, nk := queries.Dim(0), queries.Dim(1), keys.Dim(1)
+	h, dk, dv, m := a.Heads, a.DK, a.DV, a.Slots()
+	k := a.FCK.Forward(g, keys)   // (B, Tk, h·d_k)
+	v := a.FCV.Forward(g, values) // (B, Tk, h·d_v)
+	if m > 0 {
+		sk, sv := a.MemoryScales()
+		rows := make([]int, b) // expand the (1, m, ·) slots over the batch
+		mk := g.IndexSelect(g.Scale(a.MemK, sk), 0, rows)
+		mv := g.IndexSelect(g.Scale(a.MemV, sv), 0, rows)
+		k = g.Concat(1, k, mk) // K = [W_k X, M_k] (Eq. 3)
+		v = g.Concat(1, v, mv) // V = [W_v X, M_v] (Eq. 3)
+	}
+	q := g.Permute(g.Reshape(a.FCQ.Forward(g, queries), b, nq, h, dk), 0, 2, 1, 3) // (B, h, Tq, d_k)
+	kh := g.Permute(g.Reshape(k, b, nk+m, h, dk), 0, 2, 1, 3)                      // (B, h, Tk+m, d_k)
+	vh := g.Permute(g.Reshape(v, b, nk+m, h, dv), 0, 2, 1, 3)                      // (B, h, Tk+m, d_v)
+	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(dk)))                // QKᵀ/√d_k (Eq. 1)
+	if mask != nil {
+		att = g.MaskedFill(att, keepMask(mask, b, nq, nk, m), math.Inf(-1))
+	}
+	p := g.Softmax(att)
+	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, h*dv) // concatenated heads
+	out := a.FCO.Forward(g, ctx)
+	if keep {
+		return out, p
+	}
+	return out, nil
+}
+
+// keepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
+// radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m), zero = masked, whose m
+// memory columns are never masked.
+func keepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
+	s := mask.Shape()
+	if len(s) != 4 || (s[0] != b && s[0] != 1) || s[1] != 1 || (s[2] != nq && s[2] != 1) || s[3] != nk {
+		panic(fmt.Sprintf("mesh: attention mask %v, want (%d|1, 1, %d|1, %d)", s, b, nq, nk))
+	}
+	src := mask.Float64s()
+	rows := s[0] * s[2]
+	out := radgen.Zeros(s[0], 1, s[2], nk+m)
+	dst := out.Data()
+	for r := range rows {
+		for j := range nk {
+			if src[r*nk+j] == 0 {
+				dst[r*(nk+m)+j] = 1
+			}
+		}
+		for j := nk; j < nk+m; j++ {
+			dst[r*(nk+m)+j] = 1
+		}
+	}
+	return out
+}
+
+// EncoderLayer is one memory-augmented encoding layer (Cornia et al. 2020,
+// Eq. 5): Z = AddNorm(M_mem(X)), X̃ = AddNorm(F(Z)). Names: mhatt.*, pwff.*.
+type EncoderLayer struct {
+	MHAtt *AttentionLayer
+	PWFF  *PositionWiseFeedForward
+}
+
+// Forward encodes x (B, N, D) with the encoder mask (B, 1, 1, N), nonzero
+// = masked, or nil.
+func (l *EncoderLayer) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
+	return l.PWFF.Forward(g, l.MHAtt.Forward(g, x, x, x, mask))
+}
+
+// VisitParams implements radgen.Module.
+func (l *EncoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
+	l.MHAtt.VisitParams(radgen.Prefixed("mhatt.", visit))
+	l.PWFF.VisitParams(radgen.Prefixed("pwff.", visit))
+}
+
+// PaddingRule says which input regions the encoder masks.
+type PaddingRule int
+
+const (
+	// PadAfterNorm is the published code's rule: a region is masked when
+	// the sum of its embedding after fc → ReLU → Dropout → LayerNorm is
+	// exactly zero (MultiLevelEncoder computes the mask from its input,
+	// which MemoryAugmentedEncoder has already normalised). The sum of a
+	// layer-normalised row is zero up to rounding, so which rows are
+	// masked is an accident of float arithmetic: with fresh LayerNorm
+	// parameters a few rows, padded or not, are masked; with trained ones
+	// almost none, so zero-padded regions are attended. This
+	// implementation sums in float32, in order; it cannot promise the
+	// same accidents as torch's vectorised kernels (see
+	// [MemoryEncoder.ForwardMasked] to supply the mask).
+	PadAfterNorm PaddingRule = iota
+
+	// PadZeroRows masks regions whose raw input features are all zero:
+	// what the zero-padding of the detections is meant to achieve.
+	PadZeroRows
+
+	// PadNone masks nothing.
+	PadNone
+)
+
+// String returns "after-norm", "zero-rows" or "none".
+func (p PaddingRule) String() string {
+	switch p {
+	case PadAfterNorm:
+		return "after-norm"
+	case PadZeroRows:
+		return "zero-rows"
+	case PadNone:
+		return "none"
+	}
+	return fmt.Sprintf("PaddingRule(%d)", int(p))
+}
+
+// MemoryEncoder is M²'s memory-augmented encoder (Cornia et al. 2020,
+// §3.1): the input regions (B, N, d_in) are embedded as
+//
+//	X = LayerNorm(Dropout(ReLU(fc(input))))
+//
+// and passed through a stack of [EncoderLayer]s whose outputs, all of
+// them, form the multi-level encoding X̃ = (X̃¹, …, X̃ᴺ). Names: fc.*,
+// layer_norm.*, layers.i.*.
+type MemoryEncoder struct {
+	FC      *radgen.Linear // d_in → D
+	Norm    *LayerNorm
+	Layers  []*EncoderLayer
+	Dropout float64
+	Padding PaddingRule
+}
+
+// EncoderConfig sizes a [MemoryEncoder].
+type EncoderConfig struct {
+	DIn, D, DK, DV, Heads, DFF int
+	Layers, Slots              int
+	Dropout                    float64
+}
+
+// NewMemoryEncoder returns an encoder initialised as M² does (PyTorch's
+// default for fc, then Xavier-uniform on every matrix and slot tensor).
+func NewMemoryEncoder(c EncoderConfig, rng *rand.Rand) *MemoryEncoder {
+	if c.Layers <= 0 || c.DIn <= 0 {
+		panic(fmt.Sprintf("mesh: encoder of %d layers over %d inputs", c.Layers, c.DIn))
+	}
+	e := &MemoryEncoder{FC: radgen.NewLinear(c.DIn, c.D, true, rng), Norm: NewLayerNorm(c.D), Dropout: c.Dropout}
+	radgen.XavierUniform(e.FC.Weight, rng)
+	for range c.Layers {
+		e.Layers = append(e.Layers, &EncoderLayer{
+			MHAtt: NewAttentionLayer(NewMemoryAttention(c.D, c.DK, c.DV, c.Heads, c.Slots, rng), c.Dropout),
+			PWFF:  NewPositionWiseFeedForward(c.D, c.DFF, c.Dropout, rng),
+		})
+	}
+	return e
+}
+
+// VisitParams implements radgen.Module.
+func (e *MemoryEncoder) VisitParams(visit func(string, *radgen.Tensor)) {
+	e.FC.VisitParams(radgen.Prefixed("fc.", visit))
+	e.Norm.VisitParams(radgen.Prefixed("layer_norm.", visit))
+	for i, l := range e.Layers {
+		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
+	}
+}
+
+// Embed returns LayerNorm(Dropout(ReLU(fc(input)))) for input (B, N, d_in).
+func (e *MemoryEncoder) Embed(g *radgen.Graph, input *radgen.Tensor) *radgen.Tensor {
+	if input.Rank() != 3 || input.Dim(2) != e.FC.Weight.Dim(1) {
+		panic(fmt.Sprintf("mesh: encoder input %v, want (B, N, %d)", input.Shape(), e.FC.Weight.Dim(1)))
+	}
+	return e.Norm.Forward(g, g.Dropout(g.ReLU(e.FC.Forward(g, input)), e.Dropout))
+}
+
+// Mask returns the encoder mask (B, 1, 1, N), 1 = masked, that rule gives
+// for the raw input (B, N, d_in) and its embedding (B, N, D). It returns
+// nil for PadNone.
+func Mask(rule PaddingRule, input, embedded *radgen.Tensor) *radgen.Tensor {
+	var src *radgen.Tensor
+	switch rule {
+	case PadNone:
+		return nil
+	case PadAfterNorm:
+		src = embedded
+	case PadZeroRows:
+		src = input
+	default:
+		panic(fmt.Sprintf("mesh: unknown %v", rule))
+	}
+	b, n, w := src.Dim(0), src.Dim(1), src.Dim(2)
+	mask := radgen.Zeros(b, 1, 1, n)
+	md := mask.Data()
+	if src.Is64() {
+		v := src.Data64()
+		for r := range b * n {
+			var s float64
+			zero := true
+			for _, x := range v[r*w : (r+1)*w] {
+				s += x
+				zero = zero && x == 0
+			}
+			if rule == PadAfterNorm && s == 0 || rule == PadZeroRows && zero {
+				md[r] = 1
+			}
+		}
+		return mask
+	}
+	v := src.Data()
+	for r := range b * n {
+		var s float32 // torch sums float32 in float32
+		zero := true
+		for _, x := range v[r*w : (r+1)*w] {
+			s += x
+			zero = zero && x == 0
+		}
+		if rule == PadAfterNorm && s == 0 || rule == PadZeroRows && zero {
+			md[r] = 1
+		}
+	}
+	return mask
+}
+
+// Forward encodes input (B, N, d_in): it embeds it, computes the mask by
+// e.Padding, and returns the stacked layer outputs (B, L, N, D), level i
+// at index i, with the mask (B, 1, 1, N), 1 = masked (nil for PadNone).
+func (e *MemoryEncoder) Forward(g *radgen.Graph, input *radgen.Tensor) (levels, mask *radgen.Tensor) {
+	x := e.Embed(g, input)
+	mask = Mask(e.Padding, input, x)
+	return e.layers(g, x, mask), mask
+}
+
+// ForwardMasked is Forward with the caller's mask (B|1, 1, 1, N), nonzero
+// = masked, or nil for none, in place of e.Padding's: for example the mask
+// a reference run recorded.
+func (e *MemoryEncoder) ForwardMasked(g *radgen.Graph, input, mask *radgen.Tensor) *radgen.Tensor {
+	return e.layers(g, e.Embed(g, input), mask)
+}
+
+func (e *MemoryEncoder) layers(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
+	b, n, d := x.Dim(0), x.Dim(1), x.Dim(2)
+	outs := make([]*radgen.Tensor, len(e.Layers))
+	for i, l := range e.Layers {
+		x = l.Forward(g, x, mask)
+		outs[i] = g.Reshape(x, b, 1, n, d)
+	}
+	return g.Concat(1, outs...)
+}
+
+var (
+	_ radgen.Module = (*ScaledDotProductAttention)(nil)
+	_ radgen.Module = (*EncoderLayer)(nil)
+	_ radgen.Module = (*MemoryEncoder)(nil)
+)

@@ -1,0 +1,233 @@
+package mesh
+
+// M²'s meshed decoder. Mirrors aimagelab/meshed-memory-transformer
+// models/transformer/decoders.py (MeshedDecoderLayer, MeshedDecoder).
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/radgen/radgen"
+)
+
+// MeshedLayer is one meshed decoder layer (Cornia et al. 2020, Eq. 9):
+//
+//	S    = AddNorm(S_mask(Y)) ⊙ pad                                 (self_att)
+//	C_i  = AddNorm(C(X̃ⁱ, S)) ⊙ pad,  i = 1..N                       (Eq. 7, enc_att)
+//	α_i  = σ(W_i [S; C_i] + b_i)                                     (Eq. 8, fc_alpha{i})
+//	M    = (Σ_i α_i ⊙ C_i) / √N ⊙ pad                               (Eq. 6)
+//	Ỹ    = AddNorm(F(M)) ⊙ pad                                       (pwff)
+//
+// where pad is 1 at real tokens and 0 at padding. One cross-attention
+// module, with its own residual and LayerNorm, is shared by all N encoder
+// levels. The published code divides by np.sqrt(3) for its three levels;
+// this is √N, the same number for N = 3. Names: self_att.*, enc_att.*,
+// pwff.*, fc_alpha1.* … fc_alphaN.*.
+type MeshedLayer struct {
+	SelfAtt *AttentionLayer
+	EncAtt  *AttentionLayer
+	PWFF    *PositionWiseFeedForward
+	Alpha   []*radgen.Linear // W_i, b_i: 2D → D, one per encoder level
+}
+
+// NewMeshedLayer returns a decoder layer for levels encoder levels, with
+// Xavier-uniform matrices and zero gate biases (M²'s init: the published
+// code zeroes fc_alpha biases explicitly and Transformer.init_weights
+// re-initialises every matrix).
+func NewMeshedLayer(d, dk, dv, h, dff, levels int, dropout float64, rng *rand.Rand) *MeshedLayer {
+	if levels <= 0 {
+		panic(fmt.Sprintf("mesh: meshed layer over %d levels", levels))
+	}
+	l := &MeshedLayer{
+		SelfAtt: NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
+		EncAtt:  NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
+		PWFF:    NewPositionWiseFeedForward(d, dff, dropout, rng),
+	}
+	for range levels {
+		a := radgen.NewLinear(2*d, d, true, rng)
+		radgen.XavierUniform(a.Weight, rng)
+		radgen.Fill(a.Bias, 0)
+		l.Alpha = append(l.Alpha, a)
+	}
+	return l
+}
+
+// VisitParams implements radgen.Module.
+func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
+	l.SelfAtt.VisitParams(radgen.Prefixed("self_att.", visit))
+	l.EncAtt.VisitParams(radgen.Prefixed("enc_att.", visit))
+	l.PWFF.VisitParams(radgen.Prefixed("pwff.", visit))
+	for i, a := range l.Alpha {
+		a.VisitParams(radgen.Prefixed(fmt.Sprintf("fc_alpha%d.", i+1), visit))
+	}
+}
+
+// Forward runs the layer on y (B, T, D) over the encoder levels (B, N, R,
+// D). pad (B, T, 1) is 1 at real tokens and 0 at padding; selfMask
+// (B|1, 1, T, T) and encMask (B|1, 1, 1, R) are M² masks (nonzero =
+// masked), either may be nil.
+func (l *MeshedLayer) Forward(g *radgen.Graph, y, levels, pad, selfMask, encMask *radgen.Tensor) *radgen.Tensor {
+	n := len(l.Alpha)
+	if levels.Rank() != 4 || levels.Dim(1) != n || levels.Dim(0) != y.Dim(0) {
+		panic(fmt.Sprintf("mesh: meshed layer of %d levels over encoder output %v for queries %v", n, levels.Shape(), y.Shape()))
+	}
+	s := l.SelfAtt.Forward(g, y, y, y, selfMask)
+	if pad != nil {
+		s = g.Mul(s, pad)
+	}
+	cs := make([]*radgen.Tensor, n)
+	for i := range n {
+		x := g.Reshape(g.Slice(levels, 1, i, i+1), levels.Dim(0), levels.Dim(2), levels.Dim(3))
+		c := l.EncAtt.Forward(g, s, x, x, encMask) // C(X̃ⁱ, Y) (Eq. 7)
+		if pad != nil {
+			c = g.Mul(c, pad)
+		}
+		cs[i] = c
+	}
+	m := l.Mesh(g, s, cs)
+	if pad != nil {
+		m = g.Mul(m, pad)
+	}
+	out := l.PWFF.Forward(g, m)
+	if pad != nil {
+		out = g.Mul(out, pad)
+	}
+	return out
+}
+
+// Mesh is the meshed cross-attention M_mesh of Eq. 6 given the query
+// sequence s (B, T, D) and the cross-attention results cs[i] = C(X̃ⁱ, s):
+// Σ_i σ(W_i [s; cs[i]] + b_i) ⊙ cs[i] / √N (gates by Eq. 8).
+func (l *MeshedLayer) Mesh(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor) *radgen.Tensor {
+	if len(cs) != len(l.Alpha) {
+		panic(fmt.Sprintf("mesh: %d cross-attention results for %d gates", len(cs), len(l.Alpha)))
+	}
+	var sum *radgen.Tensor
+	for i, c := range cs {
+		alpha := g.Sigmoid(l.Alpha[i].Forward(g, g.Concat(2, s, c))) // α_i (Eq. 8)
+		term := g.Mul(c, alpha)
+		if sum == nil {
+			sum = term
+		} else {
+			sum = g.Add(sum, term)
+		}
+	}
+	return g.Scale(sum, 1/math.Sqrt(float64(len(cs))))
+}
+
+// MeshedDecoder is M²'s decoder: word embeddings plus a stored positional
+// table, a stack of [MeshedLayer]s and a bias-free output projection
+// followed by log-softmax (no final LayerNorm):
+//
+//	Y = word_emb(w) + pos_emb(p),  p = 1..T, 0 at padding tokens.
+//
+// There is no √D scaling of the word embeddings. The positional table is a
+// frozen buffer (not trained, no gradient) whose rows are loaded, not
+// regenerated: the published code builds a sinusoid table and its
+// init_weights then overwrites it with Xavier-uniform values, so a
+// checkpoint carries a random table. Names: word_emb.weight,
+// pos_emb.weight, layers.i.*, fc.weight.
+type MeshedDecoder struct {
+	WordEmb *radgen.Tensor // (V, D)
+	PosEmb  *radgen.Tensor // (P, D), P = max_len + 1; row 0 is the padding position
+	Layers  []*MeshedLayer
+	FC      *radgen.Linear // D → V, no bias
+	Pad     int            // padding token id (1 in M²'s vocabulary)
+}
+
+// DecoderConfig sizes a [MeshedDecoder].
+type DecoderConfig struct {
+	Vocab, MaxLen, Pad    int // MaxLen: longest input, the table has MaxLen+1 rows
+	D, DK, DV, Heads, DFF int
+	Layers, Levels        int
+	Dropout               float64
+}
+
+// NewMeshedDecoder returns a decoder initialised as M² leaves it: word
+// embeddings, positional table and output weights Xavier-uniform (the
+// published init_weights re-initialises every matrix, which also undoes
+// nn.Embedding's zero padding row and the sinusoid table).
+func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
+	if c.Vocab <= 0 || c.MaxLen <= 0 || c.Layers <= 0 || c.Pad < 0 || c.Pad >= c.Vocab {
+		panic(fmt.Sprintf("mesh: decoder config %+v", c))
+	}
+	dec := &MeshedDecoder{
+		WordEmb: radgen.NewParam(c.Vocab, c.D),
+		PosEmb:  radgen.Zeros(c.MaxLen+1, c.D),
+		FC:      radgen.NewLinear(c.D, c.Vocab, false, rng),
+		Pad:     c.Pad,
+	}
+	radgen.XavierUniform(dec.WordEmb, rng)
+	radgen.XavierUniform(dec.PosEmb, rng)
+	radgen.XavierUniform(dec.FC.Weight, rng)
+	for range c.Layers {
+		dec.Layers = append(dec.Layers, NewMeshedLayer(c.D, c.DK, c.DV, c.Heads, c.DFF, c.Levels, c.Dropout, rng))
+	}
+	return dec
+}
+
+// VisitParams implements radgen.Module. The stateful-decoding buffers of
+// the published state_dict (running_seq, running_mask_self_attention,
+// running_keys, running_values) are empty state, not parameters, and are
+// not listed.
+func (dec *MeshedDecoder) VisitParams(visit func(string, *radgen.Tensor)) {
+	visit("word_emb.weight", dec.WordEmb)
+	visit("pos_emb.weight", dec.PosEmb)
+	for i, l := range dec.Layers {
+		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
+	}
+	dec.FC.VisitParams(radgen.Prefixed("fc.", visit))
+}
+
+// MaxLen returns the longest input the positional table covers.
+func (dec *MeshedDecoder) MaxLen() int { return dec.PosEmb.Dim(0) - 1 }
+
+// Masks returns the teacher-forcing masks of MeshedDecoder.forward for
+// tokens (B·T ids, row-major): pad (B, T, 1), 1 at real tokens, the
+// positions (1..T, 0 at padding), and the self-attention mask (B, 1, T, T),
+// 1 = masked, hiding future positions and padding keys.
+func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, positions []int, selfMask *radgen.Tensor) {
+	pad = radgen.Zeros(b, t, 1)
+	selfMask = radgen.Zeros(b, 1, t, t)
+	positions = make([]int, b*t)
+	pd, sd := pad.Data(), selfMask.Data()
+	for i := range b {
+		for q := range t {
+			if tokens[i*t+q] != dec.Pad {
+				pd[i*t+q] = 1
+				positions[i*t+q] = q + 1
+			}
+			for k := range t {
+				if k > q || tokens[i*t+k] == dec.Pad {
+					sd[(i*t+q)*t+k] = 1
+				}
+			}
+		}
+	}
+	return pad, positions, selfMask
+}
+
+// Forward is the teacher-forced pass: tokens (B·T ids, row-major) over the
+// encoder levels (B, N, R, D) with the encoder mask (B|1, 1, 1, R), nonzero
+// = masked, or nil. It returns the log-probabilities (B, T, V). It panics
+// on a token outside the vocabulary or T beyond the positional table.
+func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, levels, encMask *radgen.Tensor) *radgen.Tensor {
+	if len(tokens) != b*t || t > dec.MaxLen() {
+		panic(fmt.Sprintf("mesh: %d tokens as (%d, %d) with a positional table for %d", len(tokens), b, t, dec.MaxLen()))
+	}
+	pad, positions, selfMask := dec.Masks(tokens, b, t)
+	if levels.Is64() {
+		pad, selfMask = pad.To64(), selfMask.To64()
+	}
+	y := g.Add(g.Embedding(dec.WordEmb, tokens, b, t), g.Embedding(dec.PosEmb, positions, b, t))
+	for _, l := range dec.Layers {
+		y = l.Forward(g, y, levels, pad, selfMask, encMask)
+	}
+	return g.LogSoftmax(dec.FC.Forward(g, y))
+}
+
+var (
+	_ radgen.Module = (*MeshedLayer)(nil)
+	_ radgen.Module = (*MeshedDecoder)(nil)
+)
