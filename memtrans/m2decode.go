@@ -1,0 +1,410 @@
+package memtrans
+
+// Incremental decoding for the Meshed-Memory Transformer: the stateful
+// mode of aimagelab/meshed-memory-transformer (models/containers.py
+// statefulness, decoders.py running_mask_self_attention / running_seq,
+// attention.py running_keys / running_values) without re-projecting the
+// prefix at every step.
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/kernels"
+	"github.com/radgen/radgen/mesh"
+)
+
+// M2Decoding is the incremental decoding state of a batch of studies under
+// an [M2Transformer]; it implements decode.Model, so any strategy of
+// package decode (M²'s own beam search: decode.BeamSearch{Semantics:
+// decode.M2}) can drive it.
+//
+// It computes what the published stateful decoder computes:
+//   - each decoder self-attention attends the layer inputs of all earlier
+//     steps of its row (M² concatenates the un-projected inputs into
+//     running_keys and running_values and projects them again every step;
+//     the projections are kept here instead, computed once per position,
+//     and addressed through a per-row ancestry table so that Reorder moves
+//     indices, never vectors);
+//   - a step whose token is <pad> is masked as a key for later steps
+//     (running_mask_self_attention) and its own output is zeroed (mask_pad);
+//   - step t uses positional row t+1 whatever the token (running_seq);
+//   - the cross-attention keys and values of every decoder layer over every
+//     encoder level are computed once per study and shared by all of its
+//     rows (beams), as is the study's region mask.
+//
+// After the first steps have sized the buffers, Step and Reorder allocate
+// nothing. An M2Decoding belongs to one goroutine; the model it came from
+// may serve many concurrently.
+type M2Decoding struct {
+	m       *M2Transformer
+	studies int
+	rows    int
+	t       int     // steps taken
+	study   []int32 // row → study
+
+	// Self-attention cache, per decoder layer: [posCap][rowCap][h·d_k]
+	// keys and [posCap][rowCap][h·d_v] values; padKey[pos·rowCap + slot]
+	// marks slots whose token was <pad>.
+	selfK, selfV   [][]float32
+	padKey         []bool
+	anc, ancNext   []int32 // anc[r·posCap + j]: slot holding position j of row r
+	rowCap, posCap int
+
+	// Cross-attention keys and values per decoder layer, [B][N][R][h·d_k|v],
+	// and the region mask [B][R] (true = masked).
+	crossK, crossV [][]float32
+	encMask        []bool
+	regions        int
+	levels         int
+
+	// Scratch, sized for rowCap rows.
+	x, s, q, ctx, tmp, cat, gate, acc []float32
+	cs, es                            []float32 // [N][rows][h·d_v], [N][rows][D]
+	ff                                []float32
+	pad                               []float32
+	inv                               []float32
+	scores                            []float32
+	logits                            []float32
+	rowTmp                            []int32
+}
+
+var _ decode.Model = (*M2Decoding)(nil)
+
+// StartDecoding encodes region features (B, R, d_in), masking regions by
+// Config.Padding, and returns a decoding state with one row per study.
+func (m *M2Transformer) StartDecoding(feats *radgen.Tensor) (*M2Decoding, error) {
+	if feats.Is64() {
+		feats = feats.To32()
+	}
+	enc, err := m.Encode(radgen.NoGrad(), feats)
+	if err != nil {
+		return nil, err
+	}
+	return m.StartDecodingEncoded(enc)
+}
+
+// StartDecodingEncoded returns a decoding state with one row per study of
+// an encoding made by Encode or EncodeMasked (float32, NoGrad).
+func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error) {
+	c := m.Config
+	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
+		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
+	}
+	levels := enc.Levels
+	if levels.Is64() {
+		levels = levels.To32()
+	}
+	b, n, r := levels.Dim(0), levels.Dim(1), levels.Dim(2)
+	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n}
+	s.encMask = make([]bool, b*r)
+	if enc.Mask != nil {
+		ms := enc.Mask.Shape()
+		if enc.Mask.Len() != b*r || len(ms) != 4 {
+			return nil, fmt.Errorf("memtrans: M² region mask %v for %d studies of %d regions", ms, b, r)
+		}
+		for i, v := range enc.Mask.Float64s() {
+			s.encMask[i] = v != 0
+		}
+	}
+	data := levels.Data()
+	for _, l := range m.Decoder.Layers {
+		att := l.EncAtt.Attention
+		k := make([]float32, b*n*r*att.Heads*att.DK)
+		v := make([]float32, b*n*r*att.Heads*att.DV)
+		linearRows(k, data, b*n*r, att.FCK)
+		linearRows(v, data, b*n*r, att.FCV)
+		s.crossK, s.crossV = append(s.crossK, k), append(s.crossV, v)
+	}
+	s.study = make([]int32, b)
+	for i := range s.study {
+		s.study[i] = int32(i)
+	}
+	s.ensure(b, c.MaxLen)
+	return s, nil
+}
+
+// VocabSize implements decode.Model.
+func (s *M2Decoding) VocabSize() int { return s.m.Config.Vocab }
+
+// Rows implements decode.Model.
+func (s *M2Decoding) Rows() int { return s.rows }
+
+// Position returns how many tokens each row has consumed.
+func (s *M2Decoding) Position() int { return s.t }
+
+// ensure sizes every buffer for rows rows and positions positions,
+// preserving the cache.
+func (s *M2Decoding) ensure(rows, positions int) {
+	if rows <= s.rowCap && positions <= s.posCap {
+		return
+	}
+	c := s.m.Config
+	hk, hv := c.Heads*c.DK, c.Heads*c.DV
+	rc, pc := max(rows, s.rowCap), max(positions, s.posCap)
+	relayout := func(old [][]float32, w int) [][]float32 {
+		out := make([][]float32, len(s.m.Decoder.Layers))
+		for l := range out {
+			out[l] = make([]float32, pc*rc*w)
+			if old != nil {
+				for p := range s.t {
+					copy(out[l][p*rc*w:p*rc*w+s.rowCap*w], old[l][p*s.rowCap*w:(p+1)*s.rowCap*w])
+				}
+			}
+		}
+		return out
+	}
+	s.selfK, s.selfV = relayout(s.selfK, hk), relayout(s.selfV, hv)
+	padKey := make([]bool, pc*rc)
+	for p := range s.t {
+		copy(padKey[p*rc:p*rc+s.rowCap], s.padKey[p*s.rowCap:(p+1)*s.rowCap])
+	}
+	s.padKey = padKey
+	anc := make([]int32, rc*pc)
+	for r := range s.rows {
+		copy(anc[r*pc:r*pc+s.t], s.anc[r*s.posCap:r*s.posCap+s.t])
+	}
+	s.anc, s.ancNext = anc, make([]int32, rc*pc)
+	grow := func(buf []float32, n int) []float32 {
+		if len(buf) >= n {
+			return buf
+		}
+		return make([]float32, n)
+	}
+	d, n := c.DModel, s.levels
+	w := max(d, hk, hv)
+	for _, p := range []*[]float32{&s.x, &s.s, &s.q, &s.ctx, &s.tmp, &s.gate, &s.acc} {
+		*p = grow(*p, rc*w)
+	}
+	s.cat = grow(s.cat, rc*2*d)
+	s.cs = grow(s.cs, n*rc*hv)
+	s.es = grow(s.es, n*rc*d)
+	s.ff = grow(s.ff, rc*c.DFF)
+	s.pad = grow(s.pad, rc)
+	s.inv = grow(s.inv, n*rc)
+	s.scores = grow(s.scores, max(pc, s.regions))
+	s.logits = grow(s.logits, rc*c.Vocab)
+	if cap(s.rowTmp) < rc {
+		s.rowTmp = make([]int32, rc)
+	}
+	s.rowCap, s.posCap = rc, pc
+}
+
+// Reorder implements decode.Model: row i becomes a copy of row src[i].
+func (s *M2Decoding) Reorder(src []int) error {
+	if len(src) == 0 {
+		return fmt.Errorf("%w: reorder to zero rows", decode.ErrShape)
+	}
+	for _, r := range src {
+		if r < 0 || r >= s.rows {
+			return fmt.Errorf("%w: reorder index %d of %d rows", decode.ErrShape, r, s.rows)
+		}
+	}
+	s.ensure(len(src), s.t+1)
+	pc := s.posCap
+	study := s.rowTmp[:len(src)]
+	for i, r := range src {
+		copy(s.ancNext[i*pc:i*pc+s.t], s.anc[r*pc:r*pc+s.t])
+		study[i] = s.study[r]
+	}
+	s.anc, s.ancNext = s.ancNext, s.anc
+	if cap(s.study) < len(src) {
+		s.study = make([]int32, len(src), s.rowCap)
+	}
+	s.study = s.study[:len(src)]
+	copy(s.study, study)
+	s.rows = len(src)
+	return nil
+}
+
+// Step implements decode.Model: it consumes one token per row and writes
+// the next token's log-probabilities.
+func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := s.m.Config
+	R, d, V := s.rows, c.DModel, c.Vocab
+	if len(tokens) != R || len(dst) < R*V {
+		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), R)
+	}
+	for _, tok := range tokens {
+		if tok < 0 || tok >= V {
+			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, V)
+		}
+	}
+	if s.t >= s.m.Decoder.MaxLen() {
+		return fmt.Errorf("memtrans: M² step %d beyond the positional table (%d positions)", s.t+1, s.m.Decoder.MaxLen())
+	}
+	s.ensure(R, s.t+1)
+	// Y = word_emb(w) + pos_emb(t+1): no √D scaling; M²'s running_seq
+	// gives step t position t+1 whatever the token.
+	words, pe := s.m.Decoder.WordEmb.Data(), s.m.Decoder.PosEmb.Data()[(s.t+1)*d:(s.t+2)*d]
+	x := s.x[:R*d]
+	pad := s.pad[:R]
+	for r, tok := range tokens {
+		row := x[r*d : (r+1)*d]
+		for i, e := range words[tok*d : (tok+1)*d] {
+			row[i] = e + pe[i]
+		}
+		pad[r] = 1
+		if tok == c.Pad {
+			pad[r] = 0
+		}
+		s.padKey[s.t*s.rowCap+r] = tok == c.Pad
+		s.anc[r*s.posCap+s.t] = int32(r)
+	}
+	for l, layer := range s.m.Decoder.Layers {
+		s.layerStep(l, layer, x)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	logits := s.logits[:R*V]
+	linearRows(logits, x, R, s.m.Decoder.FC)
+	kernels.LogSoftmax(dst[:R*V], logits, V)
+	s.t++
+	return nil
+}
+
+// addNorm writes LayerNorm(x + y) ⊙ pad for rows rows of width D into dst
+// (dst may be y): the AddNorm of Eqs. 5 and 9 followed by mask_pad.
+func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln *mesh.LayerNorm, pad []float32) {
+	d := s.m.Config.DModel
+	for i := range dst[:rows*d] {
+		dst[i] = x[i] + y[i]
+	}
+	kernels.Normalize(dst[:rows*d], s.inv[:rows], dst[:rows*d], d, ln.Eps, kernels.NormStandard)
+	w, b := ln.Weight.Data(), ln.Bias.Data()
+	for r := range rows {
+		row := dst[r*d : (r+1)*d]
+		p := pad[r%len(pad)]
+		for i := range row {
+			row[i] = (row[i]*w[i] + b[i]) * p
+		}
+	}
+}
+
+// attend computes softmax(q·Kᵀ/√d_k)·V for one head: q is d_k wide, keys
+// and values are addressed by at(j), skipped where masked(j) is true. With
+// every key masked the result is NaN, as torch's −∞ fill gives.
+func attend(out, q []float32, n, dk, dv int, scale float32, sc []float32,
+	key func(j int) []float32, val func(j int) []float32, masked func(j int) bool) {
+	sc = sc[:n]
+	mx := float32(math.Inf(-1))
+	for j := range n {
+		if masked != nil && masked(j) {
+			sc[j] = float32(math.Inf(-1))
+			continue
+		}
+		sc[j] = dot(q, key(j)[:dk]) * scale
+		mx = max(mx, sc[j])
+	}
+	if math.IsInf(float64(mx), -1) {
+		nan := float32(math.NaN())
+		for i := range out[:dv] {
+			out[i] = nan
+		}
+		return
+	}
+	softmaxInPlace(sc)
+	for j := range n {
+		if sc[j] != 0 {
+			axpy(out[:dv], val(j)[:dv], sc[j])
+		}
+	}
+}
+
+// layerStep runs meshed decoder layer l (Cornia et al. 2020, Eq. 9) on x
+// (R rows) in place.
+func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
+	c := s.m.Config
+	R, d, h, dk, dv := s.rows, c.DModel, c.Heads, c.DK, c.DV
+	hk, hv := h*dk, h*dv
+	scale := float32(1 / math.Sqrt(float64(dk)))
+	pad := s.pad[:R]
+	t, rc, pc := s.t, s.rowCap, s.posCap
+
+	// Masked self-attention over the row's prefix: S = AddNorm(S_mask(Y)) ⊙ pad.
+	sa := layer.SelfAtt.Attention
+	q := s.q[:R*hk]
+	linearRows(q, x, R, sa.FCQ)
+	linearRows(s.selfK[l][t*rc*hk:(t*rc+R)*hk], x, R, sa.FCK)
+	linearRows(s.selfV[l][t*rc*hv:(t*rc+R)*hv], x, R, sa.FCV)
+	ctx := s.ctx[:R*hv]
+	clear(ctx)
+	keys, vals := s.selfK[l], s.selfV[l]
+	for r := range R {
+		anc := s.anc[r*pc : r*pc+t+1]
+		for hd := range h {
+			attend(ctx[r*hv+hd*dv:], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1, dk, dv, scale, s.scores,
+				func(j int) []float32 { return keys[(j*rc+int(anc[j]))*hk+hd*dk:] },
+				func(j int) []float32 { return vals[(j*rc+int(anc[j]))*hv+hd*dv:] },
+				func(j int) bool { return s.padKey[j*rc+int(anc[j])] })
+		}
+	}
+	tmp := s.tmp[:R*d]
+	linearRows(tmp, ctx, R, sa.FCO)
+	sOut := s.s[:R*d]
+	s.addNorm(sOut, x, tmp, R, layer.SelfAtt.Norm, pad)
+
+	// One shared cross-attention over every encoder level:
+	// C_i = AddNorm(C(X̃ⁱ, S)) ⊙ pad (Eq. 7); the query is the same for all.
+	ea := layer.EncAtt.Attention
+	linearRows(q, sOut, R, ea.FCQ)
+	N, nr := s.levels, s.regions
+	cs := s.cs[:N*R*hv]
+	clear(cs)
+	ck, cv := s.crossK[l], s.crossV[l]
+	for i := range N {
+		for r := range R {
+			st := int(s.study[r])
+			base := (st*N + i) * nr
+			mask := s.encMask[st*nr : (st+1)*nr]
+			for hd := range h {
+				attend(cs[(i*R+r)*hv+hd*dv:], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr, dk, dv, scale, s.scores,
+					func(j int) []float32 { return ck[(base+j)*hk+hd*dk:] },
+					func(j int) []float32 { return cv[(base+j)*hv+hd*dv:] },
+					func(j int) bool { return mask[j] })
+			}
+		}
+	}
+	es := s.es[:N*R*d]
+	linearRows(es, cs, N*R, ea.FCO)
+	for i := range N {
+		e := es[i*R*d : (i+1)*R*d]
+		s.addNorm(e, sOut, e, R, layer.EncAtt.Norm, pad)
+	}
+
+	// Meshed cross-attention, Eqs. 6 and 8:
+	// M = Σ_i σ(W_i [S; C_i] + b_i) ⊙ C_i / √N, then ⊙ pad.
+	acc, gate, cat := s.acc[:R*d], s.gate[:R*d], s.cat[:R*2*d]
+	clear(acc)
+	for i := range N {
+		e := es[i*R*d : (i+1)*R*d]
+		for r := range R {
+			copy(cat[r*2*d:r*2*d+d], sOut[r*d:(r+1)*d])
+			copy(cat[r*2*d+d:(r+1)*2*d], e[r*d:(r+1)*d])
+		}
+		linearRows(gate, cat, R, layer.Alpha[i])
+		for j, g := range gate {
+			acc[j] += e[j] * sigmoid(g)
+		}
+	}
+	inv := float32(math.Sqrt(float64(N)))
+	for r := range R {
+		for j := range d {
+			acc[r*d+j] = acc[r*d+j] / inv * pad[r]
+		}
+	}
+
+	// Ỹ = AddNorm(F(M)) ⊙ pad (Eqs. 4, 9).
+	ff := s.ff[:R*c.DFF]
+	linearRows(ff, acc, R, layer.PWFF.FC1)
+	relu(ff)
+	linearRows(tmp, ff, R, layer.PWFF.FC2)
+	s.addNorm(x, acc, tmp, R, layer.PWFF.Norm, pad)
+}
