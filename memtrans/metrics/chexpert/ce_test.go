@@ -76,7 +76,6 @@ func TestClinicalEfficacy(t *testing.T) {
 	}
 }
 
-
 func TestClinicalEfficacyErrors(t *testing.T) {
 	if _, err := ClinicalEfficacy(nil, nil); !errors.Is(err, ErrInput) {
 		t.Error(err)
