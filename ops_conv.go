@@ -45,9 +45,20 @@ func (p Conv2dParams) geom(h, w, kh, kw int) kernels.ConvGeom {
 	return g
 }
 
-// colBudget bounds the im2col buffer of Conv2d, in elements: images are
-// unfolded in groups whose column matrices fit in it (at least one image).
-const colBudget = 1 << 22
+// Tuning constants of Conv2d.
+const (
+	// colBudget bounds the column buffer of Conv2d, in elements: images are
+	// unfolded in groups whose column matrices fit in it (at least one
+	// image per group).
+	colBudget = 1 << 22
+
+	// directPixels is the output plane size from which a 1×1, stride-1
+	// convolution multiplies each image's planes in place. Below it the
+	// images of a group are laid side by side so that one product reads
+	// the weights once for all of them (ResNet's last stages have 7×7 or
+	// smaller planes).
+	directPixels = 1024
+)
 
 // Conv2d returns the 2-D cross-correlation of x [B, Cin, H, W] with weight
 // [Cout, Cin, KH, KW] plus bias [Cout] (nil for none), the result
@@ -56,8 +67,10 @@ const colBudget = 1 << 22
 //	y[b][o][i][j] = bias[o] + Σ_{c,ky,kx} w[o][c][ky][kx]·x[b][c][i·s−p+ky·d][j·s−p+kx·d]
 //
 // with zeros outside x, Ho = ⌊(H + 2p − d(KH−1) − 1)/s⌋ + 1 (likewise Wo).
-// It runs as im2col and one GEMM per image, (Cout, Cin·KH·KW)·(Cin·KH·KW,
-// Ho·Wo); a 1×1, stride-1, unpadded convolution multiplies x directly.
+// It runs as im2col and GEMM: the images of a group are unfolded side by side
+// into one column matrix (Cin·KH·KW, G·Ho·Wo) and multiplied by the weight
+// (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded convolution on
+// large planes multiplies each image's planes directly.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	if x.Is64() {
 		return conv2d[float64](g, x, weight, bias, p)
@@ -104,18 +117,48 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 		beta = 1
 	}
 	pointwise := geo.Pointwise()
-	if pointwise {
+	direct := pointwise && (batch == 1 || n >= directPixels)
+	group := max(1, min(batch, colBudget/max(1, k*n)))
+	// unfold writes the column matrix of images b0..b0+nb−1 side by side
+	// into col (row stride nb·n).
+	unfold := func(col []T, b0, nb int) {
+		ld := nb * n
+		parallelFor(nb, func(i int) {
+			img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
+			if pointwise {
+				kernels.CopyRows(col[i*n:], ld, img, n, cin, n)
+			} else {
+				kernels.Im2col(col[i*n:], ld, img, cin, geo)
+			}
+		})
+	}
+	if direct {
 		// Y[b] = W·X[b]: the input planes are the column matrix.
 		kernels.GemmStrided(false, false, batch, cout, n, k, 1, wv, k, 0, xv, n, inSize, beta, ov, n, outSize)
 	} else {
-		group := max(1, min(batch, colBudget/max(1, k*n)))
-		col := make([]T, group*k*n)
+		col := make([]T, k*group*n)
+		var wide []T
+		if group > 1 {
+			wide = make([]T, cout*group*n)
+		}
 		for b0 := 0; b0 < batch; b0 += group {
 			nb := min(group, batch-b0)
-			parallelFor(nb, func(i int) {
-				kernels.Im2col(col[i*k*n:(i+1)*k*n], xv[(b0+i)*inSize:(b0+i+1)*inSize], cin, geo)
-			})
-			kernels.GemmStrided(false, false, nb, cout, n, k, 1, wv, k, 0, col, n, k*n, beta, ov[b0*outSize:], n, outSize)
+			ld := nb * n
+			unfold(col, b0, nb)
+			if nb == 1 {
+				kernels.Gemm(false, false, cout, n, k, 1, wv, k, col, n, beta, ov[b0*outSize:], n)
+				continue
+			}
+			// [Cout, nb·n] = W·col, then image i's block to out[b0+i].
+			kernels.Gemm(false, false, cout, ld, k, 1, wv, k, col, ld, 0, wide, ld)
+			for i := 0; i < nb; i++ {
+				dst := ov[(b0+i)*outSize:]
+				if bias != nil {
+					kernels.AddRows(dst, n, wide[i*n:], ld, cout, n)
+				} else {
+					kernels.CopyRows(dst, n, wide[i*n:], ld, cout, n)
+				}
+			}
 		}
 	}
 
@@ -148,7 +191,7 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			if x.requiresGrad {
 				dx = values[T](gradOf(x))
 			}
-			if pointwise {
+			if direct {
 				if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
 					kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
 				}
@@ -157,16 +200,28 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 				}
 				return
 			}
-			col := make([]T, k*n)
-			for b := 0; b < batch; b++ {
-				dyb := dy[b*outSize : (b+1)*outSize]
-				if dw != nil { // dW += dY[b]·col[b]ᵀ, col recomputed to save memory
-					kernels.Im2col(col, xv[b*inSize:(b+1)*inSize], cin, geo)
-					kernels.Gemm(false, true, cout, k, n, 1, dyb, n, col, n, 1, dw, k)
+			col := make([]T, k*group*n)
+			dyw := make([]T, cout*group*n)
+			for b0 := 0; b0 < batch; b0 += group {
+				nb := min(group, batch-b0)
+				ld := nb * n
+				for i := 0; i < nb; i++ { // dY of the group side by side
+					kernels.CopyRows(dyw[i*n:], ld, dy[(b0+i)*outSize:], n, cout, n)
 				}
-				if dx != nil { // dcol = Wᵀ·dY[b]; dX[b] += col2im(dcol)
-					kernels.Gemm(true, false, k, n, cout, 1, wv, k, dyb, n, 0, col, n)
-					kernels.Col2im(dx[b*inSize:(b+1)*inSize], col, cin, geo)
+				if dw != nil { // dW += dY·colᵀ, col recomputed to save memory
+					unfold(col, b0, nb)
+					kernels.Gemm(false, true, cout, k, ld, 1, dyw, ld, col, ld, 1, dw, k)
+				}
+				if dx != nil { // dcol = Wᵀ·dY; dX[b] += col2im(dcol)
+					kernels.Gemm(true, false, k, ld, cout, 1, wv, k, dyw, ld, 0, col, ld)
+					parallelFor(nb, func(i int) {
+						img := dx[(b0+i)*inSize : (b0+i+1)*inSize]
+						if pointwise {
+							kernels.AddRows(img, n, col[i*n:], ld, cin, n)
+						} else {
+							kernels.Col2im(img, col[i*n:], ld, cin, geo)
+						}
+					})
 				}
 			}
 		})

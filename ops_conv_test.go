@@ -37,6 +37,7 @@ func TestConvGradients(t *testing.T) {
 		{"Conv2d 3x3 s2 p1", conv(ConvSquare(2, 1)), []*Tensor{rnd(r, 2, 2, 6, 5), rnd(r, 3, 2, 3, 3)}},
 		{"Conv2d 7x7 s2 p3 (stem)", conv(ConvSquare(2, 3)), []*Tensor{rnd(r, 1, 2, 9, 8), rnd(r, 2, 2, 7, 7)}},
 		{"Conv2d 1x1 pointwise bias", conv(Conv2dParams{}), []*Tensor{rnd(r, 2, 3, 4, 3), rnd(r, 5, 3, 1, 1), rnd(r, 5)}},
+		{"Conv2d 1x1 direct (one image)", conv(Conv2dParams{}), []*Tensor{rnd(r, 1, 3, 4, 3), rnd(r, 2, 3, 1, 1), rnd(r, 2)}},
 		{"Conv2d 1x1 s2 (downsample)", conv(ConvSquare(2, 0)), []*Tensor{rnd(r, 2, 3, 5, 5), rnd(r, 4, 3, 1, 1)}},
 		{"Conv2d 2x3 s(2,1) p(0,2) d(1,2)", conv(Conv2dParams{Stride: [2]int{2, 1}, Padding: [2]int{0, 2}, Dilation: [2]int{1, 2}}),
 			[]*Tensor{rnd(r, 2, 2, 5, 6), rnd(r, 3, 2, 2, 3), rnd(r, 3)}},
@@ -122,6 +123,7 @@ func TestConv2dMatchesNaive(t *testing.T) {
 		{2, 6, 7, 7, 3, 1, 1, Conv2dParams{}, true},
 		{2, 6, 7, 7, 3, 1, 1, ConvSquare(2, 0), false},
 		{1, 2, 5, 8, 3, 2, 4, Conv2dParams{Stride: [2]int{3, 2}, Padding: [2]int{2, 0}, Dilation: [2]int{1, 2}}, true},
+		{2, 3, 32, 33, 4, 1, 1, Conv2dParams{}, true},  // pointwise on large planes: direct
 		{1, 1, 3, 3, 1, 3, 3, ConvSquare(1, 0), false}, // one output pixel
 		{1, 2, 2, 2, 2, 1, 1, ConvSquare(1, 2), true},  // padding larger than the window
 	}

@@ -147,7 +147,7 @@ func (e *Extractor) forward(ctx context.Context, g *radgen.Graph, images *radgen
 // [Extractor.Forward] takes. A gray view (C = 1) stands for three equal
 // channels and is expanded.
 func StackStudies(studies [][]*Image) (*radgen.Tensor, error) {
-	if len(studies) == 0 || len(studies[0]) == 0 {
+	if len(studies) == 0 || len(studies[0]) == 0 || studies[0][0] == nil {
 		return nil, fmt.Errorf("%w: no images", ErrImageShape)
 	}
 	v := len(studies[0])

@@ -49,14 +49,17 @@ func (c ConvGeom) Pointwise() bool {
 }
 
 // Im2col unfolds one image x (C, H, W) into the column matrix dst
-// (C·KH·KW, Ho·Wo): row (c·KH + ky)·KW + kx holds, for every output pixel,
-// the input sample under window tap (ky, kx) of channel c, or 0 in the
-// padding. Then a convolution with weight (Cout, C·KH·KW) is the product
-// W·dst, which is how torch lays out conv weights (Cout, Cin, KH, KW).
-func Im2col[T Float](dst, x []T, c int, g ConvGeom) {
+// (C·KH·KW, Ho·Wo) with row stride ldd ≥ Ho·Wo: row (c·KH + ky)·KW + kx holds,
+// for every output pixel, the input sample under window tap (ky, kx) of
+// channel c, or 0 in the padding. Then a convolution with weight
+// (Cout, C·KH·KW) is the product W·dst, which is how torch lays out conv
+// weights (Cout, Cin, KH, KW). With ldd = B·Ho·Wo, B images unfold side by
+// side (image b at column b·Ho·Wo) and one product serves them all.
+func Im2col[T Float](dst []T, ldd int, x []T, c int, g ConvGeom) {
 	ho, wo := g.OutH(), g.OutW()
 	n := ho * wo
-	if len(x) < c*g.H*g.W || len(dst) < c*g.KH*g.KW*n {
+	rows := c * g.KH * g.KW
+	if ldd < n || len(x) < c*g.H*g.W || rows > 0 && len(dst) < (rows-1)*ldd+n {
 		panic("kernels: Im2col buffer too short")
 	}
 	row := 0
@@ -64,7 +67,7 @@ func Im2col[T Float](dst, x []T, c int, g ConvGeom) {
 		plane := x[ch*g.H*g.W : (ch+1)*g.H*g.W]
 		for ky := 0; ky < g.KH; ky++ {
 			for kx := 0; kx < g.KW; kx++ {
-				out := dst[row*n : (row+1)*n]
+				out := dst[row*ldd : row*ldd+n]
 				row++
 				dx := kx*g.DilW - g.PadW
 				// Output columns whose input column ix = ox·s + dx lies in [0, W).
@@ -109,13 +112,14 @@ func validRange(nOut, nIn, s, off int) (lo, hi int) {
 }
 
 // Col2im is the adjoint of Im2col: it adds every entry of the column matrix
-// col (C·KH·KW, Ho·Wo) into the input sample it was read from, dx (C, H, W).
-// Padding entries are dropped. In the forward pass this was
-// col[(c·KH+ky)·KW+kx][oy·Wo+ox] = x[c][oy·s−p+ky·d][ox·s−p+kx·d].
-func Col2im[T Float](dx, col []T, c int, g ConvGeom) {
+// col (C·KH·KW, Ho·Wo), row stride ldc, into the input sample it was read
+// from, dx (C, H, W). Padding entries are dropped. In the forward pass this
+// was col[(c·KH+ky)·KW+kx][oy·Wo+ox] = x[c][oy·s−p+ky·d][ox·s−p+kx·d].
+func Col2im[T Float](dx, col []T, ldc int, c int, g ConvGeom) {
 	ho, wo := g.OutH(), g.OutW()
 	n := ho * wo
-	if len(dx) < c*g.H*g.W || len(col) < c*g.KH*g.KW*n {
+	rows := c * g.KH * g.KW
+	if ldc < n || len(dx) < c*g.H*g.W || rows > 0 && len(col) < (rows-1)*ldc+n {
 		panic("kernels: Col2im buffer too short")
 	}
 	row := 0
@@ -123,7 +127,7 @@ func Col2im[T Float](dx, col []T, c int, g ConvGeom) {
 		plane := dx[ch*g.H*g.W : (ch+1)*g.H*g.W]
 		for ky := 0; ky < g.KH; ky++ {
 			for kx := 0; kx < g.KW; kx++ {
-				in := col[row*n : (row+1)*n]
+				in := col[row*ldc : row*ldc+n]
 				row++
 				off := kx*g.DilW - g.PadW
 				lo, hi := validRange(wo, g.W, g.StrideW, off)
@@ -335,6 +339,25 @@ func AvgPlanesBackward[T Float](dx, dy []T, plane int) {
 		v := d / T(plane)
 		for j := range dx[i*plane : (i+1)*plane] {
 			dx[i*plane+j] += v
+		}
+	}
+}
+
+// CopyRows copies the rows×n matrix src (row stride lds) into dst (row
+// stride ldd): dst[r·ldd+j] = src[r·lds+j].
+func CopyRows[T Float](dst []T, ldd int, src []T, lds int, rows, n int) {
+	for r := 0; r < rows; r++ {
+		copy(dst[r*ldd:r*ldd+n], src[r*lds:r*lds+n])
+	}
+}
+
+// AddRows adds the rows×n matrix src (row stride lds) into dst (row stride
+// ldd): dst[r·ldd+j] += src[r·lds+j].
+func AddRows[T Float](dst []T, ldd int, src []T, lds int, rows, n int) {
+	for r := 0; r < rows; r++ {
+		d, s := dst[r*ldd:r*ldd+n], src[r*lds:r*lds+n]
+		for j, v := range s {
+			d[j] += v
 		}
 	}
 }
