@@ -11,8 +11,11 @@ type Example struct {
 	StudyID, SubjectID int64    // MIMIC-CXR identifiers; 0 for IU X-Ray
 	Report             string   // as in the annotation
 	Images             []string // the views used, relative to the image directory
-	IDs                []int    // R2Gen's ids: [0, words…, 0] truncated to MaxSeqLen
-	Labels             []int8   // optional CheXpert-style labels (synthetic films)
+	// IDs are R2Gen's ids, [0, words…, 0] truncated to MaxSeqLen. R2Gen
+	// scores generated reports against tok.Decode(IDs[1:]), this truncated
+	// text with <unk> for rare words, not against Report.
+	IDs    []int
+	Labels []int8 // optional CheXpert-style labels (synthetic films)
 }
 
 // Dataset is one split of an annotation, tokenized: R2Gen's

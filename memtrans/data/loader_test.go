@@ -18,31 +18,35 @@ import (
 	"github.com/radgen/radgen/vision"
 )
 
-// synthDataset writes a small synthetic IU-style data set once per test
-// binary and returns its directory and annotation.
-var synthOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "radgen-synth-")
-	if err != nil {
-		return "", err
-	}
-	_, err = WriteSynthetic(context.Background(), dir, SynthConfig{Train: 21, Val: 3, Test: 5, Width: 72, Height: 80, Seed: 9})
-	return dir, err
-})
+// synthDir is a small synthetic IU-style data set, written once per test
+// binary by the first test that needs it and removed by TestMain.
+var (
+	synthDir  string
+	synthOnce = sync.OnceValue(func() error {
+		dir, err := os.MkdirTemp("", "radgen-synth-")
+		if err != nil {
+			return err
+		}
+		synthDir = dir
+		_, err = WriteSynthetic(context.Background(), dir, SynthConfig{Train: 21, Val: 3, Test: 5, Width: 72, Height: 80, Seed: 9})
+		return err
+	})
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dir, err := synthOnce(); err == nil && dir != "" {
-		os.RemoveAll(dir)
+	if synthDir != "" {
+		os.RemoveAll(synthDir)
 	}
 	os.Exit(code)
 }
 
 func synthSplit(t testing.TB, split string) (*Dataset, string) {
 	t.Helper()
-	dir, err := synthOnce()
-	if err != nil {
+	if err := synthOnce(); err != nil {
 		t.Fatal(err)
 	}
+	dir := synthDir
 	ann, err := LoadAnnotation(filepath.Join(dir, "annotation.json"))
 	if err != nil {
 		t.Fatal(err)
