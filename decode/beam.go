@@ -130,6 +130,9 @@ func (o BeamSearch) Decode(ctx context.Context, m Model) ([][]Hypothesis, error)
 	if s.B == 0 {
 		return [][]Hypothesis{}, nil
 	}
+	if err := s.checkRows(s.B * o.Size); err != nil {
+		return nil, err
+	}
 	if o.Semantics == M2 {
 		return o.m2(s)
 	}

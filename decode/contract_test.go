@@ -159,6 +159,8 @@ func TestBadInput(t *testing.T) {
 		{"top-p < 0", Sample{MaxLen: 3, TopP: -0.1}, good(), ErrOption},
 		{"top-p > 1", Sample{MaxLen: 3, TopP: 1.5}, good(), ErrOption},
 		{"top-p NaN", Sample{MaxLen: 3, TopP: math.NaN()}, good(), ErrOption},
+		{"samples overflow", Sample{MaxLen: 3, N: math.MaxInt}, good(), ErrOption},
+		{"too many samples", Sample{MaxLen: 3, N: 1 << 30}, good(), ErrOption},
 		{"NaN log-prob", BeamSearch{Size: 2, MaxLen: 5}, &badModel{incremental: newIncremental(lm, 2), nanAt: 2, value: float32(math.NaN())}, ErrModel},
 		{"+Inf log-prob", Greedy{MaxLen: 5}, &badModel{incremental: newIncremental(lm, 2), nanAt: 1, value: float32(math.Inf(1))}, ErrModel},
 		{"step error", Sample{MaxLen: 5}, &badModel{incremental: newIncremental(lm, 2), stepErr: errStep}, errStep},
@@ -366,6 +368,9 @@ func TestRecompute(t *testing.T) {
 // The strategies allocate per call, not per step: decoding 60 steps costs
 // the same allocations as decoding 5.
 func TestNoAllocationPerStep(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops buffers at random under the race detector")
+	}
 	m := newTrivial(64, 4)
 	for _, s := range []Strategy{
 		Greedy{BlockTrigrams: true, DecodingConstraint: true},

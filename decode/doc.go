@@ -63,20 +63,30 @@
 // descending, stably. block_trigrams does not exist in beam search (R2Gen
 // applies it only in greedy decoding and sampling).
 //
-// Ties. torch 1.13 sorts on the CPU with std::sort (introsort, not stable),
-// so the order of exactly equal candidates is an accident of libstdc++. This
-// package breaks every tie by the lower flat index (lower beam, then lower
-// word id), as torch.sort(stable=True) and torch.max do. Exact ties between
-// finite candidates do not happen with a real model's float32 outputs; they do
-// in hand-made test tables, which is why the rule is fixed and documented.
+// Ties. torch.sort on the CPU without stable=True runs std::sort (introsort,
+// not stable), so the order of exactly equal candidates is an accident of
+// libstdc++. This package breaks every tie by the lower flat index (lower
+// beam, then lower word id), as torch.sort(stable=True) does; greedy
+// decoding takes the first maximum, as torch.max does. Exact ties between
+// the top candidates practically never occur with a real model's float32
+// outputs; they do in hand-made tables, which is why the rule is fixed.
+// Candidates are summed in float32, as torch does, so that near-ties
+// resolve the same way.
+//
+// M² semantics ([M2]) follow beam_search.py: finished beams keep their score
+// as the single candidate (word 0), every other word of theirs scoring -999;
+// the beams are ranked by their final scores. (With a -Inf log-probability
+// from the model, M²'s seq_mask·candidate would make a finished beam's
+// candidate NaN; here it stays its score.)
 //
 // Deliberate departures, none of which changes a result of R2Gen's defaults:
 //   - Early stop. R2Gen always runs max_seq_length beam steps. With the
-//     identity length penalty and no negative diversity λ, no saved or future
-//     beam can beat a saved one once every running sum is ≤ its p (log-
-//     probabilities are ≤ 0 and sums only fall, and later equal scores sort
-//     after earlier ones), so [BeamSearch] stops there with the same
-//     hypotheses. FullLength restores the fixed step count (benchmarks).
+//     identity length penalty and no negative diversity λ, no saved or
+//     future beam can beat a saved one once every running sum is ≤ its p
+//     (log-probabilities are ≤ 0, so sums only fall, and a later equal score
+//     sorts after an earlier one), so [BeamSearch] stops there with the same
+//     hypotheses. M²'s search stops once every beam has finished. FullLength
+//     restores the fixed step count (benchmarks).
 //   - Diversity groups. R2Gen's own code cannot run group_size > 1: its
 //     add_diversity calls self.repeat_tensor, which no class defines, at the
 //     second step of group 1 (self-critical.pytorch calls
@@ -91,8 +101,9 @@
 //   - R2Gen's beam search applies log_softmax(x/T) again to every step but
 //     the first (idempotent at T = 1); it is skipped at T = 1.
 //   - beam_size = 1 in R2Gen silently samples (sample_method 'beam_search'
-//     falls through to multinomial sampling). BeamSearch{Size: 1} is a
-//     width-1 beam search; use [Sample] for R2Gen's behaviour.
+//     falls through to multinomial sampling, with block_trigrams on by
+//     default). BeamSearch{Size: 1} is a width-1 beam search; R2Gen's
+//     behaviour is Sample{BlockTrigrams: true}.
 //   - With sample_n > 1, R2Gen blocks trigrams only in the first batch_size
 //     rows (its loop runs over batch_size); [Sample] blocks them in every row.
 //   - R2Gen's suppress_UNK needs a `vocab` attribute its models do not have,

@@ -42,7 +42,7 @@ type workspace struct {
 	top         topK
 	change      []float32   // (V) diversity penalty per word
 	touched     []int       // words with a nonzero change
-	done        []doneEntry // (B, groups, need) saved beams, best first
+	done        []doneEntry // (B, groups, k/groups) saved beams, best first
 	doneN       []int       // (B, groups) saved beams kept
 	picks       []pick      // (B, n) the hypotheses to return
 	order       []int       // (k) beam order for M²'s final sort
@@ -100,6 +100,22 @@ func begin(ctx context.Context, m Model, c common) (*session, error) {
 	}
 	s.w = workspaces.Get().(*workspace)
 	return s, nil
+}
+
+// Limits on the rows a strategy asks of a model, so that a huge N or batch
+// is an error rather than an allocation that cannot succeed.
+const (
+	maxRows     = 1 << 24 // rows (studies × beams or samples)
+	maxLogProbs = 1 << 32 // rows × V
+)
+
+// checkRows verifies that rows rows of V log-probabilities stay within the
+// limits.
+func (s *session) checkRows(rows int) error {
+	if s.B > 0 && (rows/s.B < 1 || rows > maxRows || rows > maxLogProbs/s.V) {
+		return fmt.Errorf("%w: %d rows of %d log-probabilities is too many", ErrOption, rows, s.V)
+	}
+	return nil
 }
 
 func (s *session) end() {

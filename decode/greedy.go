@@ -69,7 +69,10 @@ func (g Greedy) String() string {
 // study·N + j; the hypotheses come back in that order, not ranked.
 //
 // Draws come from Rand, or from a PCG source seeded with Seed, one Float64
-// per unfinished row per step in row order, so a seed fixes the result.
+// per unfinished row per step in row order, so a seed fixes the result. A
+// draw u picks the token where u·total falls in the running sum of the kept
+// tokens' probabilities, taken in id order without top-k or top-p, and in
+// rank order (then id) with them.
 type Sample struct {
 	// MaxLen, BOS, EOS, BlockTrigrams, DecodingConstraint and Attention are
 	// as in [Greedy].
@@ -184,9 +187,15 @@ const (
 // until every row has finished or MaxLen tokens are out.
 func (s *session) rows(o rowSettings) ([][]Hypothesis, error) {
 	B, V, n := s.B, s.V, o.n
-	R := B * n
 	if B == 0 {
 		return [][]Hypothesis{}, nil
+	}
+	if n > maxRows {
+		return nil, fmt.Errorf("%w: %d samples per study", ErrOption, n)
+	}
+	R := B * n
+	if err := s.checkRows(R); err != nil {
+		return nil, err
 	}
 	w := s.w
 	w.hist.reset(R, s.A)

@@ -53,7 +53,10 @@ type AttentionRecorder interface {
 // Hypothesis is one decoded sequence.
 type Hypothesis struct {
 	// Tokens are the generated ids, without BOS. They end with EOS when the
-	// model produced it, and otherwise stop at the maximum length.
+	// model produced it, and otherwise stop at the maximum length. (R2Gen's
+	// beam search can save a beam that went on after an EOS, with its 1000
+	// handicap; such a hypothesis holds everything R2Gen's seq holds, and
+	// ranks far below the others.)
 	Tokens []int
 
 	// LogProbs[i] is the log-probability of Tokens[i] as R2Gen reports it

@@ -16,8 +16,13 @@ type sampler struct {
 	topK  int
 	topP  float64
 	cands []cand    // (V) tokens with finite logits, best first
+	sel   topK      // top-k selection for small k
 	w     []float64 // (V) their unnormalised probabilities
 }
+
+// maxSelectK is the largest top-k chosen by a one-pass selection; a larger k
+// sorts the whole row.
+const maxSelectK = 32
 
 type cand struct {
 	v float32
@@ -70,16 +75,30 @@ func (s *sampler) choose(x []float32) int {
 		return last
 	}
 	c := s.cands[:0]
-	for i, v := range x {
-		if !math.IsInf(float64(v), -1) {
-			c = append(c, cand{logit(v), i})
+	if s.topK > 0 && s.topK <= maxSelectK {
+		// A few best: select them in one pass, ties to the lower id.
+		q := &s.sel
+		q.reset(s.topK)
+		for i, v := range x {
+			if l := logit(v); !math.IsInf(float64(l), -1) && !q.full(l) {
+				q.offer(l, i)
+			}
+		}
+		for j := range q.n {
+			c = append(c, cand{q.v[j], q.i[j]})
+		}
+	} else {
+		for i, v := range x {
+			if !math.IsInf(float64(v), -1) {
+				c = append(c, cand{logit(v), i})
+			}
+		}
+		slices.SortFunc(c, byValueDesc)
+		if s.topK > 0 && s.topK < len(c) {
+			c = c[:s.topK]
 		}
 	}
 	s.cands = c
-	slices.SortFunc(c, byValueDesc)
-	if s.topK > 0 && s.topK < len(c) {
-		c = c[:s.topK]
-	}
 	s.w = grow(s.w, len(c))
 	w := s.w
 	total := 0.0

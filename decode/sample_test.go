@@ -187,3 +187,120 @@ func TestSampleRowsStayWithTheirStudy(t *testing.T) {
 		t.Errorf("only words %v were drawn", seen)
 	}
 }
+
+// The sampler's fast paths (one-pass top-k selection, no sort without
+// top-k or top-p) draw exactly what a plain sort-everything reference draws
+// from the same random numbers.
+func TestSamplerMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for it := range 3000 {
+		V := 1 + rng.IntN(80)
+		x := make([]float32, V)
+		for i := range x {
+			x[i] = float32(-8 * rng.Float64())
+			if rng.IntN(10) == 0 {
+				x[i] = float32(math.Inf(-1))
+			}
+			if rng.IntN(10) == 0 && i > 0 {
+				x[i] = x[rng.IntN(i)] // ties
+			}
+		}
+		s := sampler{temp: []float32{1, 0.5, 2, 1.3}[rng.IntN(4)]}
+		switch rng.IntN(4) {
+		case 0:
+			s.topK = 1 + rng.IntN(V)
+		case 1:
+			s.topP = rng.Float64()
+		case 2:
+			s.topK, s.topP = 1+rng.IntN(V), rng.Float64()
+		}
+		seed := rng.Uint64()
+		s.rng = rand.New(rand.NewPCG(seed, 0))
+		got := s.choose(slices.Clone(x))
+		want := refDraw(x, s.temp, s.topK, s.topP, rand.New(rand.NewPCG(seed, 0)))
+		if got != want {
+			t.Fatalf("case %d (V %d, T %v, k %d, p %v): drew %d, reference %d", it, V, s.temp, s.topK, s.topP, got, want)
+		}
+	}
+}
+
+func refDraw(x []float32, T float32, k int, p float64, rng *rand.Rand) int {
+	type c struct {
+		v float32
+		w int
+	}
+	var cs []c
+	for w, v := range x {
+		if !math.IsInf(float64(v), -1) {
+			l := v
+			if T != 1 {
+				l = v / T
+			}
+			cs = append(cs, c{l, w})
+		}
+	}
+	if len(cs) == 0 {
+		return argmax(x)
+	}
+	restricted := (k > 0 && k < len(x)) || (p > 0 && p < 1)
+	if !restricted {
+		// Unrestricted draws walk the tokens in id order.
+		total := 0.0
+		hi := cs[0].v
+		for _, e := range cs {
+			hi = max(hi, e.v)
+		}
+		for _, e := range cs {
+			total += math.Exp(float64(e.v - hi))
+		}
+		u := rng.Float64() * total
+		for _, e := range cs {
+			q := math.Exp(float64(e.v - hi))
+			if u < q {
+				return e.w
+			}
+			u -= q
+		}
+		return cs[len(cs)-1].w
+	}
+	slices.SortStableFunc(cs, func(a, b c) int {
+		if a.v > b.v {
+			return -1
+		}
+		if a.v < b.v {
+			return 1
+		}
+		return 0
+	})
+	if k > 0 && k < len(cs) {
+		cs = cs[:k]
+	}
+	w := make([]float64, len(cs))
+	total := 0.0
+	for i := range cs {
+		w[i] = math.Exp(float64(cs[i].v - cs[0].v))
+		total += w[i]
+	}
+	if p > 0 && p < 1 {
+		cum := 0.0
+		for i := range cs {
+			if i > 0 && cum >= p {
+				cs, w = cs[:i], w[:i]
+				break
+			}
+			cum += w[i] / total
+		}
+		total = 0
+		for _, v := range w {
+			total += v
+		}
+	}
+	u := rng.Float64() * total
+	for i := range cs {
+		if u < w[i] {
+			return cs[i].w
+		}
+		u -= w[i]
+	}
+	return cs[len(cs)-1].w
+}
