@@ -1,0 +1,101 @@
+package vision
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+)
+
+// convFLOPs returns 2·MACs of the convolutions of r on an h×w image.
+func convFLOPs(r *ResNet, h, w int) float64 {
+	var total float64
+	conv := func(c *ConvBN, h, w int) (int, int) {
+		k := c.Weight.Dim(2)
+		p := k / 2
+		ho, wo := (h+2*p-k)/c.Stride+1, (w+2*p-k)/c.Stride+1
+		total += 2 * float64(c.Weight.Len()) * float64(ho*wo)
+		return ho, wo
+	}
+	h, w = conv(r.Stem, h, w)
+	h, w = (h-1)/2+1, (w-1)/2+1 // max pool 3, stride 2, padding 1
+	for _, blocks := range r.Layers {
+		for _, b := range blocks {
+			bh, bw := h, w
+			for _, c := range []*ConvBN{b.Conv1, b.Conv2, b.Conv3} {
+				if c != nil {
+					bh, bw = conv(c, bh, bw)
+				}
+			}
+			if b.Downsample != nil {
+				conv(b.Downsample, h, w)
+			}
+			h, w = bh, bw
+		}
+	}
+	return total
+}
+
+// BenchmarkExtractor runs R2Gen's extractor, ResNet-101 with random
+// weights, on one IU X-Ray study: two 224² views (the inference path, batch
+// norm folded). It reports images/s and the convolutions' GFLOP/s.
+func BenchmarkExtractor(b *testing.B) {
+	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	study := randImages(2, 1, 2, 3, 224, 224)
+	ctx := context.Background()
+	if _, _, err := ext.Extract(ctx, study); err != nil { // fold once
+		b.Fatal(err)
+	}
+	flops := 2 * convFLOPs(ext.ResNet, 224, 224)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := ext.Extract(ctx, study); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(2*float64(b.N)/sec, "images/s")
+	b.ReportMetric(flops*float64(b.N)/sec/1e9, "GFLOP/s")
+}
+
+// BenchmarkExtractorTrain is one training step's forward and backward
+// through a ResNet-101 extractor with batch statistics (two 224² views of one
+// study).
+func BenchmarkExtractorTrain(b *testing.B) {
+	if testing.Short() {
+		b.Skip("slow")
+	}
+	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	study := randImages(2, 2, 2, 3, 224, 224)
+	b.ResetTimer()
+	for range b.N {
+		g := radgen.NewGraph(radgen.Train(uint64(b.N)))
+		p, a := ext.Forward(g, study)
+		if err := g.Backward(g.Add(g.Sum(p), g.Sum(a))); err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range radgen.Trainable(ext) {
+			n.Tensor.ZeroGrad()
+		}
+	}
+	b.ReportMetric(4*float64(b.N)/b.Elapsed().Seconds(), "images/s")
+}
+
+func TestConvFLOPs(t *testing.T) {
+	// ResNet-50 is about 4.1 GMACs per 224² image (convolutions only).
+	r, err := newResNet(ResNet50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := convFLOPs(r, 224, 224) / 2; got < 4.0e9 || got > 4.2e9 {
+		t.Errorf("ResNet-50: %.3g MACs", got)
+	}
+}
