@@ -382,8 +382,9 @@ func run(jobs []job, workers int) {
 
 // adamKernel updates one slice. Every float32 operation is written with an
 // explicit conversion so that no compiler fuses a multiply and an add where
-// ATen does not (the Go spec allows fusion otherwise); fma32 marks the places
-// where ATen's vectorised add(x, alpha) does fuse.
+// ATen does not (the Go spec allows fusion otherwise). The two places where
+// ATen's vectorised add(x, alpha) does fuse are fma32, written out so that
+// its fast path is inlined.
 func adamKernel(j job) {
 	k := j.k
 	n := len(j.p)
@@ -392,14 +393,28 @@ func adamKernel(j job) {
 	if j.vmax != nil {
 		vmax = j.vmax[:n]
 	}
+	wd, omb1 := float64(k.wd), float64(k.omb1)
 	for i := range p {
 		gi := g[i]
 		if k.decoupled {
 			p[i] = float32(p[i] * k.decay) // param.mul_(1 - lr*wd)
 		} else if k.wd != 0 {
-			gi = fma32(p[i], k.wd, gi) // grad = grad.add(param, alpha=wd)
+			// grad = grad.add(param, alpha=wd), fused: fma32(p[i], k.wd, gi)
+			x, z := float64(p[i])*wd, float64(gi)
+			if s := x + z; !fmaTie(s) {
+				gi = float32(s)
+			} else {
+				gi = fma32Slow(x, z, s)
+			}
 		}
-		mi := fma32(gi, k.omb1, float32(m[i]*k.beta1))               // exp_avg.mul_(β1).add_(grad, alpha=1-β1)
+		// exp_avg.mul_(β1).add_(grad, alpha=1-β1), fused: fma32(gi, k.omb1, m[i]*β1)
+		var mi float32
+		x, z := float64(gi)*omb1, float64(float32(m[i]*k.beta1))
+		if s := x + z; !fmaTie(s) {
+			mi = float32(s)
+		} else {
+			mi = fma32Slow(x, z, s)
+		}
 		vi := float32(v[i]*k.beta2) + float32(float32(k.omb2*gi)*gi) // exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
 		m[i], v[i] = mi, vi
 		if vmax != nil {
@@ -417,18 +432,43 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 
 // fma32 returns x·y + z rounded once to float32, as a fused multiply-add
 // (_mm256_fmadd_ps) does. The product of two float32 values is exact in
-// float64. Rounding the float64 sum to float32 would round twice, which can
-// miss the correct result next to a float32 tie, so the sum is first
-// rounded to odd (Boldo & Melquiond 2008: rounding to odd at p ≥ 24+2 bits
-// and then to nearest at 24 bits equals rounding to nearest once).
+// float64, so s = x·y + z in float64 is rounded once. Rounding s again to
+// float32 gives the right answer unless s landed exactly on a float32 tie
+// (a value halfway between two float32s, which float64 represents): the
+// exact sum lies on one side of the tie, and rounding s cannot know which.
+// Only then, and for results in float32's subnormal range, does fma32Slow
+// recover the exact sum.
 func fma32(x, y, z float32) float32 {
 	p := float64(x) * float64(y) // exact: 24+24 bits ≤ 53
-	c := float64(z)
-	s := p + c
+	s := p + float64(z)
+	if !fmaTie(s) {
+		return float32(s)
+	}
+	return fma32Slow(p, float64(z), s)
+}
+
+// fmaTie reports whether the float64 s may round to float32 differently
+// from the exact value it approximates: a normal float32 keeps the top 23
+// of float64's 52 fraction bits, and s is a tie when the other 29 bits are
+// 1 followed by 28 zeros. Below 2^-126 (zero included) float32 keeps fewer
+// bits, so those values are reported too.
+func fmaTie(s float64) bool {
+	u := math.Float64bits(s)
+	return u&(1<<29-1) == 1<<28 || u&(0x7ff<<52) < (1023-126)<<52
+}
+
+// fma32Slow rounds p + c (float64, p + c ≈ s) to float32 correctly: it
+// first rounds the exact sum to odd in float64 (Boldo & Melquiond 2008:
+// rounding to odd with at least 24+2 bits and then to nearest at 24 bits
+// equals rounding to nearest once).
+func fma32Slow(p, c, s float64) float32 {
+	if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) {
+		return float32(s) // exact (or not a number)
+	}
 	// TwoSum (Knuth): e = (p + c) − s exactly.
 	b := s - p
 	e := (p - (s - b)) + (c - b)
-	if e != 0 && math.Abs(s) <= math.MaxFloat64 {
+	if e != 0 {
 		// s is inexact. Round to odd: of the two float64 values around the
 		// exact sum, take the one whose last bit is 1.
 		if u := math.Float64bits(s); u&1 == 0 {
