@@ -139,7 +139,14 @@ func (o BeamSearch) Decode(ctx context.Context, m Model) ([][]Hypothesis, error)
 	return o.r2gen(s)
 }
 
-func (o BeamSearch) groups() int  { return max(o.Groups, 1) }
+func (o BeamSearch) groups() int { return max(o.Groups, 1) }
+
+// need returns how many of group g's saved beams are returned: the first N
+// of the groups' best Size/Groups each, in group order.
+func (o BeamSearch) need(g int) int {
+	bd := o.Size / o.groups()
+	return min(max(o.returns()-g*bd, 0), bd)
+}
 func (o BeamSearch) returns() int { return max(o.N, 1) }
 func (o BeamSearch) temp() float32 {
 	if o.Temperature == 0 {
@@ -211,8 +218,6 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 	w.sums, w.sums2 = grow(w.sums, R), grow(w.sums2, R)
 	w.change = grow(w.change, V)
 	clear(w.change)
-	// need[g]: how many of group g's saved beams are returned.
-	need := func(g int) int { return min(max(N-g*bd, 0), bd) }
 	w.done, w.doneN = grow(w.done, B*G*bd), grow(w.doneN, B*G)
 	clear(w.doneN)
 	for i := range B {
@@ -265,12 +270,8 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 						w.top.offerRow(sum, x, j*V)
 					}
 				}
+				// bd ≤ V candidates came from every row: all slots are full.
 				for vix := range bd {
-					if vix >= w.top.n {
-						// Fewer candidates than beams (bd > V at t = 0
-						// cannot happen: Size ≤ V). Keep the slot dead.
-						return nil, fmt.Errorf("%w: no candidate for beam %d", ErrModel, vix)
-					}
 					fi := w.top.i[vix]
 					j, word := fi/V, fi%V
 					prow := b
@@ -289,7 +290,7 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 				// Save the beams that ended (or all, at the last step),
 				// then lower their running sums by 1000.
 				gi := b*G + g
-				list := w.done[gi*bd : gi*bd+need(g)]
+				list := w.done[gi*bd : gi*bd+o.need(g)]
 				for vix := range bd {
 					nrow := base + vix
 					if w.next[nrow] != s.c.eos && !last {
@@ -308,7 +309,7 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 		}
 		w.sums, w.sums2 = newSums, sums
 		w.tok, w.next = w.next, w.tok
-		if last || (early && o.decided(s, need)) {
+		if last || (early && o.decided(s)) {
 			break
 		}
 		if err := s.reorder(w.src[:R]); err != nil {
@@ -319,7 +320,7 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 	for b := range B {
 		for g := range G {
 			gi := b*G + g
-			for _, e := range w.done[gi*bd : gi*bd+need(g)][:w.doneN[gi]] {
+			for _, e := range w.done[gi*bd : gi*bd+o.need(g)][:w.doneN[gi]] {
 				w.picks = append(w.picks, pick{t: e.t, row: e.row, score: e.p})
 			}
 		}
@@ -335,13 +336,13 @@ func (o BeamSearch) r2gen(s *session) ([][]Hypothesis, error) {
 // returned, and the last of them scores at least every running sum of the
 // group. Later beams score at most the running sums (log-probabilities are
 // ≤ 0), and a later equal score ranks after an earlier one.
-func (o BeamSearch) decided(s *session, need func(int) int) bool {
+func (o BeamSearch) decided(s *session) bool {
 	k, G := o.Size, o.groups()
 	bd := k / G
 	w := s.w
 	for b := range s.B {
 		for g := range G {
-			n := need(g)
+			n := o.need(g)
 			if n == 0 {
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
@@ -294,7 +295,7 @@ func (s *session) blockTrigrams(x []float32, r, t int) {
 	}
 	s.w.matches = m
 	for i, c := range m {
-		if c < 0 || i != firstIndex(m, c) {
+		if slices.Index(m, c) != i {
 			continue
 		}
 		count := 0
@@ -306,15 +307,6 @@ func (s *session) blockTrigrams(x []float32, r, t int) {
 		pen := float32(float32(count)*float32(trigramLogHalf)) * trigramAlpha
 		x[c] += pen
 	}
-}
-
-func firstIndex(m []int, c int) int {
-	for i, v := range m {
-		if v == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // argmax returns the index of the first largest value, as torch.max.

@@ -56,23 +56,13 @@ func (s *sampler) choose(x []float32) int {
 	top := logit(hi)
 	restrict := (s.topK > 0 && s.topK < len(x)) || (s.topP > 0 && s.topP < 1)
 	if !restrict {
+		s.w = grow(s.w, len(x))
 		total := 0.0
-		for _, v := range x {
-			total += math.Exp(float64(logit(v) - top))
-		}
-		u := s.rng.Float64() * total
-		last := 0
 		for i, v := range x {
-			p := math.Exp(float64(logit(v) - top))
-			if p > 0 {
-				last = i
-			}
-			if u < p {
-				return i
-			}
-			u -= p
+			s.w[i] = math.Exp(float64(logit(v) - top))
+			total += s.w[i]
 		}
-		return last
+		return s.pick(s.w, total)
 	}
 	c := s.cands[:0]
 	if s.topK > 0 && s.topK <= maxSelectK {
@@ -123,12 +113,22 @@ func (s *sampler) choose(x []float32) int {
 			total += p
 		}
 	}
+	return c[s.pick(w, total)].w
+}
+
+// pick draws an index with probability w[i]/total, walking w in order; a
+// draw that rounding carries past the end takes the last positive weight.
+func (s *sampler) pick(w []float64, total float64) int {
 	u := s.rng.Float64() * total
+	last := 0
 	for i, p := range w {
 		if u < p {
-			return c[i].w
+			return i
+		}
+		if p > 0 {
+			last = i
 		}
 		u -= p
 	}
-	return c[len(c)-1].w
+	return last
 }
