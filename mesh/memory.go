@@ -204,12 +204,10 @@ const (
 	// exactly zero (MultiLevelEncoder computes the mask from its input,
 	// which MemoryAugmentedEncoder has already normalised). The sum of a
 	// layer-normalised row is zero up to rounding, so which rows are
-	// masked is an accident of float arithmetic: with fresh LayerNorm
+	// masked is an accident of float32 arithmetic: with fresh LayerNorm
 	// parameters a few rows, padded or not, are masked; with trained ones
-	// almost none, so zero-padded regions are attended. This
-	// implementation sums in float32, in order; it cannot promise the
-	// same accidents as torch's vectorised kernels (see
-	// [MemoryEncoder.ForwardMasked] to supply the mask).
+	// almost none, so zero-padded regions are attended. The accidents are
+	// reproduced by emulating torch's CPU kernels ([AfterNormMask]).
 	PadAfterNorm PaddingRule = iota
 
 	// PadZeroRows masks regions whose raw input features are all zero:
@@ -284,66 +282,40 @@ func (e *MemoryEncoder) VisitParams(visit func(string, *radgen.Tensor)) {
 
 // Embed returns LayerNorm(Dropout(ReLU(fc(input)))) for input (B, N, d_in).
 func (e *MemoryEncoder) Embed(g *radgen.Graph, input *radgen.Tensor) *radgen.Tensor {
+	out, _ := e.embed(g, input)
+	return out
+}
+
+// embed returns the embedding and the LayerNorm's input.
+func (e *MemoryEncoder) embed(g *radgen.Graph, input *radgen.Tensor) (out, pre *radgen.Tensor) {
 	if input.Rank() != 3 || input.Dim(2) != e.FC.Weight.Dim(1) {
 		panic(fmt.Sprintf("mesh: encoder input %v, want (B, N, %d)", input.Shape(), e.FC.Weight.Dim(1)))
 	}
-	return e.Norm.Forward(g, g.Dropout(g.ReLU(e.FC.Forward(g, input)), e.Dropout))
+	pre = g.Dropout(g.ReLU(e.FC.Forward(g, input)), e.Dropout)
+	return e.Norm.Forward(g, pre), pre
 }
 
-// Mask returns the encoder mask (B, 1, 1, N), 1 = masked, that rule gives
-// for the raw input (B, N, d_in) and its embedding (B, N, D). It returns
-// nil for PadNone.
-func Mask(rule PaddingRule, input, embedded *radgen.Tensor) *radgen.Tensor {
-	var src *radgen.Tensor
-	switch rule {
+// Mask returns the encoder mask (B, 1, 1, N), 1 = masked, that e.Padding
+// gives for the raw input (B, N, d_in) and pre, the input of e's
+// LayerNorm (Dropout(ReLU(fc(input)))), or nil for PadNone.
+func (e *MemoryEncoder) Mask(input, pre *radgen.Tensor) *radgen.Tensor {
+	switch e.Padding {
 	case PadNone:
 		return nil
 	case PadAfterNorm:
-		src = embedded
+		return AfterNormMask(pre, e.Norm)
 	case PadZeroRows:
-		src = input
-	default:
-		panic(fmt.Sprintf("mesh: unknown %v", rule))
+		return ZeroRowMask(input)
 	}
-	b, n, w := src.Dim(0), src.Dim(1), src.Dim(2)
-	mask := radgen.Zeros(b, 1, 1, n)
-	md := mask.Data()
-	if src.Is64() {
-		v := src.Data64()
-		for r := range b * n {
-			var s float64
-			zero := true
-			for _, x := range v[r*w : (r+1)*w] {
-				s += x
-				zero = zero && x == 0
-			}
-			if rule == PadAfterNorm && s == 0 || rule == PadZeroRows && zero {
-				md[r] = 1
-			}
-		}
-		return mask
-	}
-	v := src.Data()
-	for r := range b * n {
-		var s float32 // torch sums float32 in float32
-		zero := true
-		for _, x := range v[r*w : (r+1)*w] {
-			s += x
-			zero = zero && x == 0
-		}
-		if rule == PadAfterNorm && s == 0 || rule == PadZeroRows && zero {
-			md[r] = 1
-		}
-	}
-	return mask
+	panic(fmt.Sprintf("mesh: unknown %v", e.Padding))
 }
 
 // Forward encodes input (B, N, d_in): it embeds it, computes the mask by
 // e.Padding, and returns the stacked layer outputs (B, L, N, D), level i
 // at index i, with the mask (B, 1, 1, N), 1 = masked (nil for PadNone).
 func (e *MemoryEncoder) Forward(g *radgen.Graph, input *radgen.Tensor) (levels, mask *radgen.Tensor) {
-	x := e.Embed(g, input)
-	mask = Mask(e.Padding, input, x)
+	x, pre := e.embed(g, input)
+	mask = e.Mask(input, pre)
 	return e.layers(g, x, mask), mask
 }
 

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -208,27 +209,87 @@ func TestMaskRules(t *testing.T) {
 		1, -1, 0, // sums to zero, not a zero row
 		1, 2, 3,
 	}, 1, 3, 3)
-	emb := radgen.FromFloat32([]float32{
-		0.5, -0.5, // sums to exactly zero
-		1, 1,
-		-2, 2, // sums to exactly zero
-	}, 1, 3, 2)
-	for _, tc := range []struct {
-		rule PaddingRule
-		want []float32
-	}{
-		{PadAfterNorm, []float32{1, 0, 1}},
-		{PadZeroRows, []float32{1, 0, 0}},
-	} {
-		got := Mask(tc.rule, in, emb).Data()
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Fatalf("%v: mask %v, want %v", tc.rule, got, tc.want)
-			}
+	got := ZeroRowMask(in).Data()
+	if got[0] != 1 || got[1] != 0 || got[2] != 0 {
+		t.Fatalf("zero-row mask %v, want [1 0 0]", got)
+	}
+	// After the norm: an all-zero LayerNorm input normalises to zeros and
+	// is masked; a generic row is not.
+	ln := NewLayerNorm(16)
+	pre := radgen.Zeros(1, 2, 16)
+	for i := range 16 {
+		pre.Data()[16+i] = float32(i*i%7) + 0.25
+	}
+	got = AfterNormMask(pre, ln).Data()
+	if got[0] != 1 || got[1] != 0 {
+		t.Fatalf("after-norm mask %v, want [1 0]", got)
+	}
+	e := &MemoryEncoder{Padding: PadNone}
+	if e.Mask(in, pre) != nil {
+		t.Fatal("PadNone gave a mask")
+	}
+}
+
+// fma32 rounds once: compare with exact big.Float arithmetic, on random
+// operands and on sums built to land on float32 ties.
+func TestFMA32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	exact := func(x, y, z float32) float32 {
+		p := new(big.Float).SetPrec(200).Mul(big.NewFloat(float64(x)).SetPrec(200), big.NewFloat(float64(y)).SetPrec(200))
+		p.Add(p, big.NewFloat(float64(z)).SetPrec(200))
+		f, _ := p.Float32()
+		return f
+	}
+	for i := range 200000 {
+		x := float32(rng.NormFloat64())
+		y := float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(20)-10)))
+		z := float32(rng.NormFloat64())
+		if i%3 == 0 {
+			// z ≈ −x·y: heavy cancellation.
+			z = -float32(float64(x) * float64(y))
+		}
+		if i%5 == 0 {
+			// 2³⁰+2⁷ + (2⁶ − 2⁻³⁴): the float64 sum rounds onto a float32
+			// tie, which rounding to even would resolve upwards.
+			x, y, z = 1+float32(math.Exp2(-20)), 64*(1-float32(math.Exp2(-20))), float32(math.Exp2(30)+128)
+		}
+		if got, want := fma32(x, y, z), exact(x, y, z); got != want {
+			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", x, y, z, got, want)
 		}
 	}
-	if Mask(PadNone, in, emb) != nil {
-		t.Fatal("PadNone gave a mask")
+}
+
+// Every element is summed once, whatever the cascade does, and the
+// moments agree with a float64 computation.
+func TestTorchKernelsCoverEveryElement(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 31, 32, 64, 65, 100, 512, 513, 2048, 4097} {
+		x := make([]float32, n)
+		var want float64
+		for i := range x {
+			x[i] = float32(i%97 + 1)
+			want += float64(x[i])
+		}
+		if got := torchSum(x); float64(got) != want {
+			t.Fatalf("torchSum of %d integers = %v, want %v", n, got, want)
+		}
+		mean, variance := torchMoments(x)
+		var m, v float64
+		for _, e := range x {
+			m += float64(e)
+		}
+		m /= float64(n)
+		for _, e := range x {
+			v += (float64(e) - m) * (float64(e) - m)
+		}
+		v /= float64(n)
+		if math.Abs(float64(mean)-m) > 1e-5*math.Abs(m) || math.Abs(float64(variance)-v) > 1e-4*math.Max(v, 1) {
+			t.Fatalf("torchMoments of %d: (%v, %v), want (%v, %v)", n, mean, variance, m, v)
+		}
+	}
+	for x, want := range map[int]int{0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 16: 4, 17: 5} {
+		if got := ceilLog2(x); got != want {
+			t.Fatalf("ceilLog2(%d) = %d, want %d", x, got, want)
+		}
 	}
 }
 
