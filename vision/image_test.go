@@ -11,6 +11,8 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -73,6 +75,16 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range seedImages(f) {
 		f.Add(s)
 	}
+	// Hand-made files Go's encoders cannot write: interlaced (Adam7),
+	// 16-bit RGB, palette with transparency, gray with alpha.
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.png"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	const limit = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Decode(bytes.NewReader(data), WithMaxPixels(limit))
@@ -125,6 +137,26 @@ func TestDecodeSeeds(t *testing.T) {
 	}
 }
 
+// The hand-made seeds decode; interlacing does not change the pixels.
+func TestDecodeTestdata(t *testing.T) {
+	want := map[string]int{"gray8.png": 1, "gray8_interlaced.png": 1, "rgb16_interlaced.png": 3,
+		"palette_trns_interlaced.png": 3, "gray_alpha.png": 3}
+	got := map[string]*Pixels{}
+	for name, c := range want {
+		p, err := DecodeFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.W != 11 || p.H != 7 || p.C != c {
+			t.Errorf("%s: %d×%d×%d, want 11×7×%d", name, p.W, p.H, p.C, c)
+		}
+		got[name] = p
+	}
+	if !bytes.Equal(got["gray8.png"].Pix, got["gray8_interlaced.png"].Pix) {
+		t.Error("interlaced and plain gray PNGs differ")
+	}
+}
+
 // A PNG whose header claims 100000×100000 pixels is refused before decoding.
 func TestDecodeRefusesBombs(t *testing.T) {
 	var b bytes.Buffer
@@ -133,16 +165,24 @@ func TestDecodeRefusesBombs(t *testing.T) {
 	}
 	data := b.Bytes()
 	// IHDR: 8-byte signature, length, "IHDR", width, height, …, CRC at 29.
-	binary.BigEndian.PutUint32(data[16:], 100000)
-	binary.BigEndian.PutUint32(data[20:], 100000)
-	binary.BigEndian.PutUint32(data[29:], crc32.ChecksumIEEE(data[12:29]))
-	_, err := Decode(bytes.NewReader(data))
+	resize := func(w, h uint32) []byte {
+		d := bytes.Clone(data)
+		binary.BigEndian.PutUint32(d[16:], w)
+		binary.BigEndian.PutUint32(d[20:], h)
+		binary.BigEndian.PutUint32(d[29:], crc32.ChecksumIEEE(d[12:29]))
+		return d
+	}
+	_, err := Decode(bytes.NewReader(resize(100000, 100000)))
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
-	// Under a higher limit the header passes and the (truncated) data fails.
-	if _, err := Decode(bytes.NewReader(data), WithMaxPixels(1<<40)); err == nil || errors.Is(err, ErrTooLarge) {
+	// 3000×3000 passes a limit of 16 Mi pixels, and the data, far too
+	// short for it, fails to decode.
+	if _, err := Decode(bytes.NewReader(resize(3000, 3000)), WithMaxPixels(1<<24)); err == nil || errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want a decoding error", err)
+	}
+	if _, err := Decode(bytes.NewReader(resize(3000, 3000)), WithMaxPixels(1<<20)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
 	if _, err := Decode(bytes.NewReader(data), WithMaxPixels(0)); err == nil {
 		t.Fatal("WithMaxPixels(0) accepted")

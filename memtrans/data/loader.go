@@ -185,6 +185,11 @@ func NewLoader(ds *Dataset, opts ...LoaderOption) (*Loader, error) {
 		}
 	}
 	if l.images {
+		for i := range ds.Examples {
+			if e := &ds.Examples[i]; len(e.Images) < ds.Views {
+				return nil, fmt.Errorf("%w %q: %d images, the dataset has %d views", ErrBadStudy, e.ID, len(e.Images), ds.Views)
+			}
+		}
 		t := l.transform
 		switch {
 		case t.Crop > 0:

@@ -170,6 +170,12 @@ func TestLoaderErrors(t *testing.T) {
 	if _, err := NewLoader(ds, WithBatchSize(0)); err == nil {
 		t.Error("batch size 0 accepted")
 	}
+	short := *ds
+	short.Examples = slices.Clone(ds.Examples)
+	short.Examples[2].Images = short.Examples[2].Images[:1]
+	if _, err := NewLoader(&short); !errors.Is(err, ErrBadStudy) || !strings.Contains(err.Error(), short.Examples[2].ID) {
+		t.Errorf("an example with one view: %v", err)
+	}
 	// A missing and a corrupt image: the error names the study.
 	bad := *ds
 	bad.Examples = slices.Clone(ds.Examples)
