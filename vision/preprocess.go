@@ -368,7 +368,10 @@ func (t Transform) Apply(dst *Image, src *Pixels, rng *rand.Rand) (*Image, error
 	}
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
-	img := resize(&s.out, src, rw, rh, s)
+	img := src
+	if rw != src.W || rh != src.H {
+		img = resize(&s.out, src, rw, rh, s)
+	}
 
 	// RandomCrop.get_params: top then left, each uniform over the valid range.
 	top, left := 0, 0
