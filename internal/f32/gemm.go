@@ -97,6 +97,15 @@ const (
 	// once from memory, along its rows, instead of being packed. (With
 	// op(B) = B, few rows are served by blocked reading B in place.)
 	skinnyRows = 16
+
+	// directKC is the depth of the k blocks when the kernels read B in place
+	// for few rows: shallow blocks keep the rows of B that are being read
+	// few enough for the prefetchers to follow as sequential streams.
+	directKC = 64
+
+	// directPrefetch is how far ahead along its row of B a kernel reading B
+	// in place prefetches, in bytes: two strips of 16 floats.
+	directPrefetch = 128
 )
 
 // microKernel computes one r×nr tile of C from a packed A panel and rows of B
@@ -108,7 +117,10 @@ const (
 //
 // k ≥ 1. bs is nr for a packed B panel, or ldb when the kernel reads B in
 // place (the skinny path).
-type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32)
+//
+// pf is a prefetch distance in bytes: at each step p the kernel may prefetch
+// the line at b[p*bs] + pf (the next strips of B when it is read in place).
+type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int)
 
 // dotKernel computes r×4 dot products along k (r fixed by the kernel):
 //
@@ -285,6 +297,13 @@ func split(ks *kernelSet, procs int, direct bool, m, n, k int) (tm, tn int) {
 func blocked(ks *kernelSet, w *workspace, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	mr, nr := ks.mr, ks.nr
 	kc := min(ks.kc, k)
+	pf := 0
+	if direct {
+		pf = directPrefetch
+		if m <= skinnyRows {
+			kc = min(directKC, k)
+		}
+	}
 	mc := min(ks.mc, roundUp(m, mr))
 	nc := min(ks.nc, roundUp(n, nr))
 	w.a = grow(w.a, mc*kc)
@@ -313,9 +332,9 @@ func blocked(ks *kernelSet, w *workspace, direct, transA, transB bool, m, n, k i
 						ap := w.a[ir*kb:]
 						cp := c[(ic+ir)*ldc+jc+jr:]
 						if cols == nr {
-							ks.kern[r-1](kb, ap, bp, bs, cp, ldc, bet)
+							ks.kern[r-1](kb, ap, bp, bs, cp, ldc, bet, pf)
 						} else {
-							ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0)
+							ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0, 0)
 							mergeTile(cp, ldc, w.t, nr, r, cols, bet)
 						}
 					}

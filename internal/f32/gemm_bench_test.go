@@ -41,6 +41,7 @@ var benchShapes = [][3]int{
 	{1, 2048, 512},
 	{3, 512, 2048},
 	{16, 2048, 512},
+	{1, 8192, 4096},
 }
 
 func benchOperands(m, n, k int) (a, b, c []float32) {

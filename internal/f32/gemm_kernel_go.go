@@ -14,7 +14,7 @@ var goKernels = kernelSet{
 // goKernel returns the r×4 micro-kernel for r < 4: the reference loop of
 // microKernel, written out.
 func goKernel(r int) microKernel {
-	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32) {
+	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
 		var acc [4][4]float32
 		for p := 0; p < k; p++ {
 			ap := a[p*r:][:r]
@@ -39,7 +39,7 @@ func goKernel(r int) microKernel {
 }
 
 // goKernel4x4 is the full-size tile of goKernels, see microKernel.
-func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float32) {
+func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
 	var c00, c01, c02, c03, c10, c11, c12, c13 float32
 	var c20, c21, c22, c23, c30, c31, c32, c33 float32
 	a = a[:4*k]

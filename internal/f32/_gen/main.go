@@ -67,8 +67,9 @@ func kernel(g *gen, s isa, mr int) {
 	bc := func(i int) string { return fmt.Sprintf("%s%d", s.reg, s.nregs-2+i%2) }
 	vb := 4 * s.lanes // bytes per register
 
-	g.p("// func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-52", name)
+	g.p("// func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("\tMOVQ pf+56(FP), R12")
 	g.p("\tMOVQ k+0(FP), CX")
 	g.p("\tMOVQ a+8(FP), SI")
 	g.p("\tMOVQ b+16(FP), DX")
@@ -98,6 +99,7 @@ func kernel(g *gen, s isa, mr int) {
 		}
 	}
 	step := func(set, aoff int) {
+		g.p("\tPREFETCHT0 (DX)(R12*1)")
 		g.p("\tVMOVUPS (DX), %s", b0)
 		g.p("\tVMOVUPS %d(DX), %s", vb, b1)
 		for i := 0; i < mr; i++ {
@@ -250,15 +252,15 @@ func decls() []byte {
 			g.p("// %s computes a %d×%d tile; see microKernel and goKernel for the loop.", name, mr, nr)
 			g.p("//")
 			g.p("//go:noescape")
-			g.p("func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32)", name)
+			g.p("func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)", name)
 			g.p("")
 		}
 		g.p("var kernels%s = []microKernel{", s.name)
 		for mr := 1; mr <= s.maxMR; mr++ {
 			name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
-			g.p("\tfunc(k int, a, b []float32, bs int, c []float32, ldc int, beta float32) {")
+			g.p("\tfunc(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {")
 			g.p("\t\t_, _, _ = a[%d*k-1], b[(k-1)*bs+%d], c[%d*ldc+%d]", mr, nr-1, mr-1, nr-1)
-			g.p("\t\t%s(k, &a[0], &b[0], bs, &c[0], ldc, beta)", name)
+			g.p("\t\t%s(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)", name)
 			g.p("\t},")
 		}
 		g.p("}")
