@@ -13,6 +13,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/f32"
 	"github.com/radgen/radgen/internal/kernels"
 	"github.com/radgen/radgen/mesh"
 )
@@ -37,10 +38,16 @@ import (
 //     rows (beams), as is the study's region mask.
 //
 // After the first steps have sized the buffers, Step and Reorder allocate
-// nothing. An M2Decoding belongs to one goroutine; the model it came from
+// nothing of their own (the matrix products of internal/f32 may; see
+// TestM2StepAllocs). The weights are read through views taken when
+// decoding starts. An M2Decoding belongs to one goroutine; the model it came from
 // may serve many concurrently.
 type M2Decoding struct {
 	m       *M2Transformer
+	words   []float32 // (V, D) word embeddings
+	pos     []float32 // (P, D) positional table
+	out     dense     // D → V
+	layers  []m2Layer
 	studies int
 	rows    int
 	t       int     // steps taken
@@ -70,9 +77,68 @@ type M2Decoding struct {
 	scores                            []float32
 	logits                            []float32
 	rowTmp                            []int32
+	slots                             []int32 // [posCap]
 }
 
 var _ decode.Model = (*M2Decoding)(nil)
+
+// dense is a Linear layer's weights as raw slices, taken once when
+// decoding starts (reading a tensor's storage allocates).
+type dense struct {
+	w, b    []float32 // (out, in), (out) or nil
+	out, in int
+}
+
+func denseOf(l *radgen.Linear) dense {
+	d := dense{w: l.Weight.Data(), out: l.Weight.Dim(0), in: l.Weight.Dim(1)}
+	if l.Bias != nil {
+		d.b = l.Bias.Data()
+	}
+	return d
+}
+
+// apply computes dst[r] = W·x[r] + b for rows rows.
+func (l dense) apply(dst, x []float32, rows int) {
+	beta := float32(0)
+	if l.b != nil {
+		for r := range rows {
+			copy(dst[r*l.out:(r+1)*l.out], l.b)
+		}
+		beta = 1
+	}
+	f32.Gemm(false, true, rows, l.out, l.in, 1, x[:rows*l.in], l.in, l.w, l.in, beta, dst[:rows*l.out], l.out)
+}
+
+// norm is a LayerNorm's parameters as raw slices.
+type norm struct {
+	w, b []float32
+	eps  float64
+}
+
+func normOf(ln *mesh.LayerNorm) norm { return norm{ln.Weight.Data(), ln.Bias.Data(), ln.Eps} }
+
+// m2Layer is one meshed decoder layer's weights as raw slices.
+type m2Layer struct {
+	selfQ, selfK, selfV, selfO dense
+	encQ, encO                 dense
+	ff1, ff2                   dense
+	alpha                      []dense
+	selfNorm, encNorm, ffNorm  norm
+}
+
+func m2LayerOf(l *mesh.MeshedLayer) m2Layer {
+	sa, ea := l.SelfAtt.Attention, l.EncAtt.Attention
+	w := m2Layer{
+		selfQ: denseOf(sa.FCQ), selfK: denseOf(sa.FCK), selfV: denseOf(sa.FCV), selfO: denseOf(sa.FCO),
+		encQ: denseOf(ea.FCQ), encO: denseOf(ea.FCO),
+		ff1: denseOf(l.PWFF.FC1), ff2: denseOf(l.PWFF.FC2),
+		selfNorm: normOf(l.SelfAtt.Norm), encNorm: normOf(l.EncAtt.Norm), ffNorm: normOf(l.PWFF.Norm),
+	}
+	for _, a := range l.Alpha {
+		w.alpha = append(w.alpha, denseOf(a))
+	}
+	return w
+}
 
 // StartDecoding encodes region features (B, R, d_in), masking regions by
 // Config.Padding, and returns a decoding state with one row per study.
@@ -99,7 +165,11 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 		levels = levels.To32()
 	}
 	b, n, r := levels.Dim(0), levels.Dim(1), levels.Dim(2)
-	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n}
+	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n,
+		words: m.Decoder.WordEmb.Data(), pos: m.Decoder.PosEmb.Data(), out: denseOf(m.Decoder.FC)}
+	for _, l := range m.Decoder.Layers {
+		s.layers = append(s.layers, m2LayerOf(l))
+	}
 	s.encMask = make([]bool, b*r)
 	if enc.Mask != nil {
 		ms := enc.Mask.Shape()
@@ -115,8 +185,8 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 		att := l.EncAtt.Attention
 		k := make([]float32, b*n*r*att.Heads*att.DK)
 		v := make([]float32, b*n*r*att.Heads*att.DV)
-		linearRows(k, data, b*n*r, att.FCK)
-		linearRows(v, data, b*n*r, att.FCV)
+		denseOf(att.FCK).apply(k, data, b*n*r)
+		denseOf(att.FCV).apply(v, data, b*n*r)
 		s.crossK, s.crossV = append(s.crossK, k), append(s.crossV, v)
 	}
 	s.study = make([]int32, b)
@@ -190,6 +260,9 @@ func (s *M2Decoding) ensure(rows, positions int) {
 	if cap(s.rowTmp) < rc {
 		s.rowTmp = make([]int32, rc)
 	}
+	if cap(s.slots) < pc {
+		s.slots = make([]int32, pc)
+	}
 	s.rowCap, s.posCap = rc, pc
 }
 
@@ -242,7 +315,7 @@ func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) erro
 	s.ensure(R, s.t+1)
 	// Y = word_emb(w) + pos_emb(t+1): no √D scaling; M²'s running_seq
 	// gives step t position t+1 whatever the token.
-	words, pe := s.m.Decoder.WordEmb.Data(), s.m.Decoder.PosEmb.Data()[(s.t+1)*d:(s.t+2)*d]
+	words, pe := s.words, s.pos[(s.t+1)*d:(s.t+2)*d]
 	x := s.x[:R*d]
 	pad := s.pad[:R]
 	for r, tok := range tokens {
@@ -257,14 +330,14 @@ func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) erro
 		s.padKey[s.t*s.rowCap+r] = tok == c.Pad
 		s.anc[r*s.posCap+s.t] = int32(r)
 	}
-	for l, layer := range s.m.Decoder.Layers {
-		s.layerStep(l, layer, x)
+	for l := range s.layers {
+		s.layerStep(l, &s.layers[l], x)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
 	logits := s.logits[:R*V]
-	linearRows(logits, x, R, s.m.Decoder.FC)
+	s.out.apply(logits, x, R)
 	kernels.LogSoftmax(dst[:R*V], logits, V)
 	s.t++
 	return nil
@@ -272,13 +345,13 @@ func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) erro
 
 // addNorm writes LayerNorm(x + y) ⊙ pad for rows rows of width D into dst
 // (dst may be y): the AddNorm of Eqs. 5 and 9 followed by mask_pad.
-func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln *mesh.LayerNorm, pad []float32) {
+func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln norm, pad []float32) {
 	d := s.m.Config.DModel
 	for i := range dst[:rows*d] {
 		dst[i] = x[i] + y[i]
 	}
-	kernels.Normalize(dst[:rows*d], s.inv[:rows], dst[:rows*d], d, ln.Eps, kernels.NormStandard)
-	w, b := ln.Weight.Data(), ln.Bias.Data()
+	kernels.Normalize(dst[:rows*d], s.inv[:rows], dst[:rows*d], d, ln.eps, kernels.NormStandard)
+	w, b := ln.w, ln.b
 	for r := range rows {
 		row := dst[r*d : (r+1)*d]
 		p := pad[r%len(pad)]
@@ -288,39 +361,51 @@ func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln *mesh.LayerNorm, 
 	}
 }
 
-// attend computes softmax(q·Kᵀ/√d_k)·V for one head: q is d_k wide, keys
-// and values are addressed by at(j), skipped where masked(j) is true. With
-// every key masked the result is NaN, as torch's −∞ fill gives.
-func attend(out, q []float32, n, dk, dv int, scale float32, sc []float32,
-	key func(j int) []float32, val func(j int) []float32, masked func(j int) bool) {
+// attend computes softmax(q·Kᵀ/√d_k)·V for one head into out (d_v
+// wide). Key j is row slot(j) of keys and vals (row widths kw and vw; the
+// head's slice starts at ko and vo), where slot(j) is slots[j], or j when
+// slots is nil; it is skipped where masked[slot(j)] is true (masked may be
+// nil). With every key masked the result is NaN, as torch's −∞ fill gives.
+func attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float32, vw, vo int,
+	slots []int32, masked []bool, scale float32, sc []float32) {
+	dk, dv := len(q), len(out)
 	sc = sc[:n]
 	mx := float32(math.Inf(-1))
 	for j := range n {
-		if masked != nil && masked(j) {
+		slot := j
+		if slots != nil {
+			slot = int(slots[j])
+		}
+		if masked != nil && masked[slot] {
 			sc[j] = float32(math.Inf(-1))
 			continue
 		}
-		sc[j] = dot(q, key(j)[:dk]) * scale
+		sc[j] = dot(q, keys[slot*kw+ko:slot*kw+ko+dk]) * scale
 		mx = max(mx, sc[j])
 	}
 	if math.IsInf(float64(mx), -1) {
 		nan := float32(math.NaN())
-		for i := range out[:dv] {
+		for i := range out {
 			out[i] = nan
 		}
 		return
 	}
 	softmaxInPlace(sc)
 	for j := range n {
-		if sc[j] != 0 {
-			axpy(out[:dv], val(j)[:dv], sc[j])
+		if sc[j] == 0 {
+			continue
 		}
+		slot := j
+		if slots != nil {
+			slot = int(slots[j])
+		}
+		axpy(out, vals[slot*vw+vo:slot*vw+vo+dv], sc[j])
 	}
 }
 
 // layerStep runs meshed decoder layer l (Cornia et al. 2020, Eq. 9) on x
 // (R rows) in place.
-func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
+func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
 	c := s.m.Config
 	R, d, h, dk, dv := s.rows, c.DModel, c.Heads, c.DK, c.DV
 	hk, hv := h*dk, h*dv
@@ -329,32 +414,33 @@ func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
 	t, rc, pc := s.t, s.rowCap, s.posCap
 
 	// Masked self-attention over the row's prefix: S = AddNorm(S_mask(Y)) ⊙ pad.
-	sa := layer.SelfAtt.Attention
 	q := s.q[:R*hk]
-	linearRows(q, x, R, sa.FCQ)
-	linearRows(s.selfK[l][t*rc*hk:(t*rc+R)*hk], x, R, sa.FCK)
-	linearRows(s.selfV[l][t*rc*hv:(t*rc+R)*hv], x, R, sa.FCV)
+	layer.selfQ.apply(q, x, R)
+	layer.selfK.apply(s.selfK[l][t*rc*hk:(t*rc+R)*hk], x, R)
+	layer.selfV.apply(s.selfV[l][t*rc*hv:(t*rc+R)*hv], x, R)
 	ctx := s.ctx[:R*hv]
 	clear(ctx)
 	keys, vals := s.selfK[l], s.selfV[l]
+	slots := s.slots[:t+1]
 	for r := range R {
-		anc := s.anc[r*pc : r*pc+t+1]
+		// Slab slot of each position: position j of row r is slot
+		// j·rowCap + anc[j].
+		for j, a := range s.anc[r*pc : r*pc+t+1] {
+			slots[j] = int32(j*rc) + a
+		}
 		for hd := range h {
-			attend(ctx[r*hv+hd*dv:], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1, dk, dv, scale, s.scores,
-				func(j int) []float32 { return keys[(j*rc+int(anc[j]))*hk+hd*dk:] },
-				func(j int) []float32 { return vals[(j*rc+int(anc[j]))*hv+hd*dv:] },
-				func(j int) bool { return s.padKey[j*rc+int(anc[j])] })
+			attend(ctx[r*hv+hd*dv:r*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1,
+				keys, hk, hd*dk, vals, hv, hd*dv, slots, s.padKey, scale, s.scores)
 		}
 	}
 	tmp := s.tmp[:R*d]
-	linearRows(tmp, ctx, R, sa.FCO)
+	layer.selfO.apply(tmp, ctx, R)
 	sOut := s.s[:R*d]
-	s.addNorm(sOut, x, tmp, R, layer.SelfAtt.Norm, pad)
+	s.addNorm(sOut, x, tmp, R, layer.selfNorm, pad)
 
 	// One shared cross-attention over every encoder level:
 	// C_i = AddNorm(C(X̃ⁱ, S)) ⊙ pad (Eq. 7); the query is the same for all.
-	ea := layer.EncAtt.Attention
-	linearRows(q, sOut, R, ea.FCQ)
+	layer.encQ.apply(q, sOut, R)
 	N, nr := s.levels, s.regions
 	cs := s.cs[:N*R*hv]
 	clear(cs)
@@ -365,18 +451,16 @@ func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
 			base := (st*N + i) * nr
 			mask := s.encMask[st*nr : (st+1)*nr]
 			for hd := range h {
-				attend(cs[(i*R+r)*hv+hd*dv:], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr, dk, dv, scale, s.scores,
-					func(j int) []float32 { return ck[(base+j)*hk+hd*dk:] },
-					func(j int) []float32 { return cv[(base+j)*hv+hd*dv:] },
-					func(j int) bool { return mask[j] })
+				attend(cs[(i*R+r)*hv+hd*dv:(i*R+r)*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr,
+					ck[base*hk:], hk, hd*dk, cv[base*hv:], hv, hd*dv, nil, mask, scale, s.scores)
 			}
 		}
 	}
 	es := s.es[:N*R*d]
-	linearRows(es, cs, N*R, ea.FCO)
+	layer.encO.apply(es, cs, N*R)
 	for i := range N {
 		e := es[i*R*d : (i+1)*R*d]
-		s.addNorm(e, sOut, e, R, layer.EncAtt.Norm, pad)
+		s.addNorm(e, sOut, e, R, layer.encNorm, pad)
 	}
 
 	// Meshed cross-attention, Eqs. 6 and 8:
@@ -389,7 +473,7 @@ func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
 			copy(cat[r*2*d:r*2*d+d], sOut[r*d:(r+1)*d])
 			copy(cat[r*2*d+d:(r+1)*2*d], e[r*d:(r+1)*d])
 		}
-		linearRows(gate, cat, R, layer.Alpha[i])
+		layer.alpha[i].apply(gate, cat, R)
 		for j, g := range gate {
 			acc[j] += e[j] * sigmoid(g)
 		}
@@ -402,9 +486,9 @@ func (s *M2Decoding) layerStep(l int, layer *mesh.MeshedLayer, x []float32) {
 	}
 
 	// Ỹ = AddNorm(F(M)) ⊙ pad (Eqs. 4, 9).
-	ff := s.ff[:R*c.DFF]
-	linearRows(ff, acc, R, layer.PWFF.FC1)
+	ff := s.ff[:R*layer.ff1.out]
+	layer.ff1.apply(ff, acc, R)
 	relu(ff)
-	linearRows(tmp, ff, R, layer.PWFF.FC2)
-	s.addNorm(x, acc, tmp, R, layer.PWFF.Norm, pad)
+	layer.ff2.apply(tmp, ff, R)
+	s.addNorm(x, acc, tmp, R, layer.ffNorm, pad)
 }

@@ -1,0 +1,307 @@
+package memtrans
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/mesh"
+)
+
+func tinyM2Config() M2Config {
+	c := TinyM2(23, 12)
+	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.MaxLen = 16, 4, 3, 4, 24, 5, 20
+	c.EncLayers, c.DecLayers = 3, 2
+	return c
+}
+
+func tinyM2(t testing.TB) *M2Transformer {
+	t.Helper()
+	m, err := NewM2Transformer(tinyM2Config(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Non-zero gate biases and norms, so that no term is trivially neutral.
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, p := range radgen.Params(m) {
+		if p.Tensor.Rank() == 1 {
+			radgen.Uniform(p.Tensor, rng, 0.3)
+		}
+	}
+	return m
+}
+
+func tinyFeats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
+	f := radgen.Zeros(b, r, d)
+	for i := range f.Data() {
+		if (i/d)%r < r-2 || i/(r*d) == 0 { // the last two regions of studies ≥ 1 are zero padding
+			f.Data()[i] = float32(rng.NormFloat64())
+		}
+	}
+	return f
+}
+
+func TestM2ConfigValidate(t *testing.T) {
+	if err := M2COCO(10201).Validate(); err != nil {
+		t.Fatalf("M2COCO: %v", err)
+	}
+	for name, mutate := range map[string]func(*M2Config){
+		"heads":   func(c *M2Config) { c.Heads = 0 },
+		"bos":     func(c *M2Config) { c.BOS = c.Vocab },
+		"pad=bos": func(c *M2Config) { c.Pad = c.BOS },
+		"dropout": func(c *M2Config) { c.Dropout = 1 },
+		"padding": func(c *M2Config) { c.Padding = 9 },
+		"max_len": func(c *M2Config) { c.MaxLen = 0 },
+	} {
+		c := tinyM2Config()
+		mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// The configuration read back from a model's own state_dict shapes is the
+// one it was built with, and the state_dict loads into a fresh model.
+func TestInferM2ConfigRoundTrip(t *testing.T) {
+	m := tinyM2(t)
+	shapes := map[string][]int{}
+	sd := radgen.StateDict(m, "")
+	for name, tensor := range sd {
+		shapes[name] = tensor.Shape()
+	}
+	c, err := InferM2Config(shapes, m.Config.Heads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != m.Config {
+		t.Fatalf("inferred %+v\n     want %+v", c, m.Config)
+	}
+	m2, err := NewM2Transformer(c, 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := radgen.LoadParams(m2, sd, ""); err != nil {
+		t.Fatal(err)
+	}
+	feats := tinyFeats(rand.New(rand.NewPCG(1, 1)), 2, 6, 12)
+	a, _ := m.Encode(radgen.NoGrad(), feats)
+	b, _ := m2.Encode(radgen.NoGrad(), feats)
+	for i, v := range a.Levels.Data() {
+		if b.Levels.Data()[i] != v {
+			t.Fatal("reloaded model encodes differently")
+		}
+	}
+	delete(shapes, "decoder.layers.0.fc_alpha3.weight")
+	if _, err := InferM2Config(shapes, 4); !errors.Is(err, ErrConfig) {
+		t.Fatalf("missing gate: %v, want ErrConfig", err)
+	}
+}
+
+// Beam search on the incremental decoder, with its reorders, yields token
+// log-probabilities equal to teacher forcing each hypothesis.
+func TestM2BeamMatchesTeacherForcing(t *testing.T) {
+	m := tinyM2(t)
+	c := m.Config
+	feats := tinyFeats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
+	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
+		m.Encoder.Padding = padding
+		enc, err := m.Encode(radgen.NoGrad(), feats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := m.StartDecodingEncoded(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, L := 4, 9
+		hyps, err := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2, FullLength: true}.
+			Decode(context.Background(), dec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var worst float64
+		for i, hs := range hyps {
+			one := &M2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
+			for _, h := range hs {
+				in := append([]int{c.BOS}, h.Tokens...)
+				lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for p, tok := range h.Tokens {
+					worst = math.Max(worst, math.Abs(float64(h.LogProbs[p])-lp.At(0, p, tok)))
+				}
+			}
+		}
+		t.Logf("%v: beam vs teacher forcing, max |Δ log p| = %.3g", padding, worst)
+		if worst > 1e-5 {
+			t.Errorf("%v: max |Δ| = %.3g", padding, worst)
+		}
+	}
+}
+
+// sliceStudy returns study i of a batch-first tensor (or nil).
+func (m *M2Transformer) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
+	if x == nil {
+		return nil
+	}
+	return radgen.NoGrad().Slice(x, 0, i, i+1)
+}
+
+func TestM2DecodingErrors(t *testing.T) {
+	m := tinyM2(t)
+	if _, err := m.StartDecoding(radgen.Zeros(2, 6, 5)); err == nil {
+		t.Fatal("features of the wrong width accepted")
+	}
+	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := make([]float32, 2*m.Config.Vocab)
+	if err := dec.Step(context.Background(), []int{2, m.Config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
+		t.Fatalf("token out of range: %v", err)
+	}
+	if err := dec.Step(context.Background(), []int{2}, lp); !errors.Is(err, decode.ErrShape) {
+		t.Fatalf("too few tokens: %v", err)
+	}
+	if err := dec.Reorder([]int{0, 2}); !errors.Is(err, decode.ErrShape) {
+		t.Fatalf("reorder out of range: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := dec.Step(ctx, []int{2, 2}, lp); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled step: %v", err)
+	}
+	for range m.Decoder.MaxLen() {
+		if err := dec.Step(context.Background(), []int{2, 2}, lp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dec.Step(context.Background(), []int{2, 2}, lp); err == nil {
+		t.Fatal("step beyond the positional table accepted")
+	}
+	if _, err := m.TeacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
+		t.Fatal("nil encoding accepted")
+	}
+}
+
+// After warm-up the decoding state allocates nothing per step: whatever a
+// step allocates is what its matrix products allocate inside f32.Gemm
+// (measured here call by call with the same shapes).
+func TestM2StepAllocs(t *testing.T) {
+	m := tinyM2(t)
+	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Reorder([]int{0, 0, 1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	const R = 4
+	lp := make([]float32, R*m.Config.Vocab)
+	tok := []int{2, 2, 2, 2}
+	src := []int{1, 0, 3, 2}
+	allocs := testing.AllocsPerRun(10, func() {
+		if err := dec.Step(context.Background(), tok, lp); err != nil {
+			t.Fatal(err)
+		}
+		if err := dec.Reorder(src); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var gemm float64
+	scratch := make([]float32, 1<<14)
+	product := func(l dense, rows int) {
+		gemm += testing.AllocsPerRun(10, func() { l.apply(scratch[:rows*l.out], scratch[8192:8192+rows*l.in], rows) })
+	}
+	for _, l := range dec.layers {
+		for _, d := range []dense{l.selfQ, l.selfK, l.selfV, l.selfO, l.encQ, l.ff1, l.ff2} {
+			product(d, R)
+		}
+		product(l.encO, dec.levels*R)
+		for _, a := range l.alpha {
+			product(a, R)
+		}
+	}
+	product(dec.out, R)
+	t.Logf("%v allocations per step, %v of them inside f32.Gemm", allocs, gemm)
+	if allocs > gemm {
+		t.Fatalf("%v allocations per step beyond the %v of the matrix products", allocs, gemm)
+	}
+}
+
+// Gradients of the teacher-forced loss through the whole model.
+func TestM2LossGradients(t *testing.T) {
+	c := tinyM2Config()
+	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
+	c.EncLayers, c.DecLayers = 2, 1
+	c.Padding = mesh.PadZeroRows
+	m, err := NewM2Transformer(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	radgen.Promote64(m)
+	rng := rand.New(rand.NewPCG(5, 5))
+	feats := gradcheck.Rand(rng, 1, 2, 4, 5)
+	in := []int{2, 5, 6, 2, 7, 1}
+	targets := []int{5, 6, 3, 7, 3, 1}
+	l := m.Decoder.Layers[0]
+	gradcheck.Check(t, "M² loss", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
+		enc, err := m.Encode(g, feats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := m.TeacherForce(g, enc, in, 2, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.M2Loss(g, lp, targets)
+	}, feats, m.Encoder.FC.Weight, m.Encoder.Layers[1].MHAtt.Attention.MemK, m.Decoder.WordEmb,
+		l.Alpha[1].Weight, l.EncAtt.Attention.FCQ.Weight, m.Decoder.FC.Weight)
+}
+
+// A few steps of gradient descent on one batch lower the loss: the model
+// trains, dropout included.
+func TestM2Trains(t *testing.T) {
+	m := tinyM2(t)
+	feats := tinyFeats(rand.New(rand.NewPCG(6, 6)), 2, 6, 12)
+	in := []int{2, 5, 6, 7, 8, 2, 9, 10, 1, 1}
+	targets := []int{5, 6, 7, 8, 3, 9, 10, 3, 1, 1}
+	loss := func(g *radgen.Graph) *radgen.Tensor {
+		enc, err := m.Encode(g, feats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := m.TeacherForce(g, enc, in, 2, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.M2Loss(g, lp, targets)
+	}
+	first := loss(radgen.NoGrad()).Data()[0]
+	for step := range 30 {
+		g := radgen.NewGraph(radgen.Train(uint64(step)))
+		if err := g.Backward(loss(g)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range radgen.Trainable(m) {
+			if gr := p.Tensor.Grad(); gr != nil {
+				for i, v := range gr.Data() {
+					p.Tensor.Data()[i] -= 0.2 * v
+				}
+				p.Tensor.ZeroGrad()
+			}
+		}
+	}
+	last := loss(radgen.NoGrad()).Data()[0]
+	t.Logf("loss %.4f → %.4f after 30 SGD steps (lr 0.2)", first, last)
+	if !(last < 0.75*first) {
+		t.Fatalf("loss %v → %v: not trained", first, last)
+	}
+}
