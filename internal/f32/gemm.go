@@ -523,6 +523,55 @@ func parallelRanges(workers, n int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
+// selfCheck reports whether ks reproduces goKernels exactly on small
+// products that exercise every row count of its micro-kernels, edge strips,
+// packed and in-place B, the dot kernels and the packing kernels. The
+// entries are small integers, so every summation order gives the same
+// result.
+func selfCheck(ks *kernelSet) bool {
+	type shape struct {
+		transA, transB bool
+		m, n, k        int
+	}
+	var shapes []shape
+	for r := 1; r <= max(ks.mr, len(ks.dot)); r++ {
+		shapes = append(shapes, shape{false, false, r, ks.nr + 3, 13}, shape{false, true, r, 7, 21})
+	}
+	shapes = append(shapes,
+		shape{false, false, ks.mc + 1, 2*ks.nr + 5, 19},
+		shape{true, true, ks.mc + ks.mr, ks.nr - 1, 9},
+		shape{false, false, ks.mc + ks.mr, ks.nr, 2})
+	for _, s := range shapes {
+		ra, ca, rb, cb := s.m, s.k, s.k, s.n
+		if s.transA {
+			ra, ca = ca, ra
+		}
+		if s.transB {
+			rb, cb = cb, rb
+		}
+		lda, ldb, ldc := ca+1, cb+2, s.n+3
+		a, b, c := make([]float32, ra*lda), make([]float32, rb*ldb), make([]float32, s.m*ldc)
+		for i := range a {
+			a[i] = float32(i*7%5 - 2)
+		}
+		for i := range b {
+			b[i] = float32(i*3%7 - 3)
+		}
+		for i := range c {
+			c[i] = float32(i%9 - 4)
+		}
+		want := append([]float32(nil), c...)
+		gemm(&goKernels, 1, s.transA, s.transB, s.m, s.n, s.k, 2, a, lda, b, ldb, 0.5, want, ldc)
+		gemm(ks, 1, s.transA, s.transB, s.m, s.n, s.k, 2, a, lda, b, ldb, 0.5, c, ldc)
+		for i := range c {
+			if c[i] != want[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func scaleMatrix(beta float32, m, n int, c []float32, ldc int) {
 	if beta == 1 {
 		return

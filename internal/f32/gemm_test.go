@@ -436,3 +436,70 @@ func TestDotKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfCheck runs the start-up check of every kernel set here, and makes
+// sure that it rejects a kernel that is slightly wrong.
+func TestSelfCheck(t *testing.T) {
+	for _, ks := range kernelSets() {
+		if !selfCheck(ks) {
+			t.Errorf("%s: self-check failed", ks.name)
+		}
+	}
+	bad := goKernels
+	bad.name = "bad"
+	bad.kern = append([]microKernel(nil), goKernels.kern...)
+	good := bad.kern[2]
+	bad.kern[2] = func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+		good(k, a, b, bs, c, ldc, beta, pf)
+		c[ldc+1]++
+	}
+	if selfCheck(&bad) {
+		t.Error("self-check accepted a wrong 3-row kernel")
+	}
+}
+
+// genericKernel is microKernel's reference loop for any tile size.
+func genericKernel(r, nr int) microKernel {
+	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
+		acc := make([]float32, r*nr)
+		for p := 0; p < k; p++ {
+			for i := 0; i < r; i++ {
+				for j := 0; j < nr; j++ {
+					acc[i*nr+j] += a[p*r+i] * b[p*bs+j]
+				}
+			}
+		}
+		for i := 0; i < r; i++ {
+			for j := 0; j < nr; j++ {
+				if beta == 0 {
+					c[i*ldc+j] = acc[i*nr+j]
+				} else {
+					c[i*ldc+j] = beta*c[i*ldc+j] + acc[i*nr+j]
+				}
+			}
+		}
+	}
+}
+
+// TestGemmGeometry runs the driver with the AVX-512 set's tile (12×32) and
+// block sizes, and with the packing kernels of this build, on loop kernels:
+// it covers the driver's side of a kernel set that this CPU may not run.
+func TestGemmGeometry(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, tile := range [][2]int{{12, 32}, {6, 16}, {1, 8}} {
+		mr, nr := tile[0], tile[1]
+		ks := &kernelSet{name: fmt.Sprintf("loop%dx%d", mr, nr), mr: mr, nr: nr, mc: 144, kc: 192, nc: 4064}
+		for r := 1; r <= mr; r++ {
+			ks.kern = append(ks.kern, genericKernel(r, nr))
+		}
+		if mr%6 == 0 {
+			ks.packRows6 = pickKernels().packRows6
+		}
+		for _, s := range [][3]int{{150, 70, 200}, {13, 33, 9}, {300, 97, 40}, {12, 32, 8}} {
+			for tr := 0; tr < 4; tr++ {
+				g := newCase(rng, tr&1 != 0, tr&2 != 0, s[0], s[1], s[2], 1.5, 0.5, 1)
+				g.check(t, ks, 1+tr%3)
+			}
+		}
+	}
+}
