@@ -1,0 +1,47 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+)
+
+// BenchmarkM2Beam decodes a batch of studies with M²'s beam search on the
+// incremental decoder and reports generated tokens per second (all beams).
+func BenchmarkM2Beam(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  M2Config
+	}{
+		{"tiny", TinyM2(200, 256)},
+	} {
+		m, err := NewM2Transformer(c.cfg, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		feats := tinyFeats(rand.New(rand.NewPCG(1, 1)), 4, 20, c.cfg.DIn)
+		enc, err := m.Encode(radgen.NoGrad(), feats)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := decode.BeamSearch{Size: 5, MaxLen: 20, BOS: c.cfg.BOS, EOS: c.cfg.EOS, Semantics: decode.M2, FullLength: true}
+		b.Run(fmt.Sprintf("%s/%s/B4", c.name, st), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				dec, err := m.StartDecodingEncoded(enc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.Decode(context.Background(), dec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tokens := float64(b.N) * 4 * 5 * 20
+			b.ReportMetric(tokens/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
