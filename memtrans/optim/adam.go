@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"runtime"
 	"strings"
 	"sync"
@@ -128,6 +129,12 @@ func WithWorkers(n int) AdamOption {
 type Adam struct {
 	cfg    adamConfig
 	groups []group
+
+	// Reused by Step: the work list, and the bias corrections of the last
+	// step count seen (parameters usually share their step count).
+	jobs     []job
+	bcStep   int64
+	bc1, bc2 float64
 }
 
 type group struct {
@@ -257,7 +264,7 @@ func (a *Adam) ZeroGrad() {
 //
 // The gradients are not modified.
 func (a *Adam) Step() {
-	var jobs []job
+	jobs := a.jobs[:0]
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		for _, s := range g.params {
@@ -280,8 +287,8 @@ func (a *Adam) Step() {
 			p, gd := s.t.Data(), grad.Data()
 			for lo := 0; lo < n; lo += chunk {
 				hi := min(lo+chunk, n)
-				j := job{k: &k, p: p[lo:hi], g: gd[lo:hi], m: s.m[lo:hi], v: s.v[lo:hi]}
-				if s.vmax != nil && a.cfg.amsgrad {
+				j := job{k: k, p: p[lo:hi], g: gd[lo:hi], m: s.m[lo:hi], v: s.v[lo:hi]}
+				if a.cfg.amsgrad {
 					j.vmax = s.vmax[lo:hi]
 				}
 				jobs = append(jobs, j)
@@ -289,6 +296,8 @@ func (a *Adam) Step() {
 		}
 	}
 	run(jobs, a.cfg.workers)
+	clear(jobs) // drop the references to the tensors until the next step
+	a.jobs = jobs[:0]
 }
 
 // chunk is the number of elements one goroutine updates at a time; small
@@ -314,8 +323,12 @@ type consts struct {
 func (a *Adam) consts(lr, wd float64, step int64) consts {
 	c := a.cfg
 	// Python floats: beta**step, 1 - …, lr / …, math.sqrt(…), all in float64.
-	bc1 := 1 - math.Pow(c.beta1, float64(step))
-	bc2 := 1 - math.Pow(c.beta2, float64(step))
+	if step != a.bcStep {
+		a.bcStep = step
+		a.bc1 = 1 - powInt(c.beta1, step)
+		a.bc2 = 1 - powInt(c.beta2, step)
+	}
+	bc1, bc2 := a.bc1, a.bc2
 	k := consts{
 		beta1:      float32(c.beta1),
 		omb1:       float32(1 - c.beta1),
@@ -336,7 +349,7 @@ func (a *Adam) consts(lr, wd float64, step int64) consts {
 
 // job is one contiguous slice of one parameter.
 type job struct {
-	k          *consts
+	k          consts
 	p, g, m, v []float32
 	vmax       []float32 // nil without AMSGrad
 }
@@ -352,7 +365,7 @@ func run(jobs []job, workers int) {
 	workers = min(workers, len(jobs), (total+chunk-1)/chunk)
 	if workers <= 1 {
 		for _, j := range jobs {
-			adamKernel(j)
+			adamKernel(&j)
 		}
 		return
 	}
@@ -373,7 +386,7 @@ func run(jobs []job, workers int) {
 				if i >= len(jobs) {
 					return
 				}
-				adamKernel(jobs[i])
+				adamKernel(&jobs[i])
 			}
 		}()
 	}
@@ -385,8 +398,8 @@ func run(jobs []job, workers int) {
 // ATen does not (the Go spec allows fusion otherwise). The two places where
 // ATen's vectorised add(x, alpha) does fuse are fma32, written out so that
 // its fast path is inlined.
-func adamKernel(j job) {
-	k := j.k
+func adamKernel(j *job) {
+	k := &j.k
 	n := len(j.p)
 	p, g, m, v := j.p, j.g[:n], j.m[:n], j.v[:n]
 	var vmax []float32
@@ -424,6 +437,24 @@ func adamKernel(j job) {
 		denom := float32(sqrt32(vi)/k.bc2sqrt) + k.eps // (sqrt(v̂) / bias_correction2_sqrt).add_(eps)
 		p[i] += float32(k.negStepLen*mi) / denom       // param.addcdiv_(exp_avg, denom, value=-step_size)
 	}
+}
+
+// powInt returns x^n for n ≥ 1 correctly rounded to float64 (256-bit
+// big.Float arithmetic). Python's beta**step calls the C library's pow,
+// which is correctly rounded in all but rare cases (glibc 2.36 promises
+// 0.52 ULP); math.Pow differs from it for most step counts.
+func powInt(x float64, n int64) float64 {
+	const prec = 256
+	r := new(big.Float).SetPrec(prec).SetInt64(1)
+	b := new(big.Float).SetPrec(prec).SetFloat64(x)
+	for ; n > 0; n >>= 1 {
+		if n&1 == 1 {
+			r.Mul(r, b)
+		}
+		b.Mul(b, b)
+	}
+	f, _ := r.Float64()
+	return f
 }
 
 // sqrt32 is the correctly rounded float32 square root (a float64 square

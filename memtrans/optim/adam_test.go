@@ -410,3 +410,25 @@ func TestSetGradChecksShape(t *testing.T) {
 	}()
 	radgen.NewParam(2, 3).SetGrad(radgen.Zeros(3, 2))
 }
+
+func TestPowIntMatchesPython(t *testing.T) {
+	// beta**step as CPython computes it (glibc pow); math.Pow misses most.
+	for _, tc := range []struct {
+		x    float64
+		n    int64
+		want float64
+	}{
+		{0.9, 1, 0.9},
+		{0.9, 7, 0.4782969000000001},
+		{0.9, 100, 2.6561398887587544e-05},
+		{0.9, 2000, 3.0550539125986597e-92},
+		{0.999, 3, 0.997002999},
+		{0.999, 17, 0.9831353223738244},
+		{0.999, 1000, 0.36769542477096373},
+		{0.999, 12345, 4.324661796025634e-06},
+	} {
+		if got := powInt(tc.x, tc.n); got != tc.want {
+			t.Errorf("powInt(%v, %d) = %v, want %v", tc.x, tc.n, got, tc.want)
+		}
+	}
+}

@@ -102,6 +102,7 @@ func (a *Adam) SetState(s *AdamState) error {
 	}
 	a.cfg.beta1, a.cfg.beta2, a.cfg.eps = s.Beta1, s.Beta2, s.Eps
 	a.cfg.amsgrad, a.cfg.decoupled = s.AMSGrad, s.Decoupled
+	a.bcStep = 0 // the cached bias corrections belong to the old betas
 	for gi, gs := range s.Groups {
 		g := &a.groups[gi]
 		g.lr, g.wd = gs.LR, gs.WeightDecay

@@ -300,3 +300,27 @@ func FuzzReadState(f *testing.F) {
 		}
 	})
 }
+
+// TestSetStateNewBetas restores a fresh state with other betas into an
+// optimiser that has already stepped: the next step must use the restored
+// betas' bias corrections, not cached ones.
+func TestSetStateNewBetas(t *testing.T) {
+	px := param("w", []float32{1, 2}, []float32{0.3, -0.2})
+	py := param("w", []float32{1, 2}, []float32{0.3, -0.2})
+	x := newAdam(t, []Group{{Params: []radgen.Named{px}, LR: 0.1}})
+	y := newAdam(t, []Group{{Params: []radgen.Named{py}, LR: 0.1}}, WithBetas(0.5, 0.9))
+	fresh := y.State()
+	x.Step()
+	copy(px.Tensor.Data(), []float32{1, 2})
+	if err := x.SetState(fresh); err != nil {
+		t.Fatal(err)
+	}
+	x.Step()
+	y.Step()
+	if !slices.Equal(px.Tensor.Data(), py.Tensor.Data()) {
+		t.Errorf("after restoring betas (0.5, 0.9): %v, want %v", px.Tensor.Data(), py.Tensor.Data())
+	}
+	if st := x.State(); st.Beta1 != 0.5 || st.Beta2 != 0.9 || st.Groups[0].Params[0].Step != 1 {
+		t.Errorf("restored state %+v", st)
+	}
+}
