@@ -125,7 +125,8 @@ func WithWorkers(n int) AdamOption {
 // skipped, and its step count does not advance, as in torch. The moment
 // buffers are allocated at a parameter's first step.
 //
-// An Adam is not safe for concurrent use.
+// Make one with NewAdam or NewAdamW; the zero value optimises no
+// parameters. An Adam is not safe for concurrent use.
 type Adam struct {
 	cfg    adamConfig
 	groups []group
