@@ -123,8 +123,47 @@ func (m Mention) Text() string { return m.Sentence[m.Start:m.End] }
 // not usable; create one with New. A Labeler is immutable and safe for
 // concurrent use.
 type Labeler struct {
-	mention   [NumObservations][]*regexp.Regexp
-	unmention [NumObservations][]*regexp.Regexp
+	mention   [NumObservations][]phrase
+	unmention [NumObservations][]phrase
+}
+
+// phrase is a mention or unmention pattern. The labeler uses them as Python
+// regular expressions; all of CheXpert's are plain text, which is searched
+// with strings.Index (same matches as re.finditer: leftmost,
+// non-overlapping). Others fall back to regexp.
+type phrase struct {
+	lit string
+	re  *regexp.Regexp
+}
+
+func newPhrase(p string) (phrase, error) {
+	if regexp.QuoteMeta(p) == p {
+		return phrase{lit: p}, nil
+	}
+	re, err := regexp.Compile(p)
+	return phrase{re: re}, err
+}
+
+// findAll returns the byte spans of all non-overlapping matches in s.
+func (p phrase) findAll(s string) [][2]int {
+	if p.re != nil {
+		var out [][2]int
+		for _, loc := range p.re.FindAllStringIndex(s, -1) {
+			out = append(out, [2]int{loc[0], loc[1]})
+		}
+		return out
+	}
+	var out [][2]int
+	for off := 0; off <= len(s); {
+		i := strings.Index(s[off:], p.lit)
+		if i < 0 {
+			break
+		}
+		start := off + i
+		out = append(out, [2]int{start, start + len(p.lit)})
+		off = start + max(len(p.lit), 1)
+	}
+	return out
 }
 
 // New returns a Labeler with the embedded CheXpert phrase lists.
@@ -146,14 +185,14 @@ func New() (*Labeler, error) {
 				return nil, err
 			}
 			for _, p := range parsePhrases(string(data)) {
-				re, err := regexp.Compile(p)
+				ph, err := newPhrase(p)
 				if err != nil {
 					return nil, fmt.Errorf("chexpert: %s: phrase %q: %v", f, p, err)
 				}
 				if kind == "mention" {
-					l.mention[obs] = append(l.mention[obs], re)
+					l.mention[obs] = append(l.mention[obs], ph)
 				} else {
-					l.unmention[obs] = append(l.unmention[obs], re)
+					l.unmention[obs] = append(l.unmention[obs], ph)
 				}
 			}
 		}
@@ -175,16 +214,24 @@ func New() (*Labeler, error) {
 				continue
 			}
 			l.unmention[Cardiomegaly] = append(l.unmention[Cardiomegaly],
-				regexp.MustCompile(pos+" "+strings.ReplaceAll(m, "the ", "")))
+				mustPhrase(pos+" "+strings.ReplaceAll(m, "the ", "")))
 		}
 	}
 	for _, pos := range positions {
 		for _, m := range ecMentions {
 			l.unmention[EnlargedCardiomediastinum] = append(l.unmention[EnlargedCardiomediastinum],
-				regexp.MustCompile(pos+" "+m))
+				mustPhrase(pos+" "+m))
 		}
 	}
 	return l, nil
+}
+
+func mustPhrase(p string) phrase {
+	ph, err := newPhrase(p)
+	if err != nil {
+		panic("chexpert: " + err.Error())
+	}
+	return ph
 }
 
 // parsePhrases reads one phrase per line as the labeler does:
@@ -248,8 +295,8 @@ func (l *Labeler) Mentions(report string) []Mention {
 		var toks []token
 		var trs []trigger
 		for o := Observation(0); o < NumObservations; o++ {
-			for _, re := range l.mention[o] {
-				for _, loc := range re.FindAllStringIndex(sent, -1) {
+			for _, ph := range l.mention[o] {
+				for _, loc := range ph.findAll(sent) {
 					if l.overlapsUnmention(sent, o, loc[0], loc[1]) {
 						continue
 					}
@@ -268,8 +315,8 @@ func (l *Labeler) Mentions(report string) []Mention {
 }
 
 func (l *Labeler) overlapsUnmention(sent string, o Observation, start, end int) bool {
-	for _, re := range l.unmention[o] {
-		for _, loc := range re.FindAllStringIndex(sent, -1) {
+	for _, ph := range l.unmention[o] {
+		for _, loc := range ph.findAll(sent) {
 			if start < loc[1] && end > loc[0] {
 				return true
 			}

@@ -2,6 +2,7 @@ package chexpert
 
 import (
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -29,6 +30,7 @@ const (
 )
 
 type rule struct {
+	keys   []string // a match contains one of these (prefilter); nil: no filter
 	name   string
 	class  ruleClass
 	after  bool           // trigger follows the mention
@@ -48,9 +50,79 @@ const (
 )
 
 func r(name string, class ruleClass, after bool, maxGap int, pattern string) rule {
-	re := regexp.MustCompile(` (?:` + pattern + `)`)
+	full := ` (?:` + pattern + `)`
+	re := regexp.MustCompile(full)
 	re.Longest()
-	return rule{name: name, class: class, after: after, maxGap: maxGap, re: re}
+	return rule{name: name, class: class, after: after, maxGap: maxGap, re: re, keys: requiredLiterals(full)}
+}
+
+// requiredLiterals returns strings of which every match of pattern contains
+// at least one, or nil when it cannot tell. Rules whose keys are all absent
+// from a sentence are not run: most sentences hold few trigger words.
+func requiredLiterals(pattern string) []string {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	return required(re.Simplify())
+}
+
+func required(re *syntax.Regexp) []string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 || strings.TrimSpace(string(re.Rune)) == "" {
+			return nil // spaces are in every sentence: no information
+		}
+		return []string{string(re.Rune)}
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(re.Sub[0])
+	case syntax.OpCharClass:
+		// A small class: one of its characters.
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for c := re.Rune[i]; c <= re.Rune[i+1]; c++ {
+				if len(out) == 8 {
+					return nil
+				}
+				out = append(out, string(c))
+			}
+		}
+		return out
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return required(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		// Any child's requirement holds for the whole; take the one whose
+		// shortest literal is longest.
+		var best []string
+		bestLen := 0
+		for _, sub := range re.Sub {
+			req := required(sub)
+			if req == nil {
+				continue
+			}
+			short := len(req[0])
+			for _, l := range req {
+				short = min(short, len(l))
+			}
+			if short > bestLen {
+				best, bestLen = req, short
+			}
+		}
+		return best
+	case syntax.OpAlternate:
+		var all []string
+		for _, sub := range re.Sub {
+			req := required(sub)
+			if req == nil {
+				return nil
+			}
+			all = append(all, req...)
+		}
+		return all
+	}
+	return nil
 }
 
 func (ru rule) onlyFor(pattern string) rule {
@@ -176,6 +248,9 @@ func sentenceTriggers(toks []token) []trigger {
 	var all, pseudos []trigger
 	for i := range rules {
 		ru := &rules[i]
+		if ru.keys != nil && !containsAny(s, ru.keys) {
+			continue
+		}
 		for _, loc := range ru.re.FindAllStringIndex(s, -1) {
 			// The match is " w1 ... wk"; it must end at a token boundary.
 			if loc[1] >= len(s) || s[loc[1]] != ' ' {
@@ -283,4 +358,13 @@ func classify(toks []token, trs []trigger, m Mention) (Label, string) {
 		return Uncertain, name
 	}
 	return Positive, ""
+}
+
+func containsAny(s string, keys []string) bool {
+	for _, k := range keys {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package meteor
 
 import (
 	"slices"
+	"sync"
 )
 
 // This file ports the METEOR 1.5 aligner (edu.cmu.meteor.aligner.Aligner):
@@ -41,11 +42,17 @@ type alignment struct {
 }
 
 type partial struct {
-	matches    []int32 // by reference position; -1 = none
-	used1      []bool  // hypothesis words in use
-	used2      []bool  // reference words in use
-	matches1   int     // weighted (truncated) hypothesis-side matches
-	matches2   int     // weighted (truncated) reference-side matches
+	// state holds, back to back: the match index at each reference
+	// position (-1 = none), then hypothesis words in use, then reference
+	// words in use (0/1).
+	state []int32
+	nr    int
+	// A path made by extending parent with candidate pending has no state
+	// until it survives a beam cut (materialize); most never do.
+	parent     *partial
+	pending    int32
+	matches1   int // weighted (truncated) hypothesis-side matches
+	matches2   int // weighted (truncated) reference-side matches
 	chunks     int
 	idx        int
 	lastEnd    int // end of the last match in the hypothesis, or -1
@@ -53,12 +60,82 @@ type partial struct {
 	matchCount int
 }
 
-func (p *partial) clone() *partial {
-	q := *p
-	q.matches = slices.Clone(p.matches)
-	q.used1 = slices.Clone(p.used1)
-	q.used2 = slices.Clone(p.used2)
-	return &q
+func (p *partial) match(j int) int32 { return p.state[j] }
+func (p *partial) used1(i int) bool  { return p.state[p.nr+i] != 0 }
+func (p *partial) used2(j int) bool  { return p.state[len(p.state)-p.nr+j] != 0 }
+func (p *partial) set(c match, ci int) {
+	p.state[c.ref] = int32(ci)
+	p.state[p.nr+c.hyp] = 1
+	p.state[len(p.state)-p.nr+c.ref] = 1
+}
+
+// pathArena hands out partial paths and their state from blocks that are
+// reused from one alignment to the next (through arenaPool), so the search
+// allocates almost nothing in steady state.
+type pathArena struct {
+	ints       [][]int32
+	ib, ioff   int
+	paths      [][]partial
+	pb, poff   int
+	next, prev []*partial // reusable path lists of the beam search
+}
+
+const (
+	arenaInts  = 1 << 14
+	arenaPaths = 512
+)
+
+var arenaPool = sync.Pool{New: func() any { return new(pathArena) }}
+
+func (a *pathArena) reset() {
+	a.ib, a.ioff, a.pb, a.poff = 0, 0, 0, 0
+	clear(a.next[:cap(a.next)])
+	clear(a.prev[:cap(a.prev)])
+}
+
+func (a *pathArena) newPath() *partial {
+	if a.pb == len(a.paths) {
+		a.paths = append(a.paths, make([]partial, arenaPaths))
+	}
+	q := &a.paths[a.pb][a.poff]
+	if a.poff++; a.poff == arenaPaths {
+		a.pb, a.poff = a.pb+1, 0
+	}
+	return q
+}
+
+func (a *pathArena) newState(n int) []int32 {
+	for {
+		if a.ib == len(a.ints) {
+			a.ints = append(a.ints, make([]int32, max(n, arenaInts)))
+		}
+		if b := a.ints[a.ib]; len(b)-a.ioff >= n {
+			s := b[a.ioff : a.ioff+n : a.ioff+n]
+			a.ioff += n
+			return s
+		}
+		a.ib, a.ioff = a.ib+1, 0
+	}
+}
+
+// extend returns a stateless copy of p's search fields that will become p
+// plus candidate ci when materialized.
+func (a *pathArena) extend(p *partial, ci int) *partial {
+	q := a.newPath()
+	*q = *p
+	q.state, q.parent, q.pending = nil, p, int32(ci)
+	return q
+}
+
+// materialize gives q its state: its parent's plus the pending match.
+func (a *pathArena) materialize(q *partial, cands []match) {
+	if q.state != nil {
+		return
+	}
+	q.state = a.newState(len(q.parent.state))
+	copy(q.state, q.parent.state)
+	q.set(cands[q.pending], int(q.pending))
+	q.parent = nil
 }
 
 // addWeighted mimics Java's "int += double": the sum is truncated toward 0.
@@ -116,23 +193,16 @@ func (s *Scorer) align(hyp, ref []string) alignment {
 		}
 	}
 
-	start := &partial{
-		matches: make([]int32, nr),
-		used1:   make([]bool, nh),
-		used2:   make([]bool, nr),
-		lastEnd: -1,
-	}
-	for j := range start.matches {
-		start.matches[j] = -1
+	start := &partial{state: make([]int32, nr+nh+nr), nr: nr, lastEnd: -1}
+	for j := 0; j < nr; j++ {
+		start.state[j] = -1
 	}
 	// One-to-one, non-overlapping matches are definite.
 	for j := 0; j < nr; j++ {
 		if len(byRef[j]) == 1 {
 			c := cands[byRef[j][0]]
 			if cover2[j] == 1 && cover1[c.hyp] == 1 {
-				start.matches[j] = int32(byRef[j][0])
-				start.used2[j] = true
-				start.used1[c.hyp] = true
+				start.set(c, byRef[j][0])
 			}
 		}
 	}
@@ -140,8 +210,8 @@ func (s *Scorer) align(hyp, ref []string) alignment {
 	best := s.resolve(byRef, cands, start)
 
 	a := alignment{matches: make([]int, nr), cands: cands}
-	for j, m := range best.matches {
-		a.matches[j] = int(m)
+	for j := range a.matches {
+		a.matches[j] = int(best.match(j))
 	}
 	// Chunks of the final alignment (Aligner.getCountAndChunks).
 	lastEnd := -1
@@ -196,13 +266,19 @@ func (s *Scorer) resolve(byRef [][]int, cands []match, start *partial) *partial 
 		p.lastEnd = c.hyp + 1
 	}
 
-	next := []*partial{start}
-	var paths []*partial
+	arena := arenaPool.Get().(*pathArena)
+	defer func() {
+		arena.reset()
+		arenaPool.Put(arena)
+	}()
+	next := append(arena.next[:0], start)
+	paths := arena.prev[:0]
 	for cur := 0; cur <= nr; cur++ {
-		paths, next = next, nil
+		paths, next = next, paths[:0]
 		slices.SortStableFunc(paths, less)
 		for rank := 0; rank < s.beam && rank < len(paths); rank++ {
 			p := paths[rank]
+			arena.materialize(p, cands)
 			if cur == nr {
 				// Path complete: close the last chunk.
 				if p.lastEnd != -1 {
@@ -211,10 +287,10 @@ func (s *Scorer) resolve(byRef [][]int, cands []match, start *partial) *partial 
 				next = append(next, p)
 				continue
 			}
-			if p.used2[cur] {
+			if p.used2(cur) {
 				if cur < p.idx {
 					next = append(next, p)
-				} else if m := p.matches[p.idx]; m >= 0 {
+				} else if m := p.match(p.idx); m >= 0 {
 					// Fixed match.
 					c := cands[m]
 					take(p, c)
@@ -225,12 +301,10 @@ func (s *Scorer) resolve(byRef [][]int, cands []match, start *partial) *partial 
 			}
 			for _, ci := range byRef[cur] {
 				c := cands[ci]
-				if p.used1[c.hyp] || p.used2[c.ref] {
+				if p.used1(c.hyp) || p.used2(c.ref) {
 					continue
 				}
-				q := p.clone()
-				q.used1[c.hyp], q.used2[c.ref] = true, true
-				q.matches[cur] = int32(ci)
+				q := arena.extend(p, ci)
 				take(q, c)
 				p.distance += abs(c.ref - c.hyp) // the jar adds this to the parent
 				next = append(next, q)
@@ -244,11 +318,16 @@ func (s *Scorer) resolve(byRef [][]int, cands []match, start *partial) *partial 
 			next = append(next, p)
 		}
 		if len(next) == 0 {
+			arena.materialize(paths[0], cands)
 			next = append(next, paths[0])
 		}
 	}
 	slices.SortStableFunc(next, less)
-	return next[0]
+	arena.materialize(next[0], cands)
+	best := *next[0]
+	best.state = slices.Clone(best.state) // the arena is reused
+	arena.next, arena.prev = next, paths
+	return &best
 }
 
 func abs(x int) int {

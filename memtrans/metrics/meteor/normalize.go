@@ -21,39 +21,53 @@ import (
 // are followed by a capitalised word.
 func Normalize(line string) string {
 	w := " " + line + " "
-	w = reSepOther.ReplaceAllString(w, " ${1} ")
+	// Each step below only changes lines containing its trigger characters;
+	// skipping the others keeps plain lower-case text cheap.
+	if !onlyPlain(w) {
+		w = reSepOther.ReplaceAllString(w, " ${1} ")
+	}
 
 	// Escape multiple dots.
-	w = reMultiDot.ReplaceAllString(w, " DOTMULTI${1}")
-	for strings.Contains(w, "DOTMULTI.") {
-		w = reMultiDot2.ReplaceAllString(w, "DOTDOTMULTI ${1}")
-		w = strings.ReplaceAll(w, "DOTMULTI.", "DOTDOTMULTI")
+	if strings.Contains(w, "..") {
+		w = reMultiDot.ReplaceAllString(w, " DOTMULTI${1}")
+		for strings.Contains(w, "DOTMULTI.") {
+			w = reMultiDot2.ReplaceAllString(w, "DOTDOTMULTI ${1}")
+			w = strings.ReplaceAll(w, "DOTMULTI.", "DOTDOTMULTI")
+		}
 	}
 
 	// Separate commas except within numbers.
-	w = reComma.ReplaceAllString(w, "${1} , ${2}")
-	w = reComma2.ReplaceAllString(w, "${1} , ${2}")
-	w = reComma3.ReplaceAllString(w, "${1} , ${2}")
+	if strings.Contains(w, ",") {
+		w = reComma.ReplaceAllString(w, "${1} , ${2}")
+		w = reComma2.ReplaceAllString(w, "${1} , ${2}")
+		w = reComma3.ReplaceAllString(w, "${1} , ${2}")
+	}
 
 	// Normalise quotes and dashes.
-	w = reQuote.ReplaceAllString(w, "'")
-	w = reQuote2.ReplaceAllString(w, ` " `)
-	w = strings.ReplaceAll(w, "–", "-")
-	w = strings.ReplaceAll(w, "--", "-")
-
-	// Remove dashes between words.
-	w = reRmDash.ReplaceAllString(w, "${1} ${2}")
+	if strings.ContainsAny(w, "`‘’“”'") {
+		w = reQuote.ReplaceAllString(w, "'")
+		w = reQuote2.ReplaceAllString(w, ` " `)
+	}
+	if strings.ContainsAny(w, "-–") {
+		w = strings.ReplaceAll(w, "–", "-")
+		w = strings.ReplaceAll(w, "--", "-")
+		// Remove dashes between words.
+		w = reRmDash.ReplaceAllString(w, "${1} ${2}")
+	}
 
 	// English contractions split to the right.
-	w = reContEn.ReplaceAllString(w, "${1} ' ${2}")
-	w = reContEn2.ReplaceAllString(w, "${1} ' ${2}")
-	w = reContEn3.ReplaceAllString(w, "${1} ' ${2}")
-	w = reContEn4.ReplaceAllString(w, "${1} '${2}")
-	w = reContEn5.ReplaceAllString(w, "${1} '${2}")
+	if strings.Contains(w, "'") {
+		w = reContEn.ReplaceAllString(w, "${1} ' ${2}")
+		w = reContEn2.ReplaceAllString(w, "${1} ' ${2}")
+		w = reContEn3.ReplaceAllString(w, "${1} ' ${2}")
+		w = reContEn4.ReplaceAllString(w, "${1} '${2}")
+		w = reContEn5.ReplaceAllString(w, "${1} '${2}")
+	}
 
 	// Rebuild the line, splitting word-final dots unless nonbreaking.
 	words := strings.FieldsFunc(w, isJavaTokenDelim)
 	var sb strings.Builder
+	sb.Grow(len(w) + 8)
 	for i, word := range words {
 		if len(word) > 1 && strings.HasSuffix(word, ".") {
 			pre := word[:len(word)-1]
@@ -81,14 +95,44 @@ func Normalize(line string) string {
 	w = sb.String()
 
 	// Unescape multiple dots.
-	for strings.Contains(w, "DOTDOTMULTI") {
-		w = strings.ReplaceAll(w, "DOTDOTMULTI", "DOTMULTI.")
+	if strings.Contains(w, "DOTMULTI") {
+		for strings.Contains(w, "DOTDOTMULTI") {
+			w = strings.ReplaceAll(w, "DOTDOTMULTI", "DOTMULTI.")
+		}
+		w = strings.ReplaceAll(w, "DOTMULTI", ".")
 	}
-	w = strings.ReplaceAll(w, "DOTMULTI", ".")
 
-	w = reWhite.ReplaceAllString(w, " ")
+	if !isASCII(w) {
+		w = reWhite.ReplaceAllString(w, " ")
+	}
 	w = strings.TrimFunc(w, func(r rune) bool { return r <= ' ' })
 	return strings.ToLower(w)
+}
+
+// onlyPlain reports whether s has only characters that the separation step
+// leaves alone and that need no Unicode classes: ASCII letters, digits,
+// the Java whitespace set and . ' ` , -.
+func onlyPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == ' ', c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
+		case c == '.', c == '\'', c == '`', c == ',', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // isJavaTokenDelim is java.util.StringTokenizer's default delimiter set.
