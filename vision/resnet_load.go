@@ -18,6 +18,12 @@ type WeightSource interface {
 	Names() []string
 }
 
+// MaxLoadParams bounds the size of a network [LoadResNet] will build from
+// the names in a file, before any weight is read: 2^28 parameters (1 GiB of
+// float32), over four times ResNet-152's trunk. Names are cheap to forge; this
+// keeps a hostile file from making the loader allocate without limit.
+const MaxLoadParams = 1 << 28
+
 // InferResNet reads a ResNet's architecture from the names of its weights
 // under prefix: the naming scheme (torchvision's conv1/layer1.. or
 // nn.Sequential's 0/4..), the block (a Bottleneck has conv3) and the number
@@ -94,13 +100,17 @@ func InferResNet(names []string, prefix string) (ResNetConfig, Naming, error) {
 // example "" for a torchvision state_dict, "visual_extractor.model." for
 // R2Gen's), inferring the architecture with [InferResNet]. Every parameter
 // and batch-norm statistic must be present with its torchvision shape;
-// num_batches_tracked and fc are ignored. A missing or mis-shaped tensor is
+// num_batches_tracked and fc are ignored. Networks over [MaxLoadParams]
+// are refused. A missing or mis-shaped tensor is
 // an error naming it that wraps radgen.ErrMissingTensor or
 // radgen.ErrShapeMismatch.
 func LoadResNet(src WeightSource, prefix string) (*ResNet, error) {
 	cfg, naming, err := InferResNet(src.Names(), prefix)
 	if err != nil {
 		return nil, err
+	}
+	if n := cfg.NumParams(); n > MaxLoadParams {
+		return nil, fmt.Errorf("%w: %v has %d parameters, more than the loader's limit of %d", ErrArchitecture, cfg, n, MaxLoadParams)
 	}
 	r, err := newResNet(cfg, nil)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -95,8 +97,8 @@ func TestParameterCounts(t *testing.T) {
 		for _, p := range radgen.Trainable(r) {
 			n += p.Tensor.Len()
 		}
-		if n != c.want {
-			t.Errorf("%v: %d parameters, want %d", c.cfg, n, c.want)
+		if n != c.want || c.cfg.NumParams() != c.want {
+			t.Errorf("%v: %d parameters (NumParams %d), want %d", c.cfg, n, c.cfg.NumParams(), c.want)
 		}
 	}
 }
@@ -550,4 +552,74 @@ func TestStackStudies(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+func TestNumParamsMatchesModel(t *testing.T) {
+	for _, cfg := range []ResNetConfig{tinyBasic, tinyBottleneck, {BasicBlock, [4]int{1, 3, 1, 2}}, {Bottleneck, [4]int{2, 1, 1, 3}}} {
+		r, err := newResNet(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range radgen.Trainable(r) {
+			n += p.Tensor.Len()
+		}
+		if n != cfg.NumParams() {
+			t.Errorf("%v: model has %d parameters, NumParams says %d", cfg, n, cfg.NumParams())
+		}
+	}
+}
+
+func TestLoadRefusesHugeArchitecture(t *testing.T) {
+	// Names alone describing a thousand-block stage: refused before any
+	// allocation or read.
+	names := []string{"conv1.weight", "layer1.0.conv1.weight", "layer2.0.conv1.weight", "layer3.0.conv1.weight"}
+	for i := range 1000 {
+		names = append(names, "layer4."+strconv.Itoa(i)+".conv3.weight")
+	}
+	names[1], names[2], names[3] = "layer1.0.conv3.weight", "layer2.0.conv3.weight", "layer3.0.conv3.weight"
+	src := namesOnly(names)
+	if _, err := LoadResNet(src, ""); !errors.Is(err, ErrArchitecture) {
+		t.Errorf("error %v", err)
+	}
+}
+
+type namesOnly []string
+
+func (n namesOnly) Names() []string { return n }
+func (n namesOnly) Float32(name string) ([]float32, []int, error) {
+	return nil, nil, errors.New("not stored")
+}
+
+// FuzzInferResNet feeds InferResNet newline-separated names: it must not
+// panic, and what it accepts must be a valid configuration that LoadResNet
+// rejects cleanly when the tensors are absent.
+func FuzzInferResNet(f *testing.F) {
+	for _, cfg := range []ResNetConfig{tinyBasic, ResNet50} {
+		r, _ := newResNet(cfg, nil)
+		for _, n := range []Naming{TorchvisionNames, SequentialNames} {
+			f.Add(strings.Join(listSource{radgen.StateDict(r.Named(n), "")}.Names(), "\n"))
+		}
+	}
+	f.Add("conv1.weight\nlayer1.0.conv1.weight\nlayer1.-1.x")
+	f.Add("0.weight\n4.0.conv3.weight\n5.0.conv3.weight\n6.0.conv3.weight\n7.00.conv3.weight")
+	f.Fuzz(func(t *testing.T, s string) {
+		names := strings.Split(s, "\n")
+		cfg, _, err := InferResNet(names, "")
+		if err != nil {
+			if !errors.Is(err, ErrArchitecture) {
+				t.Fatalf("error %v does not wrap ErrArchitecture", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted invalid %v: %v", cfg, err)
+		}
+		if cfg.NumParams() > 1<<24 {
+			return // do not build big networks under the fuzzer
+		}
+		if _, err := LoadResNet(namesOnly(names), ""); err == nil {
+			t.Fatal("loaded a network from names without tensors")
+		}
+	})
 }
