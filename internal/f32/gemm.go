@@ -141,6 +141,8 @@ type kernelSet struct {
 	// an nr-wide strip of B.
 	packRows6 func(k int, a []float32, lda int, dst []float32, ldd int, alpha float32)
 	packCols  func(k int, b []float32, ldb int, dst []float32)
+	// packColsT packs an nr-wide strip of op(B) = Bᵀ, k a multiple of 8.
+	packColsT func(k int, b []float32, ldb int, dst []float32)
 	// Cache blocking (BLIS's names): a kc×nr panel of B stays in L1 while
 	// the mc×kc block of A streams from L2; the kc×nc block of B sits in L3.
 	mc, kc, nc int
@@ -393,10 +395,16 @@ func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, 
 			if w < nr {
 				clear(d)
 			}
+			k0 := 0
+			if w == nr && ks.packColsT != nil && kb >= 8 {
+				k0 = kb &^ 7
+				ks.packColsT(k0, b[(jc+j0)*ldb+pc:], ldb, d)
+			}
 			for j := 0; j < w; j++ {
-				src := b[(jc+j0+j)*ldb+pc:][:kb]
+				src := b[(jc+j0+j)*ldb+pc+k0:][:kb-k0]
+				dp := d[k0*nr:]
 				for p, v := range src {
-					d[p*nr+j] = v
+					dp[p*nr+j] = v
 				}
 			}
 			continue
@@ -540,6 +548,7 @@ func selfCheck(ks *kernelSet) bool {
 	shapes = append(shapes,
 		shape{false, false, ks.mc + 1, 2*ks.nr + 5, 19},
 		shape{true, true, ks.mc + ks.mr, ks.nr - 1, 9},
+		shape{false, true, ks.mc + 1, ks.nr + 3, 17},
 		shape{false, false, ks.mc + ks.mr, ks.nr, 2})
 	for _, s := range shapes {
 		ra, ca, rb, cb := s.m, s.k, s.k, s.n

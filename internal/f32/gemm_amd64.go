@@ -17,6 +17,7 @@ var (
 		dot:       dotsAVX2,
 		packRows6: packRows6,
 		packCols:  packCols16,
+		packColsT: packColsT16,
 		mc:        144, kc: 256, nc: 4080,
 	}
 	avx512Kernels = kernelSet{
@@ -26,6 +27,7 @@ var (
 		dot:       dotsAVX2,
 		packRows6: packRows6,
 		packCols:  packCols32,
+		packColsT: packColsT32,
 		mc:        144, kc: 192, nc: 4064,
 	}
 
@@ -62,4 +64,14 @@ func packCols16(k int, b []float32, ldb int, dst []float32) {
 func packCols32(k int, b []float32, ldb int, dst []float32) {
 	_, _ = b[(k-1)*ldb+31], dst[32*k-1]
 	packCols32AVX512(k, &b[0], ldb, &dst[0])
+}
+
+func packColsT16(k int, b []float32, ldb int, dst []float32) {
+	_, _ = b[15*ldb+k-1], dst[16*k-1]
+	packColsT16AVX2(k, &b[0], ldb, &dst[0])
+}
+
+func packColsT32(k int, b []float32, ldb int, dst []float32) {
+	_, _ = b[31*ldb+k-1], dst[32*k-1]
+	packColsT32AVX2(k, &b[0], ldb, &dst[0])
 }

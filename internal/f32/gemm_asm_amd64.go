@@ -207,3 +207,13 @@ func packCols16AVX2(k int, b *float32, ldb int, dst *float32)
 //
 //go:noescape
 func packCols32AVX512(k int, b *float32, ldb int, dst *float32)
+
+// packColsT16AVX2 packs a strip of Bᵀ; see packB.
+//
+//go:noescape
+func packColsT16AVX2(k int, b *float32, ldb int, dst *float32)
+
+// packColsT32AVX2 packs a strip of Bᵀ; see packB.
+//
+//go:noescape
+func packColsT32AVX2(k int, b *float32, ldb int, dst *float32)

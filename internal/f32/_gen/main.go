@@ -295,6 +295,13 @@ func decls() []byte {
 		g.p("//go:noescape")
 		g.p("func packCols%d%s(k int, b *float32, ldb int, dst *float32)", 2*s.lanes, s.name)
 	}
+	for _, nr := range []int{16, 32} {
+		g.p("")
+		g.p("// packColsT%dAVX2 packs a strip of Bᵀ; see packB.", nr)
+		g.p("//")
+		g.p("//go:noescape")
+		g.p("func packColsT%dAVX2(k int, b *float32, ldb int, dst *float32)", nr)
+	}
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatal(err)
@@ -396,6 +403,67 @@ func pack(g *gen) {
 	}
 }
 
+// packT emits packColsT{16,32}AVX2, which packs a strip of op(B) = Bᵀ (nr
+// rows of B, each a column of op(B)) with 8×8 transposes (k a positive
+// multiple of 8):
+//
+//	for p < k, j < nr: dst[p*nr+j] = b[j*ldb+p]
+func packT(g *gen, nr int) {
+	name := fmt.Sprintf("packColsT%dAVX2", nr)
+	g.p("// func %s(k int, b *float32, ldb int, dst *float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	g.p("\tMOVQ k+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ b+8(FP), SI")
+	g.p("\tMOVQ ldb+16(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tLEAQ (R8)(R8*2), R9")
+	g.p("\tLEAQ (R8)(R8*4), R10")
+	g.p("\tLEAQ (R9)(R8*4), R11")
+	g.p("\tMOVQ dst+24(FP), DI")
+	g.p("%s_loop:", name)
+	g.p("\tMOVQ SI, BX")
+	rows := []string{"(BX)", "(BX)(R8*1)", "(BX)(R8*2)", "(BX)(R9*1)", "(BX)(R8*4)", "(BX)(R10*1)", "(BX)(R9*2)", "(BX)(R11*1)"}
+	for grp := 0; grp < nr/8; grp++ {
+		for i, r := range rows {
+			g.p("\tVMOVUPS %s, Y%d", r, i)
+		}
+		for i := 0; i < 4; i++ {
+			g.p("\tVUNPCKLPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 8+2*i)
+			g.p("\tVUNPCKHPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 9+2*i)
+		}
+		// s0..s7 in Y0..Y7: four rows of one column pair (c | c+4) each.
+		g.p("\tVSHUFPS $0x44, Y10, Y8, Y0")
+		g.p("\tVSHUFPS $0xEE, Y10, Y8, Y1")
+		g.p("\tVSHUFPS $0x44, Y11, Y9, Y2")
+		g.p("\tVSHUFPS $0xEE, Y11, Y9, Y3")
+		g.p("\tVSHUFPS $0x44, Y14, Y12, Y4")
+		g.p("\tVSHUFPS $0xEE, Y14, Y12, Y5")
+		g.p("\tVSHUFPS $0x44, Y15, Y13, Y6")
+		g.p("\tVSHUFPS $0xEE, Y15, Y13, Y7")
+		for c := 0; c < 8; c++ {
+			imm := "0x20"
+			if c >= 4 {
+				imm = "0x31"
+			}
+			g.p("\tVPERM2F128 $%s, Y%d, Y%d, Y%d", imm, 4+c%4, c%4, 8+c)
+		}
+		for c := 0; c < 8; c++ {
+			g.p("\tVMOVUPS Y%d, %d(DI)", 8+c, 4*(c*nr+8*grp))
+		}
+		if grp < nr/8-1 {
+			g.p("\tLEAQ (BX)(R8*8), BX")
+		}
+	}
+	g.p("\tADDQ $32, SI")
+	g.p("\tADDQ $%d, DI", 4*8*nr)
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 func main() {
 	out := flag.String("o", "gemm_amd64.s", "output file")
 	goOut := flag.String("go", "gemm_asm_amd64.go", "output file for the Go declarations")
@@ -420,6 +488,8 @@ func main() {
 		dot(g, mr)
 	}
 	pack(g)
+	packT(g, 16)
+	packT(g, 32)
 	if err := os.WriteFile(*out, g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
