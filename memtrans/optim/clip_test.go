@@ -109,3 +109,39 @@ func TestClipGradNormNonFinite(t *testing.T) {
 		t.Errorf("no gradients: %v, %v", n, err)
 	}
 }
+
+func TestClipFloat64Gradients(t *testing.T) {
+	x := radgen.Zeros64(3).SetRequiresGrad(true)
+	x.SetGrad(radgen.FromFloat64([]float64{0.5, -0.05, 3}, 3))
+	y := radgen.Zeros64(1).SetRequiresGrad(true)
+	y.SetGrad(radgen.FromFloat64([]float64{-4}, 1))
+	ps := []radgen.Named{{Name: "x", Tensor: x}, {Name: "y", Tensor: y}}
+	ClipGradValue(ps, 0.1)
+	if got := x.Grad().Data64(); !slices.Equal(got, []float64{0.1, -0.05, 0.1}) {
+		t.Errorf("clipped float64 values %v", got)
+	}
+	x.SetGrad(radgen.FromFloat64([]float64{3, 0, 0}, 3))
+	y.SetGrad(radgen.FromFloat64([]float64{4}, 1))
+	norm, err := ClipGradNorm(ps, 1, 2)
+	if err != nil || norm != 5 {
+		t.Fatalf("norm %v, %v", norm, err)
+	}
+	if got := y.Grad().Data64()[0]; got != 4*(1/(5+1e-6)) {
+		t.Errorf("clipped %v, want %v", got, 4*(1/(5+1e-6)))
+	}
+}
+
+func TestSetGradNilAndDtype(t *testing.T) {
+	p := radgen.NewParam(2)
+	p.SetGrad(radgen.Zeros(2))
+	p.SetGrad(nil)
+	if p.Grad() != nil {
+		t.Errorf("SetGrad(nil) kept the gradient")
+	}
+	defer func() {
+		if r := recover(); r == nil {
+			t.Errorf("SetGrad of a float64 gradient on a float32 tensor did not panic")
+		}
+	}()
+	p.SetGrad(radgen.Zeros64(2))
+}
