@@ -23,7 +23,7 @@
 //
 // [ReadAnnotation] parses annotation.json strictly (invalid UTF-8, empty
 // reports and missing images are errors naming the study). [NewDataset]
-// tokenizes a split; a [Loader] yields [Batch]es: images (B, V, 3, H, W)
+// tokenizes a split; a [Loader] yields batches ([Batch]): images (B, V, 3, H, W)
 // float32 through a vision.Transform (R2Gen's: Resize(256), RandomCrop(224),
 // flip for train; Resize((224, 224)) otherwise), targets and masks (B, T)
 // padded with 0 to the batch's longest sequence. Images are decoded in
