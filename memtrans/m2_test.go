@@ -195,6 +195,9 @@ func TestM2DecodingErrors(t *testing.T) {
 // step allocates is what its matrix products allocate inside f32.Gemm
 // (measured here call by call with the same shapes).
 func TestM2StepAllocs(t *testing.T) {
+	if m2Race {
+		t.Skip("the race detector's instrumentation allocates")
+	}
 	m := tinyM2(t)
 	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
 	if err != nil {
