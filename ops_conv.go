@@ -136,10 +136,12 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 		// Y[b] = W·X[b]: the input planes are the column matrix.
 		kernels.GemmStrided(false, false, batch, cout, n, k, 1, wv, k, 0, xv, n, inSize, beta, ov, n, outSize)
 	} else {
-		col := make([]T, k*group*n)
+		col := scratch[T](k * group * n)
+		defer release(col)
 		var wide []T
 		if group > 1 {
-			wide = make([]T, cout*group*n)
+			wide = scratch[T](cout * group * n)
+			defer release(wide)
 		}
 		for b0 := 0; b0 < batch; b0 += group {
 			nb := min(group, batch-b0)
@@ -200,8 +202,9 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 				}
 				return
 			}
-			col := make([]T, k*group*n)
-			dyw := make([]T, cout*group*n)
+			col, dyw := scratch[T](k*group*n), scratch[T](cout*group*n)
+			defer release(col)
+			defer release(dyw)
 			for b0 := 0; b0 < batch; b0 += group {
 				nb := min(group, batch-b0)
 				ld := nb * n
@@ -228,6 +231,30 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 	}
 	return out
 }
+
+// scratchPools recycle the column and product buffers of Conv2d (one pool
+// per element type), which are large (up to colBudget elements) and fully
+// overwritten before use, so they are handed out dirty.
+var scratchPools [2]sync.Pool
+
+func poolOf[T Float]() *sync.Pool {
+	var z T
+	if _, ok := any(z).(float64); ok {
+		return &scratchPools[1]
+	}
+	return &scratchPools[0]
+}
+
+// scratch returns a buffer of n elements with arbitrary contents.
+func scratch[T Float](n int) []T {
+	if p, ok := poolOf[T]().Get().(*[]T); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]T, n)
+}
+
+// release returns a buffer from scratch to its pool.
+func release[T Float](b []T) { poolOf[T]().Put(&b) }
 
 // parallelFor runs f(0..n-1) on up to GOMAXPROCS goroutines.
 func parallelFor(n int, f func(i int)) {
