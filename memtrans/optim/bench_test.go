@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 
@@ -56,6 +57,43 @@ func BenchmarkAdamStep(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/param")
 		})
 	}
+}
+
+// BenchmarkAdamStepBaseline is the same step written the obvious way in
+// float32 (no fused adds, no tie checks): what the torch-exact arithmetic
+// of BenchmarkAdamStep costs relative to it.
+func BenchmarkAdamStepBaseline(b *testing.B) {
+	if testing.Short() {
+		b.Skip("35M-parameter benchmark skipped in short mode")
+	}
+	ps := benchParams()
+	type st struct{ m, v, vmax []float32 }
+	states := make([]st, len(ps))
+	n := 0
+	for i, p := range ps {
+		l := p.Tensor.Len()
+		states[i] = st{make([]float32, l), make([]float32, l), make([]float32, l)}
+		n += l
+	}
+	const lr, wd, b1, b2, eps = 1e-4, 5e-5, 0.9, 0.999, 1e-8
+	b.SetBytes(int64(9 * 4 * n))
+	b.ResetTimer()
+	for it := range b.N {
+		step := float64(it + 1)
+		stepLen := float32(lr / (1 - math.Pow(b1, step)))
+		bc2 := float32(math.Sqrt(1 - math.Pow(b2, step)))
+		for i, p := range ps {
+			w, g, s := p.Tensor.Data(), p.Tensor.Grad().Data(), states[i]
+			for j := range w {
+				gj := g[j] + wd*w[j]
+				s.m[j] = b1*s.m[j] + (1-b1)*gj
+				s.v[j] = b2*s.v[j] + (1-b2)*gj*gj
+				s.vmax[j] = max(s.vmax[j], s.v[j])
+				w[j] -= stepLen * s.m[j] / (float32(math.Sqrt(float64(s.vmax[j])))/bc2 + eps)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/param")
 }
 
 // BenchmarkClipGradValue measures R2Gen's clip_grad_value_(0.1) over the
