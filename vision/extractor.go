@@ -14,7 +14,8 @@ import (
 )
 
 // ErrImageShape is returned by [Extractor.Extract] and [StackStudies] for
-// images of the wrong shape.
+// images of the wrong shape (or, for Extract, of another dtype or device
+// than the weights).
 var ErrImageShape = errors.New("vision: bad image tensor shape")
 
 // Extractor is R2Gen's VisualExtractor: a ResNet trunk (ResNet-101 in the
@@ -85,6 +86,9 @@ func (e *Extractor) Forward(g *radgen.Graph, images *radgen.Tensor) (patches, av
 func (e *Extractor) Extract(ctx context.Context, images *radgen.Tensor) (patches, avg *radgen.Tensor, err error) {
 	if err := checkImages(images); err != nil {
 		return nil, nil, err
+	}
+	if w := e.ResNet.Stem.Weight; images.Is64() != w.Is64() || images.Device() != w.Device() {
+		return nil, nil, fmt.Errorf("%w: images are %v, the weights %v", ErrImageShape, images, w)
 	}
 	return e.forward(ctx, radgen.NoGrad(), images)
 }

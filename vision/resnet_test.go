@@ -350,6 +350,9 @@ func TestExtractErrors(t *testing.T) {
 			t.Errorf("shape %v: error %v", shape, err)
 		}
 	}
+	if _, _, err := e.Extract(context.Background(), radgen.Zeros64(1, 3, 8, 8)); !errors.Is(err, ErrImageShape) {
+		t.Errorf("float64 images for float32 weights: error %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := e.Extract(ctx, radgen.Zeros(1, 3, 32, 32)); !errors.Is(err, context.Canceled) {
