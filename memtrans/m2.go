@@ -11,6 +11,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/vision"
 )
 
 // M2Transformer is the Meshed-Memory Transformer (Cornia et al., CVPR
@@ -46,6 +47,38 @@ func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout,
 	}, rng)
 	return &M2Transformer{Config: c, Encoder: enc, Decoder: dec}, nil
+}
+
+// LoadM2 builds an M² model from weights by the published state_dict names
+// (an opened safetensors file, or the "state_dict" of a checkpoint saved by
+// the published train.py): sizes are read from the shapes, heads is the
+// number of attention heads (8 in the paper), and the special ids are M²'s
+// (pad 1, bos 2, eos 3). The published state buffers (running_keys,
+// running_seq, …) may be present and are ignored. Every tensor is checked
+// before the model is built; errors wrap ErrConfig, radgen.ErrMissingTensor
+// or radgen.ErrShapeMismatch.
+func LoadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
+	shapes := map[string][]int{}
+	for _, n := range src.Names() {
+		_, shape, err := src.Float32(n)
+		if err != nil {
+			// Integer buffers (decoder.running_seq) are not float32.
+			continue
+		}
+		shapes[n] = shape
+	}
+	cfg, err := InferM2Config(shapes, heads)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewM2Transformer(cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := radgen.LoadParams(m, src, ""); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // VisitParams implements radgen.Module with M²'s state_dict names.

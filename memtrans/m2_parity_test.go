@@ -49,25 +49,17 @@ func loadM2Golden(t testing.TB) *m2Golden {
 	return g
 }
 
-// m2 builds the golden model with sizes read from the weights' shapes.
+// m2 loads the golden model by M²'s names, with sizes read from the
+// weights' shapes.
 func (g *m2Golden) m2(t testing.TB) *M2Transformer {
 	t.Helper()
-	shapes := map[string][]int{}
-	for _, n := range g.model.Names() {
-		info, _ := g.model.Info(n)
-		shapes[n] = info.Shape
-	}
-	cfg, err := InferM2Config(shapes, g.meta.Heads)
+	m, err := LoadM2(g.model, g.meta.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Pad, cfg.BOS, cfg.EOS = g.meta.Pad, g.meta.BOS, g.meta.EOS
-	m, err := NewM2Transformer(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := radgen.LoadParams(m, g.model, ""); err != nil {
-		t.Fatal(err)
+	c := m.Config
+	if c.Pad != g.meta.Pad || c.BOS != g.meta.BOS || c.EOS != g.meta.EOS {
+		t.Fatalf("special ids %d/%d/%d, meta.json has %d/%d/%d", c.Pad, c.BOS, c.EOS, g.meta.Pad, g.meta.BOS, g.meta.EOS)
 	}
 	return m
 }

@@ -308,3 +308,48 @@ func TestM2Trains(t *testing.T) {
 		t.Fatalf("loss %v → %v: not trained", first, last)
 	}
 }
+
+// namedSource is a radgen.MapSource that lists its names.
+type namedSource radgen.MapSource
+
+func (s namedSource) Float32(name string) ([]float32, []int, error) {
+	return radgen.MapSource(s).Float32(name)
+}
+func (s namedSource) Names() []string {
+	var out []string
+	for n := range s {
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestLoadM2(t *testing.T) {
+	m := tinyM2(t)
+	src := namedSource(radgen.StateDict(m, ""))
+	got, err := LoadM2(src, m.Config.Heads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config != m.Config {
+		t.Fatalf("loaded config %+v, want %+v", got.Config, m.Config)
+	}
+	for _, p := range radgen.Params(m) {
+		q := radgen.StateDict(got, "")[p.Name]
+		for i, v := range p.Tensor.Data() {
+			if q.Data()[i] != v {
+				t.Fatalf("%s differs after loading", p.Name)
+			}
+		}
+	}
+	delete(src, "decoder.layers.1.pwff.fc2.bias")
+	if _, err := LoadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
+		t.Fatalf("missing tensor: %v", err)
+	}
+	src["decoder.layers.1.pwff.fc2.bias"] = radgen.Zeros(3)
+	if _, err := LoadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
+		t.Fatalf("wrong shape: %v", err)
+	}
+	if _, err := LoadM2(src, 5); !errors.Is(err, ErrConfig) {
+		t.Fatalf("heads not dividing the width: %v", err)
+	}
+}
