@@ -128,6 +128,16 @@ var labelCases = []struct {
 	{"There is a small left pleural effusion which may be loculated.", want{PE: pos}},
 	{"Normal heart size with a small left pleural effusion.", want{CM: neg, PE: pos}},
 	{"No pneumothorax and the heart is enlarged.", want{PTX: neg, CM: pos}},
+	// Commas in lists do not count towards a trigger's reach; a comma stops
+	// a trigger that follows its mention.
+	{"No pneumonia, effusions, edema, pneumothorax, adenopathy, nodules or masses.", want{PN: neg, PE: neg, ED: neg, PTX: neg, LL: neg, NF: pos}},
+	{"Heart size and pulmonary vascularity within normal limits.", want{CM: neg, NF: pos}},
+	{"Heart and mediastinum of normal size and contour.", want{EC: neg, NF: pos}},
+	{"Mild cardiomegaly, normal pulmonary vascularity.", want{CM: pos}},
+	{"Cardiac size, mediastinal contour, and pulmonary vascularity are within normal limits.", want{CM: neg, EC: neg, NF: pos}},
+	{"Heart size and pulmonary vascular engorgement appear within limits of normal.", want{CM: neg, NF: pos}},
+	{"The heart is not significantly enlarged.", want{CM: neg, NF: pos}},
+	{"There is no pleural line to suggest pneumothorax or costophrenic blunting to suggest large pleural effusion.", want{PTX: neg, PE: neg, SD: neg, NF: pos}}, // "line" is a Support Devices phrase
 	// Pseudo-triggers.
 	{"No change in the small left pleural effusion.", want{PE: pos}},
 	// R2Gen-cleaned text (lower case, " . " between sentences, no commas).

@@ -32,6 +32,7 @@ const (
 type rule struct {
 	keys   []string // a match contains one of these (prefilter); nil: no filter
 	name   string
+	comma  bool // a comma between mention and trigger stops the rule
 	class  ruleClass
 	after  bool           // trigger follows the mention
 	maxGap int            // words allowed between trigger and mention
@@ -43,8 +44,8 @@ type rule struct {
 const (
 	copula   = `(?:is|are|was|were|be|been|appears?|appeared|remains?|remained|looks?|seems?)`
 	adverbs  = `(?: (?:now|otherwise|again|grossly|essentially|overall|still|also|currently|largely|both|all|and|unchanged|stable|likely))*`
-	seenVerb = `(?:seen|identified|visuali[sz]ed|demonstrated|present|evident|enlarged|noted|detected|appreciable|definitely seen)`
-	normal   = `(?:normal|unremarkable|within (?:the )?normal limits|(?:at |within )?(?:the )?upper limits? of normal)`
+	seenVerb = `(?:(?:significantly|definitely|substantially|markedly|appreciably|grossly) )?(?:seen|identified|visuali[sz]ed|demonstrated|present|evident|enlarged|noted|detected|appreciable|definitely seen)`
+	normal   = `(?:normal|unremarkable|within (?:the )?normal limits|within (?:the )?limits of normal|(?:at |within )?(?:the )?upper limits? of normal)`
 	// Heads of the "stable silhouette" rules of post_negation_uncertainty.txt.
 	cardioHeads = `cardiomediastinal|pericardial|mediastinal|mediastinum|cardiomediastinum|contour|configuration|silhouette|size|heart|shadow`
 )
@@ -125,6 +126,11 @@ func required(re *syntax.Regexp) []string {
 	return nil
 }
 
+func (ru rule) stopAtComma() rule {
+	ru.comma = true
+	return ru
+}
+
 func (ru rule) onlyFor(pattern string) rule {
 	ru.only = regexp.MustCompile(pattern)
 	return ru
@@ -150,6 +156,8 @@ var rules = []rule{
 	r("no", negation, false, 10, `no|nor|without|negative for|free of|clear of|rather than|never`),
 	// "XXX is not enlarged", "not ... XXX"
 	r("not", negation, false, 3, `not`),
+	// "there is no NN to suggest/explain XXX", "no NN to suggest/explain XXX"
+	r("no NN to suggest", negation, false, 4, `no (?:\S+ ){1,8}?to (?:suggest|explain|diagnose)`),
 	// "removal of XXX", history/free/disappearance/resolution/drainage of
 	r("resolution of", negation, false, 6, `(?:history|disappearance|resolution|drainage|removal|clearing|absence) of`),
 	// "rule out XXX" (nmod:out rule), "exclude XXX"
@@ -160,7 +168,7 @@ var rules = []rule{
 	// normal limits", "XXX at upper limits of normal", "XXX is not enlarged",
 	// "XXX is no longer seen", "XXX is absent", "XXX has resolved"
 	r("X is normal/absent/not seen", negation, true, 6, copula+adverbs+` (?:`+normal+`|absent|resolved|cleared|removed|excluded|ruled out|not `+seenVerb+`|no longer (?:be )?`+seenVerb+`)`),
-	r("normal (no verb)", negation, true, 0, normal),
+	r("normal (no verb)", negation, true, 4, normal).stopAtComma(),
 	r("not seen", negation, true, 4, `(?:not|no longer) `+seenVerb),
 	// "XXX has resolved", "XXX has/have cleared", "XXX removed"
 	r("resolved", negation, true, 3, `(?:(?:has|have) (?:\S+ )?(?:been )?)?(?:resolved|cleared|removed)`),
@@ -320,16 +328,20 @@ func classify(toks []token, trs []trigger, m Mention) (Label, string) {
 			}
 			lo, hi = tr.end, first
 		}
-		if hi-lo > ru.maxGap {
-			return false
-		}
 		conj := false
+		words := 0 // commas do not count towards the gap
 		for k := lo; k < hi; k++ {
 			w := toks[k].text
-			if terminators[w] || (!ru.after && clauseVerbs[w]) {
+			if terminators[w] || (!ru.after && clauseVerbs[w]) || (ru.comma && w == ",") {
 				return false
 			}
+			if w != "," {
+				words++
+			}
 			conj = conj || w == "and"
+		}
+		if words > ru.maxGap {
+			return false
 		}
 		// "no X and Y is ...": Y is the subject of a new clause.
 		if !ru.after && conj && last+1 < len(toks) && clauseVerbs[toks[last+1].text] {
