@@ -99,7 +99,7 @@ func BenchmarkSgemmGonum(b *testing.B) {
 // 49×49×64 scores (Q·Kᵀ) and 49×64×49 outputs (P·V).
 func BenchmarkSgemmStrided(b *testing.B) {
 	const heads, t, d = 8, 49, 64
-	q, kk, _ := benchOperands(heads*t, d, 1)
+	q, kk, _ := benchOperands(heads*t, heads*t, d) // (heads, t, d) each, and more
 	s := make([]float32, heads*t*t)
 	o := make([]float32, heads*t*d)
 	b.ReportAllocs()
