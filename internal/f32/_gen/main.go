@@ -30,13 +30,12 @@ type isa struct {
 	reg   string // register prefix: Y (256-bit) or Z (512-bit)
 	lanes int    // float32 lanes per register
 	maxMR int    // rows of the largest kernel
-	bcst  bool   // FMA with an embedded-broadcast memory operand (AVX-512)
 	nregs int    // vector registers available
 }
 
 var (
 	avx2   = isa{name: "AVX2", reg: "Y", lanes: 8, maxMR: 6, nregs: 16}
-	avx512 = isa{name: "AVX512", reg: "Z", lanes: 16, maxMR: 12, bcst: true, nregs: 32}
+	avx512 = isa{name: "AVX512", reg: "Z", lanes: 16, maxMR: 12, nregs: 32}
 )
 
 // kernel emits gemmKernel{mr}x{nr}{ISA}, which computes one mr×nr tile of C,
@@ -104,11 +103,6 @@ func kernel(g *gen, s isa, mr int) {
 		g.p("\tVMOVUPS %d(DX), %s", vb, b1)
 		for i := 0; i < mr; i++ {
 			off := aoff + 4*i
-			if s.bcst {
-				g.p("\tVFMADD231PS.BCST %d(SI), %s, %s", off, b0, acc(set, i, 0))
-				g.p("\tVFMADD231PS.BCST %d(SI), %s, %s", off, b1, acc(set, i, 1))
-				continue
-			}
 			g.p("\tVBROADCASTSS %d(SI), %s", off, bc(i))
 			g.p("\tVFMADD231PS %s, %s, %s", b0, bc(i), acc(set, i, 0))
 			g.p("\tVFMADD231PS %s, %s, %s", b1, bc(i), acc(set, i, 1))
