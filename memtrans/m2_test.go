@@ -353,3 +353,41 @@ func TestLoadM2(t *testing.T) {
 		t.Fatalf("heads not dividing the width: %v", err)
 	}
 }
+
+// The recorded attention rows are distributions over the regions, zero at
+// masked ones.
+func TestM2Attention(t *testing.T) {
+	m := tinyM2(t)
+	m.Encoder.Padding = mesh.PadZeroRows
+	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hyps, err := decode.BeamSearch{Size: 2, MaxLen: 4, BOS: 2, EOS: 3, Semantics: decode.M2, Attention: true}.
+		Decode(context.Background(), dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, hs := range hyps {
+		h := hs[0]
+		if len(h.Attention) != len(h.Tokens)*6 {
+			t.Fatalf("study %d: %d weights for %d tokens", i, len(h.Attention), len(h.Tokens))
+		}
+		for p := range h.Tokens {
+			row := h.Attention[p*6 : (p+1)*6]
+			var sum float64
+			for _, v := range row {
+				sum += float64(v)
+			}
+			if math.Abs(sum-1) > 1e-5 {
+				t.Fatalf("study %d step %d: weights sum to %v", i, p, sum)
+			}
+			if i == 1 && (row[4] != 0 || row[5] != 0) {
+				t.Fatalf("study 1 attends its zero-padded regions: %v", row)
+			}
+		}
+	}
+	if err := dec.Attention(make([]float32, 1)); !errors.Is(err, decode.ErrShape) {
+		t.Fatalf("short buffer: %v", err)
+	}
+}

@@ -77,10 +77,14 @@ type M2Decoding struct {
 	scores                            []float32
 	logits                            []float32
 	rowTmp                            []int32
-	slots                             []int32 // [posCap]
+	slots                             []int32   // [posCap]
+	attn                              []float32 // [rows][R]: last layer's cross-attention
 }
 
-var _ decode.Model = (*M2Decoding)(nil)
+var (
+	_ decode.Model             = (*M2Decoding)(nil)
+	_ decode.AttentionRecorder = (*M2Decoding)(nil)
+)
 
 // dense is a Linear layer's weights as raw slices, taken once when
 // decoding starts (reading a tensor's storage allocates).
@@ -206,6 +210,23 @@ func (s *M2Decoding) Rows() int { return s.rows }
 // Position returns how many tokens each row has consumed.
 func (s *M2Decoding) Position() int { return s.t }
 
+// AttentionWidth implements decode.AttentionRecorder: the number of image
+// regions of a study.
+func (s *M2Decoding) AttentionWidth() int { return s.regions }
+
+// Attention implements decode.AttentionRecorder: after a Step, the last
+// decoder layer's cross-attention over the regions, averaged over heads
+// and over the N encoder levels (the meshed gates weigh the levels per
+// channel, so no single weighting of the levels is exact), [Rows() × R].
+// Masked regions get weight 0.
+func (s *M2Decoding) Attention(dst []float32) error {
+	if len(dst) < s.rows*s.regions {
+		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), s.rows, s.regions)
+	}
+	copy(dst, s.attn[:s.rows*s.regions])
+	return nil
+}
+
 // ensure sizes every buffer for rows rows and positions positions,
 // preserving the cache.
 func (s *M2Decoding) ensure(rows, positions int) {
@@ -257,6 +278,7 @@ func (s *M2Decoding) ensure(rows, positions int) {
 	s.inv = grow(s.inv, n*rc)
 	s.scores = grow(s.scores, max(pc, s.regions))
 	s.logits = grow(s.logits, rc*c.Vocab)
+	s.attn = grow(s.attn, rc*s.regions)
 	if cap(s.rowTmp) < rc {
 		s.rowTmp = make([]int32, rc)
 	}
@@ -366,8 +388,10 @@ func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln norm, pad []float
 // head's slice starts at ko and vo), where slot(j) is slots[j], or j when
 // slots is nil; it is skipped where masked[slot(j)] is true (masked may be
 // nil). With every key masked the result is NaN, as torch's −∞ fill gives.
+//
+// If rec is not nil, w times the attention weights are added to rec[:n].
 func attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float32, vw, vo int,
-	slots []int32, masked []bool, scale float32, sc []float32) {
+	slots []int32, masked []bool, scale float32, sc []float32, rec []float32, w float32) {
 	dk, dv := len(q), len(out)
 	sc = sc[:n]
 	mx := float32(math.Inf(-1))
@@ -388,9 +412,15 @@ func attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float32,
 		for i := range out {
 			out[i] = nan
 		}
+		if rec != nil {
+			axpy(rec[:n], sc, w) // no distribution: the recorded weights are −∞
+		}
 		return
 	}
 	softmaxInPlace(sc)
+	if rec != nil {
+		axpy(rec[:n], sc, w)
+	}
 	for j := range n {
 		if sc[j] == 0 {
 			continue
@@ -430,7 +460,7 @@ func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
 		}
 		for hd := range h {
 			attend(ctx[r*hv+hd*dv:r*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1,
-				keys, hk, hd*dk, vals, hv, hd*dv, slots, s.padKey, scale, s.scores)
+				keys, hk, hd*dk, vals, hv, hd*dv, slots, s.padKey, scale, s.scores, nil, 0)
 		}
 	}
 	tmp := s.tmp[:R*d]
@@ -445,14 +475,24 @@ func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
 	cs := s.cs[:N*R*hv]
 	clear(cs)
 	ck, cv := s.crossK[l], s.crossV[l]
+	var rec []float32
+	recW := 1 / float32(N*h)
+	if l == len(s.layers)-1 {
+		rec = s.attn[:R*nr]
+		clear(rec)
+	}
 	for i := range N {
 		for r := range R {
 			st := int(s.study[r])
 			base := (st*N + i) * nr
 			mask := s.encMask[st*nr : (st+1)*nr]
+			var rr []float32
+			if rec != nil {
+				rr = rec[r*nr : (r+1)*nr]
+			}
 			for hd := range h {
 				attend(cs[(i*R+r)*hv+hd*dv:(i*R+r)*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr,
-					ck[base*hk:], hk, hd*dk, cv[base*hv:], hv, hd*dv, nil, mask, scale, s.scores)
+					ck[base*hk:], hk, hd*dk, cv[base*hv:], hv, hd*dv, nil, mask, scale, s.scores, rr, recW)
 			}
 		}
 	}
