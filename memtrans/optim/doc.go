@@ -18,7 +18,13 @@
 // Against the reference step of R2Gen (../shared/golden/r2gen: 223 tensors,
 // 2.6M values after clip_grad_value_(0.1) and one Adam step with amsgrad and
 // weight decay 5e-5) every value is bit-identical; rounding the weight-decay
-// add twice instead of fusing it changes 1370 of them by up to 1.5e-8.
+// add twice instead of fusing it changes 1370 of them by up to 1.5e-8. One
+// point the golden cannot settle: from the second step on, ATen's addcmul
+// (exp_avg_sq.addcmul_) is written as separate multiplies and an add, which
+// this package follows, but a compiler contracting it into a fused
+// multiply-add (GCC's default for C++ with FMA enabled) would move
+// exp_avg_sq by one float32 rounding; the golden's first step starts from a
+// zero exp_avg_sq, where both agree.
 //
 // R2Gen trains with Adam(amsgrad=True, weight_decay=5e-5) in two parameter
 // groups (visual extractor 5e-5, the rest 1e-4; see [R2GenGroups]), clips
