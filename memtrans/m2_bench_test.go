@@ -23,7 +23,7 @@ func BenchmarkM2Beam(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		feats := tinyFeats(rand.New(rand.NewPCG(1, 1)), 4, 20, c.cfg.DIn)
+		feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 4, 20, c.cfg.DIn)
 		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
 			b.Fatal(err)

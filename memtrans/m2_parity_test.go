@@ -86,9 +86,9 @@ func (g *m2Golden) ints(t testing.TB, name string) ([]int, []int) {
 	return out, shape
 }
 
-// maskAgreement counts the regions where two masks (nonzero = masked)
+// m2MaskAgreement counts the regions where two masks (nonzero = masked)
 // disagree.
-func maskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
+func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 	av, bv := a.Float64s(), b.Float64s()
 	for i := range av {
 		if (av[i] != 0) != (bv[i] != 0) {
@@ -118,7 +118,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer) (*radgen.Tenso
 	if err != nil {
 		t.Fatal(err)
 	}
-	differ, ours, theirs := maskAgreement(own.Mask, wantMask)
+	differ, ours, theirs := m2MaskAgreement(own.Mask, wantMask)
 	t.Logf("encoder mask (%v rule): %d of %d regions differ from the golden (ours masks %d, the reference %d)",
 		m.Config.Padding, differ, wantMask.Len(), ours, theirs)
 	if differ != 0 {

@@ -36,7 +36,7 @@ func tinyM2(t testing.TB) *M2Transformer {
 	return m
 }
 
-func tinyFeats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
+func m2Feats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
 	f := radgen.Zeros(b, r, d)
 	for i := range f.Data() {
 		if (i/d)%r < r-2 || i/(r*d) == 0 { // the last two regions of studies ≥ 1 are zero padding
@@ -89,7 +89,7 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 	if err := radgen.LoadParams(m2, sd, ""); err != nil {
 		t.Fatal(err)
 	}
-	feats := tinyFeats(rand.New(rand.NewPCG(1, 1)), 2, 6, 12)
+	feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 2, 6, 12)
 	a, _ := m.Encode(radgen.NoGrad(), feats)
 	b, _ := m2.Encode(radgen.NoGrad(), feats)
 	for i, v := range a.Levels.Data() {
@@ -108,7 +108,7 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	m := tinyM2(t)
 	c := m.Config
-	feats := tinyFeats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
+	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
 	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
 		m.Encoder.Padding = padding
 		enc, err := m.Encode(radgen.NoGrad(), feats)
@@ -159,7 +159,7 @@ func TestM2DecodingErrors(t *testing.T) {
 	if _, err := m.StartDecoding(radgen.Zeros(2, 6, 5)); err == nil {
 		t.Fatal("features of the wrong width accepted")
 	}
-	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
+	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestM2StepAllocs(t *testing.T) {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	m := tinyM2(t)
-	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
+	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +220,11 @@ func TestM2StepAllocs(t *testing.T) {
 	})
 	var gemm float64
 	scratch := make([]float32, 1<<14)
-	product := func(l dense, rows int) {
+	product := func(l m2Dense, rows int) {
 		gemm += testing.AllocsPerRun(10, func() { l.apply(scratch[:rows*l.out], scratch[8192:8192+rows*l.in], rows) })
 	}
 	for _, l := range dec.layers {
-		for _, d := range []dense{l.selfQ, l.selfK, l.selfV, l.selfO, l.encQ, l.ff1, l.ff2} {
+		for _, d := range []m2Dense{l.selfQ, l.selfK, l.selfV, l.selfO, l.encQ, l.ff1, l.ff2} {
 			product(d, R)
 		}
 		product(l.encO, dec.levels*R)
@@ -273,7 +273,7 @@ func TestM2LossGradients(t *testing.T) {
 // trains, dropout included.
 func TestM2Trains(t *testing.T) {
 	m := tinyM2(t)
-	feats := tinyFeats(rand.New(rand.NewPCG(6, 6)), 2, 6, 12)
+	feats := m2Feats(rand.New(rand.NewPCG(6, 6)), 2, 6, 12)
 	in := []int{2, 5, 6, 7, 8, 2, 9, 10, 1, 1}
 	targets := []int{5, 6, 7, 8, 3, 9, 10, 3, 1, 1}
 	loss := func(g *radgen.Graph) *radgen.Tensor {
@@ -309,13 +309,13 @@ func TestM2Trains(t *testing.T) {
 	}
 }
 
-// namedSource is a radgen.MapSource that lists its names.
-type namedSource radgen.MapSource
+// m2NamedSource is a radgen.MapSource that lists its names.
+type m2NamedSource radgen.MapSource
 
-func (s namedSource) Float32(name string) ([]float32, []int, error) {
+func (s m2NamedSource) Float32(name string) ([]float32, []int, error) {
 	return radgen.MapSource(s).Float32(name)
 }
-func (s namedSource) Names() []string {
+func (s m2NamedSource) Names() []string {
 	var out []string
 	for n := range s {
 		out = append(out, n)
@@ -325,7 +325,7 @@ func (s namedSource) Names() []string {
 
 func TestLoadM2(t *testing.T) {
 	m := tinyM2(t)
-	src := namedSource(radgen.StateDict(m, ""))
+	src := m2NamedSource(radgen.StateDict(m, ""))
 	got, err := LoadM2(src, m.Config.Heads)
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +359,7 @@ func TestLoadM2(t *testing.T) {
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
 	m.Encoder.Padding = mesh.PadZeroRows
-	dec, err := m.StartDecoding(tinyFeats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ type M2Decoding struct {
 	m       *M2Transformer
 	words   []float32 // (V, D) word embeddings
 	pos     []float32 // (P, D) positional table
-	out     dense     // D → V
+	out     m2Dense   // D → V
 	layers  []m2Layer
 	studies int
 	rows    int
@@ -86,15 +86,15 @@ var (
 	_ decode.AttentionRecorder = (*M2Decoding)(nil)
 )
 
-// dense is a Linear layer's weights as raw slices, taken once when
+// m2Dense is a Linear layer's weights as raw slices, taken once when
 // decoding starts (reading a tensor's storage allocates).
-type dense struct {
+type m2Dense struct {
 	w, b    []float32 // (out, in), (out) or nil
 	out, in int
 }
 
-func denseOf(l *radgen.Linear) dense {
-	d := dense{w: l.Weight.Data(), out: l.Weight.Dim(0), in: l.Weight.Dim(1)}
+func m2DenseOf(l *radgen.Linear) m2Dense {
+	d := m2Dense{w: l.Weight.Data(), out: l.Weight.Dim(0), in: l.Weight.Dim(1)}
 	if l.Bias != nil {
 		d.b = l.Bias.Data()
 	}
@@ -102,7 +102,7 @@ func denseOf(l *radgen.Linear) dense {
 }
 
 // apply computes dst[r] = W·x[r] + b for rows rows.
-func (l dense) apply(dst, x []float32, rows int) {
+func (l m2Dense) apply(dst, x []float32, rows int) {
 	beta := float32(0)
 	if l.b != nil {
 		for r := range rows {
@@ -113,33 +113,33 @@ func (l dense) apply(dst, x []float32, rows int) {
 	f32.Gemm(false, true, rows, l.out, l.in, 1, x[:rows*l.in], l.in, l.w, l.in, beta, dst[:rows*l.out], l.out)
 }
 
-// norm is a LayerNorm's parameters as raw slices.
-type norm struct {
+// m2Norm is a LayerNorm's parameters as raw slices.
+type m2Norm struct {
 	w, b []float32
 	eps  float64
 }
 
-func normOf(ln *mesh.LayerNorm) norm { return norm{ln.Weight.Data(), ln.Bias.Data(), ln.Eps} }
+func m2NormOf(ln *mesh.LayerNorm) m2Norm { return m2Norm{ln.Weight.Data(), ln.Bias.Data(), ln.Eps} }
 
 // m2Layer is one meshed decoder layer's weights as raw slices.
 type m2Layer struct {
-	selfQ, selfK, selfV, selfO dense
-	encQ, encO                 dense
-	ff1, ff2                   dense
-	alpha                      []dense
-	selfNorm, encNorm, ffNorm  norm
+	selfQ, selfK, selfV, selfO m2Dense
+	encQ, encO                 m2Dense
+	ff1, ff2                   m2Dense
+	alpha                      []m2Dense
+	selfNorm, encNorm, ffNorm  m2Norm
 }
 
 func m2LayerOf(l *mesh.MeshedLayer) m2Layer {
 	sa, ea := l.SelfAtt.Attention, l.EncAtt.Attention
 	w := m2Layer{
-		selfQ: denseOf(sa.FCQ), selfK: denseOf(sa.FCK), selfV: denseOf(sa.FCV), selfO: denseOf(sa.FCO),
-		encQ: denseOf(ea.FCQ), encO: denseOf(ea.FCO),
-		ff1: denseOf(l.PWFF.FC1), ff2: denseOf(l.PWFF.FC2),
-		selfNorm: normOf(l.SelfAtt.Norm), encNorm: normOf(l.EncAtt.Norm), ffNorm: normOf(l.PWFF.Norm),
+		selfQ: m2DenseOf(sa.FCQ), selfK: m2DenseOf(sa.FCK), selfV: m2DenseOf(sa.FCV), selfO: m2DenseOf(sa.FCO),
+		encQ: m2DenseOf(ea.FCQ), encO: m2DenseOf(ea.FCO),
+		ff1: m2DenseOf(l.PWFF.FC1), ff2: m2DenseOf(l.PWFF.FC2),
+		selfNorm: m2NormOf(l.SelfAtt.Norm), encNorm: m2NormOf(l.EncAtt.Norm), ffNorm: m2NormOf(l.PWFF.Norm),
 	}
 	for _, a := range l.Alpha {
-		w.alpha = append(w.alpha, denseOf(a))
+		w.alpha = append(w.alpha, m2DenseOf(a))
 	}
 	return w
 }
@@ -170,7 +170,7 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 	}
 	b, n, r := levels.Dim(0), levels.Dim(1), levels.Dim(2)
 	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n,
-		words: m.Decoder.WordEmb.Data(), pos: m.Decoder.PosEmb.Data(), out: denseOf(m.Decoder.FC)}
+		words: m.Decoder.WordEmb.Data(), pos: m.Decoder.PosEmb.Data(), out: m2DenseOf(m.Decoder.FC)}
 	for _, l := range m.Decoder.Layers {
 		s.layers = append(s.layers, m2LayerOf(l))
 	}
@@ -189,8 +189,8 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 		att := l.EncAtt.Attention
 		k := make([]float32, b*n*r*att.Heads*att.DK)
 		v := make([]float32, b*n*r*att.Heads*att.DV)
-		denseOf(att.FCK).apply(k, data, b*n*r)
-		denseOf(att.FCV).apply(v, data, b*n*r)
+		m2DenseOf(att.FCK).apply(k, data, b*n*r)
+		m2DenseOf(att.FCV).apply(v, data, b*n*r)
 		s.crossK, s.crossV = append(s.crossK, k), append(s.crossV, v)
 	}
 	s.study = make([]int32, b)
@@ -367,7 +367,7 @@ func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) erro
 
 // addNorm writes LayerNorm(x + y) ⊙ pad for rows rows of width D into dst
 // (dst may be y): the AddNorm of Eqs. 5 and 9 followed by mask_pad.
-func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln norm, pad []float32) {
+func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln m2Norm, pad []float32) {
 	d := s.m.Config.DModel
 	for i := range dst[:rows*d] {
 		dst[i] = x[i] + y[i]
@@ -383,14 +383,14 @@ func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln norm, pad []float
 	}
 }
 
-// attend computes softmax(q·Kᵀ/√d_k)·V for one head into out (d_v
+// m2Attend computes softmax(q·Kᵀ/√d_k)·V for one head into out (d_v
 // wide). Key j is row slot(j) of keys and vals (row widths kw and vw; the
 // head's slice starts at ko and vo), where slot(j) is slots[j], or j when
 // slots is nil; it is skipped where masked[slot(j)] is true (masked may be
 // nil). With every key masked the result is NaN, as torch's −∞ fill gives.
 //
 // If rec is not nil, w times the attention weights are added to rec[:n].
-func attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float32, vw, vo int,
+func m2Attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float32, vw, vo int,
 	slots []int32, masked []bool, scale float32, sc []float32, rec []float32, w float32) {
 	dk, dv := len(q), len(out)
 	sc = sc[:n]
@@ -459,7 +459,7 @@ func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
 			slots[j] = int32(j*rc) + a
 		}
 		for hd := range h {
-			attend(ctx[r*hv+hd*dv:r*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1,
+			m2Attend(ctx[r*hv+hd*dv:r*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], t+1,
 				keys, hk, hd*dk, vals, hv, hd*dv, slots, s.padKey, scale, s.scores, nil, 0)
 		}
 	}
@@ -491,7 +491,7 @@ func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
 				rr = rec[r*nr : (r+1)*nr]
 			}
 			for hd := range h {
-				attend(cs[(i*R+r)*hv+hd*dv:(i*R+r)*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr,
+				m2Attend(cs[(i*R+r)*hv+hd*dv:(i*R+r)*hv+hd*dv+dv], q[r*hk+hd*dk:r*hk+hd*dk+dk], nr,
 					ck[base*hk:], hk, hd*dk, cv[base*hv:], hv, hd*dv, nil, mask, scale, s.scores, rr, recW)
 			}
 		}

@@ -140,7 +140,7 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 	vh := g.Permute(g.Reshape(v, b, nk+m, h, dv), 0, 2, 1, 3)                      // (B, h, Tk+m, d_v)
 	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(dk)))                // QKᵀ/√d_k (Eq. 1)
 	if mask != nil {
-		att = g.MaskedFill(att, keepMask(mask, b, nq, nk, m), math.Inf(-1))
+		att = g.MaskedFill(att, m2KeepMask(mask, b, nq, nk, m), math.Inf(-1))
 	}
 	p := g.Softmax(att)
 	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, h*dv) // concatenated heads
@@ -151,10 +151,10 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 	return out, nil
 }
 
-// keepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
+// m2KeepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
 // radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m), zero = masked, whose m
 // memory columns are never masked.
-func keepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
+func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 	s := mask.Shape()
 	if len(s) != 4 || (s[0] != b && s[0] != 1) || s[1] != 1 || (s[2] != nq && s[2] != 1) || s[3] != nk {
 		panic(fmt.Sprintf("mesh: attention mask %v, want (%d|1, 1, %d|1, %d)", s, b, nq, nk))

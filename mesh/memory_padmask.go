@@ -17,7 +17,7 @@ package mesh
 //     eps), y = (x·rstd + (−rstd·mean))·γ + β, each multiply-add fused;
 //   - aten/src/ATen/native/cpu/SumKernel.cpp: vectorized_inner_sum with
 //     row_sum (4 vector accumulators, multi_row_sum's 4-level cascade),
-//     then the lanes added in order after any scalar tail.
+//     then the torchLanes added in order after any scalar tail.
 //
 // This reproduces the mask of the M² golden (3 regions of 60, none of them
 // a zero-padded one). The embedding's input, ReLU(fc(x)), comes from the
@@ -94,21 +94,21 @@ func torchLayerNorm(y, x, w, b []float32, eps float32) {
 	rstd := 1 / float32(math.Sqrt(float64(max(variance, 0)+eps)))
 	shift := float32(-rstd * mean)
 	for i, v := range x {
-		y[i] = fma32(fma32(v, rstd, shift), w[i], b[i])
+		y[i] = torchFMA32(torchFMA32(v, rstd, shift), w[i], b[i])
 	}
 }
 
-// lanes is one AVX2 vector of float32.
-type lanes [torchVec]float32
+// torchLanes is one AVX2 vector of float32.
+type torchLanes [torchVec]float32
 
-// moments is a Welford accumulator: count, per-lane mean and M2.
-type moments struct {
+// torchMomentsAcc is a Welford accumulator: count, per-lane mean and M2.
+type torchMomentsAcc struct {
 	n      int
-	m1, m2 lanes
+	m1, m2 torchLanes
 }
 
 // add merges (n, m1, m2) into a (AddMomentsVec).
-func (a *moments) add(n int, m1, m2 *lanes) {
+func (a *torchMomentsAcc) add(n int, m1, m2 *torchLanes) {
 	tot := a.n + n
 	var c float32
 	if tot != 0 {
@@ -129,15 +129,15 @@ func torchMoments(x []float32) (mean, variance float32) {
 	N := len(x)
 	nv := N / torchVec
 	chunks := (nv + torchChunk - 1) / torchChunk
-	depth := ceilLog2(chunks)
-	stk := make([]moments, max(depth, 1))
+	depth := torchCeilLog2(chunks)
+	stk := make([]torchMomentsAcc, max(depth, 1))
 	var recip [torchChunk]float32
 	for i := range recip {
 		recip[i] = 1 / float32(i+1)
 	}
 	for i := range chunks {
 		cnt := min(torchChunk, nv-i*torchChunk)
-		var m1, m2 lanes
+		var m1, m2 torchLanes
 		for j := range cnt {
 			v := x[(i*torchChunk+j)*torchVec:]
 			for l := range m1 {
@@ -150,14 +150,14 @@ func torchMoments(x []float32) (mean, variance float32) {
 		mask := i + 1
 		for j := 1; j < depth && mask&1 == 0; j++ {
 			stk[j].add(stk[j-1].n, &stk[j-1].m1, &stk[j-1].m2)
-			stk[j-1] = moments{}
+			stk[j-1] = torchMomentsAcc{}
 			mask >>= 1
 		}
 	}
 	for i := 1; i < depth; i++ {
 		stk[0].add(stk[i].n, &stk[i].m1, &stk[i].m2)
 	}
-	// Scalar tail, then the lanes merged one by one (AddMoments).
+	// Scalar tail, then the torchLanes merged one by one (AddMoments).
 	m0 := 0
 	var m1, m2 float32
 	for _, v := range x[nv*torchVec:] {
@@ -180,8 +180,8 @@ func torchMoments(x []float32) (mean, variance float32) {
 	return m1, m2 / float32(N)
 }
 
-// ceilLog2 is ATen's utils::CeilLog2: 1 for x ≤ 2, else ⌈log₂ x⌉.
-func ceilLog2(x int) int {
+// torchCeilLog2 is ATen's utils::CeilLog2: 1 for x ≤ 2, else ⌈log₂ x⌉.
+func torchCeilLog2(x int) int {
 	if x <= 2 {
 		return 1
 	}
@@ -206,28 +206,28 @@ func torchSum(x []float32) float32 {
 // torchRowSum is SumKernel.cpp's row_sum over nv vectors: multi_row_sum
 // with 4 accumulators over the first ⌊nv/4⌋·4 vectors, the rest added to
 // accumulator 0, then the accumulators added in order.
-func torchRowSum(x []float32, nv int) lanes {
+func torchRowSum(x []float32, nv int) torchLanes {
 	rows := nv / torchILP
 	p := torchMultiRowSum(x, rows)
 	for i := rows * torchILP; i < nv; i++ {
-		addLanes(&p[0], x[i*torchVec:])
+		torchAddLanes(&p[0], x[i*torchVec:])
 	}
 	for k := 1; k < torchILP; k++ {
-		addLanes(&p[0], p[k][:])
+		torchAddLanes(&p[0], p[k][:])
 	}
 	return p[0]
 }
 
 // torchMultiRowSum is multi_row_sum<ilp = 4>: a cascade of 4 levels of
 // accumulators that limits rounding error growth on long rows.
-func torchMultiRowSum(x []float32, size int) [torchILP]lanes {
-	power := max(4, ceilLog2(size)/torchLevel)
+func torchMultiRowSum(x []float32, size int) [torchILP]torchLanes {
+	power := max(4, torchCeilLog2(size)/torchLevel)
 	step := 1 << power
 	levelMask := step - 1
-	var acc [torchLevel][torchILP]lanes
+	var acc [torchLevel][torchILP]torchLanes
 	row := func(i int) {
 		for k := range torchILP {
-			addLanes(&acc[0][k], x[(i*torchILP+k)*torchVec:])
+			torchAddLanes(&acc[0][k], x[(i*torchILP+k)*torchVec:])
 		}
 	}
 	i := 0
@@ -238,8 +238,8 @@ func torchMultiRowSum(x []float32, size int) [torchILP]lanes {
 		}
 		for j := 1; j < torchLevel; j++ {
 			for k := range torchILP {
-				addLanes(&acc[j][k], acc[j-1][k][:])
-				acc[j-1][k] = lanes{}
+				torchAddLanes(&acc[j][k], acc[j-1][k][:])
+				acc[j-1][k] = torchLanes{}
 			}
 			if i&(levelMask<<(j*power)) != 0 {
 				break
@@ -251,23 +251,23 @@ func torchMultiRowSum(x []float32, size int) [torchILP]lanes {
 	}
 	for j := 1; j < torchLevel; j++ {
 		for k := range torchILP {
-			addLanes(&acc[0][k], acc[j][k][:])
+			torchAddLanes(&acc[0][k], acc[j][k][:])
 		}
 	}
 	return acc[0]
 }
 
-func addLanes(dst *lanes, x []float32) {
+func torchAddLanes(dst *torchLanes, x []float32) {
 	for l := range dst {
 		dst[l] += x[l]
 	}
 }
 
-// fma32 returns x·y + z rounded once to float32, as _mm256_fmadd_ps does.
+// torchFMA32 returns x·y + z rounded once to float32, as _mm256_fmadd_ps does.
 // x·y is exact in float64; the float64 sum is rounded to odd (the sticky
 // bit of Boldo and Melquiond's method), which makes the final rounding to
 // float32 a single correct rounding.
-func fma32(x, y, z float32) float32 {
+func torchFMA32(x, y, z float32) float32 {
 	p, c := float64(x)*float64(y), float64(z)
 	s := p + c
 	if s == 0 || math.IsInf(s, 0) || math.IsNaN(s) {

@@ -10,9 +10,9 @@ import (
 	"github.com/radgen/radgen/internal/gradcheck"
 )
 
-// naiveAttention is M²'s ScaledDotProductAttention(Memory) written as
+// m2NaiveAttention is M²'s ScaledDotProductAttention(Memory) written as
 // loops in float64: the oracle for the tensor implementation.
-func naiveAttention(a *ScaledDotProductAttention, q, k, v, mask *radgen.Tensor) []float64 {
+func m2NaiveAttention(a *ScaledDotProductAttention, q, k, v, mask *radgen.Tensor) []float64 {
 	b, nq, nk, d := q.Dim(0), q.Dim(1), k.Dim(1), q.Dim(2)
 	h, dk, dv, m := a.Heads, a.DK, a.DV, a.Slots()
 	lin := func(l *radgen.Linear, x []float64) []float64 {
@@ -97,7 +97,7 @@ func naiveAttention(a *ScaledDotProductAttention, q, k, v, mask *radgen.Tensor) 
 	return out
 }
 
-func randomize(m radgen.Module, rng *rand.Rand, s float64) {
+func m2Randomize(m radgen.Module, rng *rand.Rand, s float64) {
 	m.VisitParams(func(_ string, t *radgen.Tensor) { radgen.Uniform(t, rng, s) })
 }
 
@@ -121,7 +121,7 @@ func TestMemoryAttentionMatchesLoops(t *testing.T) {
 			} else {
 				a = NewScaledDotProductAttention(tc.d, tc.dk, tc.dv, tc.h, rng)
 			}
-			randomize(a, rng, 0.7)
+			m2Randomize(a, rng, 0.7)
 			radgen.Promote64(a)
 			q := gradcheck.Rand(rng, 1, 2, tc.nq, tc.d)
 			kv := gradcheck.Rand(rng, 1, 2, tc.nk, tc.d)
@@ -133,7 +133,7 @@ func TestMemoryAttentionMatchesLoops(t *testing.T) {
 				mask = radgen.FromFloat64(md, 2, 1, 1, tc.nk)
 			}
 			got := a.Forward(radgen.NoGrad(), q, kv, kv, mask).Data64()
-			want := naiveAttention(a, q, kv, kv, mask)
+			want := m2NaiveAttention(a, q, kv, kv, mask)
 			var worst float64
 			for i := range want {
 				worst = math.Max(worst, math.Abs(got[i]-want[i]))
@@ -230,7 +230,7 @@ func TestMaskRules(t *testing.T) {
 	}
 }
 
-// fma32 rounds once: compare with exact big.Float arithmetic, on random
+// torchFMA32 rounds once: compare with exact big.Float arithmetic, on random
 // operands and on sums built to land on float32 ties.
 func TestFMA32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -253,14 +253,14 @@ func TestFMA32(t *testing.T) {
 			// tie, which rounding to even would resolve upwards.
 			x, y, z = 1+float32(math.Exp2(-20)), 64*(1-float32(math.Exp2(-20))), float32(math.Exp2(30)+128)
 		}
-		if got, want := fma32(x, y, z), exact(x, y, z); got != want {
-			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", x, y, z, got, want)
+		if got, want := torchFMA32(x, y, z), exact(x, y, z); got != want {
+			t.Fatalf("torchFMA32(%g, %g, %g) = %g, want %g", x, y, z, got, want)
 		}
 	}
 }
 
 // Every element is summed once, whatever the cascade does, and the
-// moments agree with a float64 computation.
+// torchMomentsAcc agree with a float64 computation.
 func TestTorchKernelsCoverEveryElement(t *testing.T) {
 	for _, n := range []int{1, 7, 8, 31, 32, 64, 65, 100, 512, 513, 2048, 4097} {
 		x := make([]float32, n)
@@ -287,8 +287,8 @@ func TestTorchKernelsCoverEveryElement(t *testing.T) {
 		}
 	}
 	for x, want := range map[int]int{0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 16: 4, 17: 5} {
-		if got := ceilLog2(x); got != want {
-			t.Fatalf("ceilLog2(%d) = %d, want %d", x, got, want)
+		if got := torchCeilLog2(x); got != want {
+			t.Fatalf("torchCeilLog2(%d) = %d, want %d", x, got, want)
 		}
 	}
 }
@@ -353,7 +353,7 @@ func TestGradientsM2Modules(t *testing.T) {
 	mask := radgen.FromFloat64([]float64{0, 0, 1, 0, 0, 0, 0, 1, 1, 0}, 2, 1, 1, 5)
 
 	att := NewMemoryAttention(6, 2, 3, 2, 4, rng)
-	randomize(att, rng, 0.5)
+	m2Randomize(att, rng, 0.5)
 	radgen.Promote64(att)
 	q := gradcheck.Rand(rng, 1, 2, 3, 6)
 	kv := gradcheck.Rand(rng, 1, 2, 5, 6)
@@ -362,7 +362,7 @@ func TestGradientsM2Modules(t *testing.T) {
 	}, q, kv, att.MemK, att.MemV, att.FCQ.Weight, att.FCK.Bias, att.FCV.Weight, att.FCO.Weight)
 
 	layer := NewAttentionLayer(att, 0)
-	randomize(layer.Norm, rng, 1)
+	m2Randomize(layer.Norm, rng, 1)
 	radgen.Promote64(layer)
 	gradcheck.Check(t, "post-norm attention layer", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
 		return layer.Forward(g, q, kv, kv, mask)

@@ -78,7 +78,7 @@ func TestDecoderMasks(t *testing.T) {
 	}
 }
 
-func smallDecoder(rng *rand.Rand) *MeshedDecoder {
+func m2SmallDecoder(rng *rand.Rand) *MeshedDecoder {
 	dec := NewMeshedDecoder(DecoderConfig{Vocab: 7, MaxLen: 6, Pad: 1, D: 4, DK: 2, DV: 2, Heads: 2, DFF: 6, Layers: 2, Levels: 3}, rng)
 	for _, l := range dec.Layers {
 		for _, a := range l.Alpha {
@@ -92,7 +92,7 @@ func smallDecoder(rng *rand.Rand) *MeshedDecoder {
 // position outputs log_softmax(fc(0)), uniform.
 func TestDecoderCausalAndPadding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	dec := smallDecoder(rng)
+	dec := m2SmallDecoder(rng)
 	levels := gradcheck.Rand(rng, 1, 1, 3, 5, 4).To32()
 	g := radgen.NoGrad()
 	a := dec.Forward(g, []int{2, 4, 5, 6}, 1, 4, levels, nil).Data()
@@ -115,7 +115,7 @@ func TestDecoderCausalAndPadding(t *testing.T) {
 
 func TestGradientsMeshedDecoder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
-	dec := smallDecoder(rng)
+	dec := m2SmallDecoder(rng)
 	radgen.Promote64(dec)
 	levels := gradcheck.Rand(rng, 1, 2, 3, 5, 4)
 	encMask := radgen.FromFloat64([]float64{0, 0, 0, 1, 0, 0, 1, 0, 0, 0}, 2, 1, 1, 5)
