@@ -240,18 +240,23 @@ func (p PaddingRule) String() string {
 // them, form the multi-level encoding X̃ = (X̃¹, …, X̃ᴺ). Names: fc.*,
 // layer_norm.*, layers.i.*.
 type MemoryEncoder struct {
-	FC      *radgen.Linear // d_in → D
-	Norm    *LayerNorm
-	Layers  []*EncoderLayer
-	Dropout float64
-	Padding PaddingRule
+	FC      *radgen.Linear  // d_in → D
+	Norm    *LayerNorm      // the input LayerNorm (layer_norm)
+	Layers  []*EncoderLayer // one per encoding level
+	Dropout float64         // after the input ReLU (and inside every layer)
+	Padding PaddingRule     // which regions are masked; the zero value is M²'s
 }
 
 // EncoderConfig sizes a [MemoryEncoder].
 type EncoderConfig struct {
-	DIn, D, DK, DV, Heads, DFF int
-	Layers, Slots              int
-	Dropout                    float64
+	DIn     int     // region feature width d_in (2048 in M²)
+	D       int     // model width (512)
+	DK, DV  int     // query/key and value widths per head (64, 64)
+	Heads   int     // attention heads h (8)
+	DFF     int     // feed-forward width (2048)
+	Layers  int     // encoding layers N, also the number of levels (3)
+	Slots   int     // memory slots m per layer (40)
+	Dropout float64 // 0.1
 }
 
 // NewMemoryEncoder returns an encoder initialised as M² does (PyTorch's

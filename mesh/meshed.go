@@ -138,10 +138,16 @@ type MeshedDecoder struct {
 
 // DecoderConfig sizes a [MeshedDecoder].
 type DecoderConfig struct {
-	Vocab, MaxLen, Pad    int // MaxLen: longest input, the table has MaxLen+1 rows
-	D, DK, DV, Heads, DFF int
-	Layers, Levels        int
-	Dropout               float64
+	Vocab   int     // output size
+	MaxLen  int     // longest input; the positional table has MaxLen+1 rows (54 in M²)
+	Pad     int     // <pad> id (1)
+	D       int     // model width (512)
+	DK, DV  int     // query/key and value widths per head (64, 64)
+	Heads   int     // attention heads (8)
+	DFF     int     // feed-forward width (2048)
+	Layers  int     // decoder layers (3)
+	Levels  int     // encoder levels N read by every layer (3)
+	Dropout float64 // 0.1
 }
 
 // NewMeshedDecoder returns a decoder initialised as M² leaves it: word
