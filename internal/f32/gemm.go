@@ -130,12 +130,22 @@ type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta 
 // where B's rows are contiguous along k.
 type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, dst []float32)
 
+// axpyKernel updates r rows of C with four rows of B (r fixed by the
+// kernel):
+//
+//	for i < r, j < n: c[i*ldc+j] += Σ_{q<4} a[i*4+q] · b[q*ldb+j]
+//
+// n is a positive multiple of 8. It serves products of at most len(axpy)
+// rows with op(B) = B, reading B front to back once.
+type axpyKernel func(n int, a, b []float32, ldb int, c []float32, ldc int)
+
 // kernelSet is one implementation of the micro-kernels with its block sizes.
 type kernelSet struct {
 	name   string
 	mr, nr int           // largest tile
 	kern   []microKernel // kern[r-1] computes r×nr tiles, 1 ≤ r ≤ mr
 	dot    []dotKernel   // dot[r-1] computes r×4 dot products; nil if none
+	axpy   []axpyKernel  // axpy[r-1] updates r rows of C; nil if none
 	// Packing kernels, nil where the Go loops serve: packRows6 transposes six
 	// rows of A into a panel of ldd rows (see packRows6AVX2), packCols copies
 	// an nr-wide strip of B.
@@ -202,6 +212,10 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 	}
 	if m <= skinnyRows && transB && ks.dot != nil {
 		skinnyDot(ks, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if m <= len(ks.axpy) && !transB && n >= 8 {
+		skinnyAxpy(ks, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	// For a single block of rows, each packed strip of B would serve one
@@ -439,6 +453,68 @@ func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta floa
 			cr[j] = beta*cr[j] + v
 		}
 	}
+}
+
+// skinnyAxpy computes a product of one to three rows with op(B) = B (a
+// decoding step times a weight matrix stored k×n): C is scaled by beta, then
+// the axpy kernels add four rows of B at a time, so that B is read once,
+// front to back, in sequential streams, while C's rows stay in cache. The
+// goroutines share the columns.
+func skinnyAxpy(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	scaleMatrix(beta, m, n, c, ldc)
+	kern := ks.axpy[m-1]
+	// coef holds alpha·op(A) in groups of four columns, the layout the
+	// kernels take: group g is coef[g·4m + 4i + l] = alpha·op(A)[i][4g+l],
+	// zero past k.
+	w0 := workspaces.Get().(*workspace)
+	defer workspaces.Put(w0)
+	groups := (k + 3) / 4
+	coef := grow(w0.a, groups*4*m)
+	w0.a = coef
+	clear(coef)
+	for i := 0; i < m; i++ {
+		for p := 0; p < k; p++ {
+			coef[p/4*4*m+4*i+p%4] = alpha * a[offA(transA, i, lda)+offA(!transA, p, lda)]
+		}
+	}
+	blocks := n / 8
+	workers := 1
+	if 2*m*n*k >= parallelFlops && procs > 1 {
+		workers = min(procs, blocks)
+	}
+	parallelRanges(workers, blocks, func(lo, hi int) {
+		j0, w := 8*lo, 8*(hi-lo)
+		if hi == blocks {
+			w = n - j0 // the last range takes the columns past the last block
+		}
+		w8 := w &^ 7
+		for g := 0; g < groups; g++ {
+			p := 4 * g
+			cg := coef[g*4*m:][:4*m]
+			if p+4 <= k {
+				kern(w8, cg, b[p*ldb+j0:], ldb, c[j0:], ldc)
+			} else {
+				// The last rows of B: a stride of 0 reads row p+l for all
+				// four coefficients, of which only the first is nonzero.
+				var one [4 * 3]float32
+				for l := 0; p+l < k; l++ {
+					for i := 0; i < m; i++ {
+						one[4*i] = cg[4*i+l]
+					}
+					kern(w8, one[:4*m], b[(p+l)*ldb+j0:], 0, c[j0:], ldc)
+				}
+			}
+			for i := 0; i < m; i++ {
+				cr := c[i*ldc+j0+w8 : i*ldc+j0+w]
+				for l := 0; l < 4 && p+l < k; l++ {
+					br := b[(p+l)*ldb+j0+w8:][:len(cr)]
+					for j, v := range br {
+						cr[j] += cg[4*i+l] * v
+					}
+				}
+			}
+		}
+	})
 }
 
 // skinnyDot computes a product of few rows with op(B) = Bᵀ (B stored n×k, a

@@ -208,6 +208,36 @@ func packCols16AVX2(k int, b *float32, ldb int, dst *float32)
 //go:noescape
 func packCols32AVX512(k int, b *float32, ldb int, dst *float32)
 
+// gemmAxpy1AVX2 updates 1 rows of C; see axpyKernel and goAxpy for the loop.
+//
+//go:noescape
+func gemmAxpy1AVX2(n int, a, b *float32, ldb int, c *float32, ldc int)
+
+// gemmAxpy2AVX2 updates 2 rows of C; see axpyKernel and goAxpy for the loop.
+//
+//go:noescape
+func gemmAxpy2AVX2(n int, a, b *float32, ldb int, c *float32, ldc int)
+
+// gemmAxpy3AVX2 updates 3 rows of C; see axpyKernel and goAxpy for the loop.
+//
+//go:noescape
+func gemmAxpy3AVX2(n int, a, b *float32, ldb int, c *float32, ldc int)
+
+var axpysAVX2 = []axpyKernel{
+	func(n int, a, b []float32, ldb int, c []float32, ldc int) {
+		_, _, _ = a[3], b[3*ldb+n-1], c[0*ldc+n-1]
+		gemmAxpy1AVX2(n, &a[0], &b[0], ldb, &c[0], ldc)
+	},
+	func(n int, a, b []float32, ldb int, c []float32, ldc int) {
+		_, _, _ = a[7], b[3*ldb+n-1], c[1*ldc+n-1]
+		gemmAxpy2AVX2(n, &a[0], &b[0], ldb, &c[0], ldc)
+	},
+	func(n int, a, b []float32, ldb int, c []float32, ldc int) {
+		_, _, _ = a[11], b[3*ldb+n-1], c[2*ldc+n-1]
+		gemmAxpy3AVX2(n, &a[0], &b[0], ldb, &c[0], ldc)
+	},
+}
+
 // packColsT16AVX2 packs a strip of Bᵀ; see packB.
 //
 //go:noescape

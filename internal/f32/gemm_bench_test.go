@@ -37,10 +37,13 @@ var benchShapes = [][3]int{
 	{49, 512, 4608},
 	{49, 2048, 512},
 	{49, 512, 2048},
-	// Decoding: beams × d_model by a weight matrix.
+	// Decoding: beams × d_model by a weight matrix, in cache and (the
+	// 128 MB ones) from memory.
 	{1, 2048, 512},
 	{3, 512, 2048},
 	{16, 2048, 512},
+	{1, 8192, 4096},
+	{3, 8192, 4096},
 	{1, 8192, 4096},
 }
 

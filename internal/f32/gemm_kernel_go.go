@@ -100,3 +100,19 @@ func goDot(r int) dotKernel {
 		}
 	}
 }
+
+// goAxpy is the pure-Go twin of the axpy kernels (see axpyKernel) for r
+// rows; the tests check the assembly against it.
+func goAxpy(r int) axpyKernel {
+	return func(n int, a, b []float32, ldb int, c []float32, ldc int) {
+		for i := 0; i < r; i++ {
+			cr := c[i*ldc:][:n]
+			for q := 0; q < 4; q++ {
+				br := b[q*ldb:][:n]
+				for j, v := range br {
+					cr[j] += a[i*4+q] * v
+				}
+			}
+		}
+	}
+}

@@ -407,6 +407,39 @@ func forceKernels(ks *kernelSet) (restore func()) {
 	return func() {}
 }
 
+// TestAxpyKernels checks the few-row kernels against goAxpy, including a
+// stride of 0 (one row of B for all four coefficients).
+func TestAxpyKernels(t *testing.T) {
+	ks := pickKernels()
+	if ks.axpy == nil {
+		t.Skip("no axpy kernels in this build")
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for r := 1; r <= len(ks.axpy); r++ {
+		for _, n := range []int{8, 16, 24, 808} {
+			for _, ldb := range []int{0, n + 5} {
+				ldc := n + 3
+				a := make([]float32, 4*r)
+				b := make([]float32, 3*ldb+n)
+				c := make([]float32, (r-1)*ldc+n)
+				for _, x := range [][]float32{a, b, c} {
+					for i := range x {
+						x[i] = entry(rng)
+					}
+				}
+				want := append([]float32(nil), c...)
+				ks.axpy[r-1](n, a, b, ldb, c, ldc)
+				goAxpy(r)(n, a, b, ldb, want, ldc)
+				for i := range c {
+					if d := math.Abs(float64(c[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+						t.Fatalf("r=%d n=%d ldb=%d: c[%d] = %g, want %g", r, n, ldb, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestDotKernels checks the skinny path's dot kernels against goDot.
 func TestDotKernels(t *testing.T) {
 	ks := pickKernels()

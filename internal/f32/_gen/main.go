@@ -289,6 +289,23 @@ func decls() []byte {
 		g.p("//go:noescape")
 		g.p("func packCols%d%s(k int, b *float32, ldb int, dst *float32)", 2*s.lanes, s.name)
 	}
+	for r := 1; r <= 3; r++ {
+		name := fmt.Sprintf("gemmAxpy%dAVX2", r)
+		g.p("")
+		g.p("// %s updates %d rows of C; see axpyKernel and goAxpy for the loop.", name, r)
+		g.p("//")
+		g.p("//go:noescape")
+		g.p("func %s(n int, a, b *float32, ldb int, c *float32, ldc int)", name)
+	}
+	g.p("")
+	g.p("var axpysAVX2 = []axpyKernel{")
+	for r := 1; r <= 3; r++ {
+		g.p("\tfunc(n int, a, b []float32, ldb int, c []float32, ldc int) {")
+		g.p("\t\t_, _, _ = a[%d], b[3*ldb+n-1], c[%d*ldc+n-1]", 4*r-1, r-1)
+		g.p("\t\tgemmAxpy%dAVX2(n, &a[0], &b[0], ldb, &c[0], ldc)", r)
+		g.p("\t},")
+	}
+	g.p("}")
 	for _, nr := range []int{16, 32} {
 		g.p("")
 		g.p("// packColsT%dAVX2 packs a strip of Bᵀ; see packB.", nr)
@@ -458,6 +475,55 @@ func packT(g *gen, nr int) {
 	g.p("")
 }
 
+// axpy emits gemmAxpy{r}AVX2, the kernel of products with very few rows
+// (decoding one to three sequences) and B read in place: it streams four
+// rows of B at a time, front to back, and updates the r rows of C, which
+// stay in cache (n a positive multiple of 8):
+//
+//	for i < r, j < n: c[i*ldc+j] += Σ_{q<4} a[i*4+q] * b[q*ldb+j]
+//
+// The column blocks are independent, so the out-of-order core overlaps the
+// four-FMA chains of consecutive blocks.
+func axpy(g *gen, r int) {
+	name := fmt.Sprintf("gemmAxpy%dAVX2", r)
+	brow := []string{"(DX)", "(DX)(R8*1)", "(DX)(R8*2)", "(DX)(R9*1)"}
+	crow := []string{"(DI)", "(DI)(R10*1)", "(DI)(R10*2)"}
+	g.p("// func %s(n int, a, b *float32, ldb int, c *float32, ldc int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ n+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ b+16(FP), DX")
+	g.p("\tMOVQ ldb+24(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tLEAQ (R8)(R8*2), R9")
+	g.p("\tMOVQ c+32(FP), DI")
+	g.p("\tMOVQ ldc+40(FP), R10")
+	g.p("\tSHLQ $2, R10")
+	for i := 0; i < 4*r; i++ {
+		g.p("\tVBROADCASTSS %d(SI), Y%d", 4*i, i)
+	}
+	g.p("%s_loop:", name)
+	for i := 0; i < r; i++ {
+		g.p("\tVMOVUPS %s, Y%d", crow[i], 12+i)
+	}
+	for q := 0; q < 4; q++ {
+		for i := 0; i < r; i++ {
+			g.p("\tVFMADD231PS %s, Y%d, Y%d", brow[q], 4*i+q, 12+i)
+		}
+	}
+	for i := 0; i < r; i++ {
+		g.p("\tVMOVUPS Y%d, %s", 12+i, crow[i])
+	}
+	g.p("\tADDQ $32, DX")
+	g.p("\tADDQ $32, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 func main() {
 	out := flag.String("o", "gemm_amd64.s", "output file")
 	goOut := flag.String("go", "gemm_asm_amd64.go", "output file for the Go declarations")
@@ -480,6 +546,9 @@ func main() {
 	}
 	for mr := 1; mr <= 2; mr++ {
 		dot(g, mr)
+	}
+	for r := 1; r <= 3; r++ {
+		axpy(g, r)
 	}
 	pack(g)
 	packT(g, 16)
