@@ -20,11 +20,23 @@ import (
 //
 //	for i < m, j < n: C[i][j] = alpha·Σ_{p<k} op(A)[i][p]·op(B)[p][j] + beta·C[i][j]
 //
-// computed with packed, cache-blocked FMA micro-kernels (AVX-512 or AVX2 on
-// amd64 when the CPU has them, see internal/cpu; plain Go otherwise), on up to
-// GOMAXPROCS goroutines for large shapes. Rows m ≤ skinnyRows (decoding) take
-// a path that reads B once without packing it. Gemm panics, with a message
-// prefixed "f32: ", on negative sizes, short strides or short slices.
+// computed with FMA micro-kernels in Go assembly (AVX-512 or AVX2 on amd64
+// when the CPU has them, see internal/cpu; plain Go otherwise), on up to
+// GOMAXPROCS goroutines for large shapes and on the calling goroutine for
+// small ones. Gemm chooses its path by shape (the first two with the
+// assembly only):
+//
+//   - m ≤ 3, B not transposed (decoding with a weight stored k×n): B is read
+//     once, front to back, four rows at a time (axpy kernels);
+//   - m ≤ 16, B transposed (a weight stored n×k, y = x·Wᵀ): dot
+//     products along the rows of B, each row read once;
+//   - otherwise BLIS-style blocking: op(A) packed in row panels, op(B) packed
+//     in column strips, or read in place when op(B) = B and A fits one
+//     block of rows, so that packing does not cost more than the product.
+//
+// Gemm panics, with a message prefixed "f32: ", on negative sizes, short
+// strides or short slices. It allocates only to grow its pooled packing
+// buffers and to start goroutines.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	gemm(pickKernels(), runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -95,7 +107,8 @@ const (
 	// skinnyRows is the largest m for which a product with op(B) = Bᵀ takes
 	// the dot-product path: B (a weight matrix, when decoding) is streamed
 	// once from memory, along its rows, instead of being packed. (With
-	// op(B) = B, few rows are served by blocked reading B in place.)
+	// op(B) = B, up to three rows take the axpy kernels, and more are served
+	// by blocked reading B in place.)
 	skinnyRows = 16
 
 	// directKC is the depth of the k blocks when the kernels read B in place
@@ -116,7 +129,7 @@ const (
 //	c[i*ldc+j] = beta·c[i*ldc+j] + acc[i][j]   otherwise
 //
 // k ≥ 1. bs is nr for a packed B panel, or ldb when the kernel reads B in
-// place (the skinny path).
+// place.
 //
 // pf is a prefetch distance in bytes: at each step p the kernel may prefetch
 // the line at b[p*bs] + pf (the next strips of B when it is read in place).
