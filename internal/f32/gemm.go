@@ -116,6 +116,10 @@ const (
 	// few enough for the prefetchers to follow as sequential streams.
 	directKC = 64
 
+	// directMaxLDB is the largest row stride of B (in floats, 4 KB) that
+	// blocked reads in place for more than skinnyRows rows.
+	directMaxLDB = 1024
+
 	// directPrefetch is how far ahead along its row of B a kernel reading B
 	// in place prefetches, in bytes: two strips of 16 floats.
 	directPrefetch = 128
@@ -232,8 +236,11 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 		return
 	}
 	// For a single block of rows, each packed strip of B would serve one
-	// pass of the rows only: read B in place instead.
-	direct := !transB && m <= ks.mc
+	// pass of the rows only: read B in place instead, unless the rows of B
+	// are so far apart that a strip's k rows cross more pages than the TLB
+	// holds and the kernel stalls on every step (packing wins then, from
+	// a few dozen rows of A).
+	direct := !transB && (m <= skinnyRows || m <= ks.mc && ldb <= directMaxLDB)
 	if procs <= 1 || 2*m*n*k < parallelFlops {
 		w := workspaces.Get().(*workspace)
 		blocked(ks, w, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
