@@ -67,8 +67,12 @@ func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []flo
 		a[min(last*strideA, len(a)):], lda, b[min(last*strideB, len(b)):], ldb, c[min(last*strideC, len(c)):], ldc)
 	ks := pickKernels()
 	procs := runtime.GOMAXPROCS(0)
+	if m == 0 || n == 0 {
+		return
+	}
 	one := func(i, procs int) {
-		gemm(ks, procs, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+		// A and B may be empty when k is 0.
+		gemm(ks, procs, transA, transB, m, n, k, alpha, a[min(i*strideA, len(a)):], lda, b[min(i*strideB, len(b)):], ldb, beta, c[i*strideC:], ldc)
 	}
 	if procs == 1 || batch == 1 || strideC == 0 || 2*m*n*k >= parallelFlops {
 		for i := 0; i < batch; i++ {
@@ -78,22 +82,11 @@ func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []flo
 	}
 	// Small products: each goroutine runs a contiguous run of the batch,
 	// single-threaded.
-	workers := min(procs, batch)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*batch/workers, (w+1)*batch/workers
-		run := func() {
-			for i := lo; i < hi; i++ {
-				one(i, 1)
-			}
+	parallelRanges(min(procs, batch), batch, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			one(i, 1)
 		}
-		if w == workers-1 {
-			run()
-		} else {
-			wg.Go(run)
-		}
-	}
-	wg.Wait()
+	})
 }
 
 // Tuning constants of the driver. The block sizes of each kernel set live in
@@ -247,7 +240,7 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 		workspaces.Put(w)
 		return
 	}
-	tm, tn := split(ks, procs, direct, m, n, k)
+	tm, tn := split(ks, procs, m, n, k)
 	// Task (ti, tj) computes rows [ti·m/tm, (ti+1)·m/tm) and the columns
 	// likewise, rounded to whole tiles so that only the last task of a row or
 	// column of tasks has edge tiles.
@@ -291,6 +284,11 @@ func offA(transA bool, i, lda int) int {
 	return i * lda
 }
 
+// elemA returns op(A)[i][p].
+func elemA(a []float32, transA bool, lda, i, p int) float32 {
+	return a[offA(transA, i, lda)+offA(!transA, p, lda)]
+}
+
 func offB(transB bool, j, ldb int) int {
 	if transB {
 		return j * ldb
@@ -303,9 +301,9 @@ func roundUp(x, to int) int { return (x + to - 1) / to * to }
 // split chooses a tm×tn grid of tasks for procs goroutines, each task an
 // independent blocked product with its own packing. It minimises the
 // largest task's tiles plus the packing that the split repeats: each of the
-// tm task rows packs its own copy of B (or, direct, reads it from memory
-// again), each of the tn task columns its own A.
-func split(ks *kernelSet, procs int, direct bool, m, n, k int) (tm, tn int) {
+// tm task rows packs its own copy of B (or reads it in place again), each of
+// the tn task columns its own A.
+func split(ks *kernelSet, procs, m, n, k int) (tm, tn int) {
 	best := -1.0
 	for t := 1; t <= procs; t++ {
 		if procs%t != 0 {
@@ -494,7 +492,7 @@ func skinnyAxpy(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float3
 	clear(coef)
 	for i := 0; i < m; i++ {
 		for p := 0; p < k; p++ {
-			coef[p/4*4*m+4*i+p%4] = alpha * a[offA(transA, i, lda)+offA(!transA, p, lda)]
+			coef[p/4*4*m+4*i+p%4] = alpha * elemA(a, transA, lda, i, p)
 		}
 	}
 	blocks := n / 8
@@ -551,7 +549,7 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 		for i := 0; i < m; i++ {
 			d := w0.a[i*k:][:k]
 			for p := range d {
-				d[p] = alpha * a[offA(transA, i, lda)+offA(!transA, p, lda)]
+				d[p] = alpha * elemA(a, transA, lda, i, p)
 			}
 		}
 		a, lda = w0.a, k

@@ -352,6 +352,7 @@ func TestGemmStrided(t *testing.T) {
 		{3, 7, 9, 11, false, 1, 1, 0},      // shared C, accumulated
 		{2, 300, 260, 200, false, 1, 1, 1}, // large: parallel inside
 		{1, 5, 6, 7, false, 1, 1, 1},
+		{3, 4, 5, 0, false, 1, 1, 1}, // k = 0: C = beta·C
 	} {
 		rows, cols := s.k, s.n
 		if s.transB {
@@ -392,6 +393,23 @@ func TestGemmStrided(t *testing.T) {
 				t.Errorf("%s %+v: ‖Δ‖/‖ref‖ = %g", ks.name, s, e)
 			}
 		}
+	}
+}
+
+// TestGemmEmpty checks that empty operands are accepted where they are not
+// read: k = 0 with nil A and B scales C by beta.
+func TestGemmEmpty(t *testing.T) {
+	c := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	GemmStrided(false, true, 3, 2, 2, 0, 1, nil, 1, 5, nil, 1, 5, 2, c, 2, 4)
+	for i, v := range c {
+		if v != 2*float32(i+1) {
+			t.Fatalf("c[%d] = %g, want %g", i, v, 2*float32(i+1))
+		}
+	}
+	Gemm(false, false, 0, 5, 5, 1, nil, 5, make([]float32, 25), 5, 0, nil, 5)
+	Gemm(false, false, 2, 2, 0, 1, nil, 1, nil, 2, 0, c, 2)
+	if c[0] != 0 || c[3] != 0 || c[4] != 10 {
+		t.Fatalf("k = 0, beta = 0: C = %v", c[:5])
 	}
 }
 
