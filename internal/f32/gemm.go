@@ -5,6 +5,7 @@ package f32
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where
@@ -234,46 +235,19 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 	// holds and the kernel stalls on every step (packing wins then, from
 	// a few dozen rows of A).
 	direct := !transB && (m <= skinnyRows || m <= ks.mc && ldb <= directMaxLDB)
-	if procs <= 1 || 2*m*n*k < parallelFlops {
+	workers := 1
+	if procs > 1 && 2*m*n*k >= parallelFlops {
+		workers = procs
+	}
+	j := newJob(ks, workers, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	parallelRanges(workers, workers, func(int, int) {
 		w := workspaces.Get().(*workspace)
-		blocked(ks, w, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		j.run(w)
 		workspaces.Put(w)
-		return
+	})
+	if j.shared != nil {
+		workspaces.Put(j.shared)
 	}
-	tm, tn := split(ks, procs, m, n, k)
-	// Task (ti, tj) computes rows [ti·m/tm, (ti+1)·m/tm) and the columns
-	// likewise, rounded to whole tiles so that only the last task of a row or
-	// column of tasks has edge tiles.
-	rows := func(t int) int { return roundUp(t*m/tm, ks.mr) }
-	cols := func(t int) int { return roundUp(t*n/tn, ks.nr) }
-	var wg sync.WaitGroup
-	for t := range tm * tn {
-		ti, tj := t/tn, t%tn
-		i0, i1 := min(rows(ti), m), min(rows(ti+1), m)
-		j0, j1 := min(cols(tj), n), min(cols(tj+1), n)
-		if ti == tm-1 {
-			i1 = m
-		}
-		if tj == tn-1 {
-			j1 = n
-		}
-		if i0 >= i1 || j0 >= j1 {
-			continue
-		}
-		run := func() {
-			subA := a[offA(transA, i0, lda):]
-			subB := b[offB(transB, j0, ldb):]
-			w := workspaces.Get().(*workspace)
-			blocked(ks, w, direct, transA, transB, i1-i0, j1-j0, k, alpha, subA, lda, subB, ldb, beta, c[i0*ldc+j0:], ldc)
-			workspaces.Put(w)
-		}
-		if t == tm*tn-1 {
-			run()
-		} else {
-			wg.Go(run)
-		}
-	}
-	wg.Wait()
 }
 
 // offA is the offset in A of row i of op(A); offB that of column j of op(B).
@@ -298,83 +272,201 @@ func offB(transB bool, j, ldb int) int {
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
 
-// split chooses a tm×tn grid of tasks for procs goroutines, each task an
-// independent blocked product with its own packing. It minimises the
-// largest task's tiles plus the packing that the split repeats: each of the
-// tm task rows packs its own copy of B (or reads it in place again), each of
-// the tn task columns its own A.
-func split(ks *kernelSet, procs, m, n, k int) (tm, tn int) {
-	best := -1.0
-	for t := 1; t <= procs; t++ {
-		if procs%t != 0 {
-			continue
-		}
-		u := procs / t
-		rm := float64(roundUp((m+t-1)/t, ks.mr))
-		rn := float64(roundUp((n+u-1)/u, ks.nr))
-		// Packing an element costs about as much as a few dozen FMAs.
-		cost := 2*rm*rn*float64(k) + 32*(float64(t)*float64(k*n)+float64(u)*float64(m*k))/float64(procs)
-		if best < 0 || cost < best {
-			best, tm, tn = cost, t, u
-		}
-	}
-	return tm, tn
+// job is one blocked product (BLIS's loops around the micro-kernel) shared
+// by its workers, which take blocks of C from a counter rather than equal
+// parts fixed up front: when the cores are shared with other work, the
+// workers that run take over the blocks of those that do not.
+//
+// With op(B) packed, the workers first pack each kc×nc block of op(B)
+// together into one buffer, then compute the blocks of C (mc rows by a run
+// of strips, each worker packing its own block of A), with a barrier after
+// each phase. With B read in place (direct), a block of C is one worker's
+// over all of k, and nothing is shared.
+type job struct {
+	ks                     *kernelSet
+	workers                int
+	direct, transA, transB bool
+	m, n, k                int
+	alpha, beta            float32
+	a, b, c                []float32
+	lda, ldb, ldc          int
+	kc, mc, nc             int
+	chunks                 int        // runs of strips per block of rows
+	shared                 *workspace // its b holds the packed block of op(B)
+	next                   atomic.Int64
+	bar                    barrier
 }
 
-// blocked is the single-threaded packed product (BLIS's five loops around
-// the micro-kernel).
-//
-// With direct set (B not transposed), the kernels read full nr-wide strips
-// of B in place instead of from a packed copy: for few rows of A, packing B
-// would cost more than the product, and a strip of kc rows still stays in L1
-// while the rows of A pass by.
-func blocked(ks *kernelSet, w *workspace, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	mr, nr := ks.mr, ks.nr
-	kc := min(ks.kc, k)
-	pf := 0
+func newJob(ks *kernelSet, workers int, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) *job {
+	j := &job{ks: ks, workers: workers, direct: direct, transA: transA, transB: transB,
+		m: m, n: n, k: k, alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	j.kc = min(ks.kc, k)
+	if direct && m <= skinnyRows {
+		j.kc = min(directKC, k)
+	}
+	j.mc = min(ks.mc, roundUp(m, ks.mr))
+	j.nc = min(ks.nc, roundUp(n, ks.nr))
 	if direct {
-		pf = directPrefetch
-		if m <= skinnyRows {
-			kc = min(directKC, k)
+		j.nc = roundUp(n, ks.nr) // nothing is packed: one block of columns
+	}
+	// About four blocks of C per worker, where the rows alone do not give
+	// as many.
+	rowBlocks := (m + j.mc - 1) / j.mc
+	strips := j.nc / ks.nr
+	j.chunks = max(1, min(strips, (4*workers+rowBlocks-1)/rowBlocks))
+	if workers == 1 {
+		j.chunks = 1
+	}
+	j.bar.n = workers
+	j.bar.cond.L = &j.bar.mu
+	if !direct {
+		j.shared = workspaces.Get().(*workspace)
+		j.shared.b = grow(j.shared.b, j.kc*j.nc)
+	}
+	return j
+}
+
+func (j *job) run(w *workspace) {
+	ks := j.ks
+	w.a = grow(w.a, j.mc*j.kc)
+	w.t = grow(w.t, ks.mr*ks.nr)
+	if j.direct {
+		w.b = grow(w.b, j.kc*ks.nr)
+		j.runDirect(w)
+		return
+	}
+	j.runPacked(w)
+}
+
+// take returns the next item of the current phase, or -1 once there are
+// count of them taken.
+func (j *job) take(count int) int {
+	if i := int(j.next.Add(1) - 1); i < count {
+		return i
+	}
+	return -1
+}
+
+func (j *job) resetNext() { j.next.Store(0) }
+
+// chunk returns the columns [j0, j1) of run q of the nb-column block.
+func (j *job) chunk(q, nb int) (j0, j1 int) {
+	nr := j.ks.nr
+	width := (nb + nr - 1) / nr
+	per := (width + j.chunks - 1) / j.chunks * nr
+	return min(q*per, nb), min((q+1)*per, nb)
+}
+
+func (j *job) runDirect(w *workspace) {
+	rowBlocks := (j.m + j.mc - 1) / j.mc
+	for {
+		it := j.take(rowBlocks * j.chunks)
+		if it < 0 {
+			return
+		}
+		ic := it / j.chunks * j.mc
+		mb := min(j.mc, j.m-ic)
+		j0, j1 := j.chunk(it%j.chunks, j.n)
+		for pc := 0; pc < j.k; pc += j.kc {
+			kb := min(j.kc, j.k-pc)
+			packA(j.ks, w.a, j.transA, j.a, j.lda, ic, pc, mb, kb, j.alpha)
+			j.tiles(w, nil, 0, pc, kb, ic, mb, j0, j1)
 		}
 	}
-	mc := min(ks.mc, roundUp(m, mr))
-	nc := min(ks.nc, roundUp(n, nr))
-	w.a = grow(w.a, mc*kc)
-	w.b = grow(w.b, kc*nc)
-	w.t = grow(w.t, mr*nr)
-	for jc := 0; jc < n; jc += nc {
-		nb := min(nc, n-jc)
-		for pc := 0; pc < k; pc += kc {
-			kb := min(kc, k-pc)
-			packB(ks, w.b, transB, b, ldb, pc, jc, kb, nb, direct)
-			bet := beta
-			if pc > 0 {
-				bet = 1
+}
+
+func (j *job) runPacked(w *workspace) {
+	nr := j.ks.nr
+	packed := j.shared.b
+	rowBlocks := (j.m + j.mc - 1) / j.mc
+	for jc := 0; jc < j.n; jc += j.nc {
+		nb := min(j.nc, j.n-jc)
+		strips := (nb + nr - 1) / nr
+		for pc := 0; pc < j.k; pc += j.kc {
+			kb := min(j.kc, j.k-pc)
+			for s := j.take(strips); s >= 0; s = j.take(strips) {
+				packB(j.ks, packed[s*nr*kb:], j.transB, j.b, j.ldb, pc, jc+s*nr, kb, min(nr, nb-s*nr), false)
 			}
-			for ic := 0; ic < m; ic += mc {
-				mb := min(mc, m-ic)
-				packA(ks, w.a, transA, a, lda, ic, pc, mb, kb, alpha)
-				for jr := 0; jr < nb; jr += nr {
-					bp, bs := w.b[jr*kb:], nr
-					cols := min(nr, nb-jr)
-					if direct && cols == nr {
-						bp, bs = b[pc*ldb+jc+jr:], ldb
-					}
-					for ir := 0; ir < mb; ir += mr {
-						r := min(mr, mb-ir)
-						ap := w.a[ir*kb:]
-						cp := c[(ic+ir)*ldc+jc+jr:]
-						if cols == nr {
-							ks.kern[r-1](kb, ap, bp, bs, cp, ldc, bet, pf)
-						} else {
-							ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0, 0)
-							mergeTile(cp, ldc, w.t, nr, r, cols, bet)
-						}
-					}
+			j.bar.wait(j.resetNext)
+			lastIC := -1
+			for it := j.take(rowBlocks * j.chunks); it >= 0; it = j.take(rowBlocks * j.chunks) {
+				ic := it / j.chunks * j.mc
+				mb := min(j.mc, j.m-ic)
+				if ic != lastIC {
+					packA(j.ks, w.a, j.transA, j.a, j.lda, ic, pc, mb, kb, j.alpha)
+					lastIC = ic
 				}
+				j0, j1 := j.chunk(it%j.chunks, nb)
+				j.tiles(w, packed, jc, pc, kb, ic, mb, j0, j1)
+			}
+			j.bar.wait(j.resetNext)
+		}
+	}
+}
+
+// tiles runs the micro-kernels over the rows [ic, ic+mb) and the columns
+// [jc+j0, jc+j1) of C for the k block at pc (depth kb), with that block of
+// A packed in w.a. The strips of op(B) come from packed (strip s of the
+// column block at packed[s·nr·kb:]) or, direct, from B itself, but for a
+// last narrow strip, which is packed into w.b.
+func (j *job) tiles(w *workspace, packed []float32, jc, pc, kb, ic, mb, j0, j1 int) {
+	ks := j.ks
+	mr, nr := ks.mr, ks.nr
+	bet, pf := j.beta, 0
+	if pc > 0 {
+		bet = 1
+	}
+	if j.direct {
+		pf = directPrefetch
+	}
+	for jr := j0; jr < j1; jr += nr {
+		cols := min(nr, j1-jr)
+		var bp []float32
+		bs := nr
+		switch {
+		case !j.direct:
+			bp = packed[jr*kb:]
+		case cols == nr:
+			bp, bs = j.b[pc*j.ldb+jc+jr:], j.ldb
+		default:
+			packB(ks, w.b, false, j.b, j.ldb, pc, jc+jr, kb, cols, false)
+			bp = w.b
+		}
+		for ir := 0; ir < mb; ir += mr {
+			r := min(mr, mb-ir)
+			ap := w.a[ir*kb:]
+			cp := j.c[(ic+ir)*j.ldc+jc+jr:]
+			if cols == nr {
+				ks.kern[r-1](kb, ap, bp, bs, cp, j.ldc, bet, pf)
+			} else {
+				ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0, 0)
+				mergeTile(cp, j.ldc, w.t, nr, r, cols, bet)
 			}
 		}
+	}
+}
+
+// barrier blocks its n goroutines until all have arrived; the last one to
+// arrive runs a function before releasing the others. cond.L must be &mu.
+type barrier struct {
+	n, count, gen int
+	mu            sync.Mutex
+	cond          sync.Cond
+}
+
+func (b *barrier) wait(last func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.count++
+	if b.count == b.n {
+		last()
+		b.count = 0
+		b.gen++
+		b.cond.Broadcast()
+		return
+	}
+	for g := b.gen; g == b.gen; {
+		b.cond.Wait()
 	}
 }
 
