@@ -135,19 +135,14 @@ func (g *gemmCase) String() string {
 // relErr returns ‖c − ref‖/‖ref‖ over C's window (‖·‖ the Frobenius norm; the
 // absolute error if ref is 0).
 func relErr(c []float32, ldc int, ref []float64, m, n int) float64 {
-	var d, r float64
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			x := ref[i*n+j]
-			e := float64(c[i*ldc+j]) - x
-			d += e * e
-			r += x * x
-		}
+	var r float64
+	for _, x := range ref {
+		r += x * x
 	}
 	if r == 0 {
-		return math.Sqrt(d)
+		return absErr(c, ldc, ref, m, n)
 	}
-	return math.Sqrt(d / r)
+	return absErr(c, ldc, ref, m, n) / math.Sqrt(r)
 }
 
 // checkGuards reports writes outside C's m×n window.
