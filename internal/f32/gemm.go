@@ -94,15 +94,15 @@ func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []flo
 // its kernelSet.
 const (
 	// parallelFlops is the product size 2·m·n·k below which Gemm stays on the
-	// calling goroutine: starting a goroutine and packing twice cost more
-	// than they save under about a megaflop.
+	// calling goroutine: waking goroutines and meeting at barriers cost
+	// more than they save under a couple of megaflops (20 µs).
 	parallelFlops = 1 << 21
 
 	// skinnyRows is the largest m for which a product with op(B) = Bᵀ takes
 	// the dot-product path: B (a weight matrix, when decoding) is streamed
 	// once from memory, along its rows, instead of being packed. (With
 	// op(B) = B, up to three rows take the axpy kernels, and more are served
-	// by blocked reading B in place.)
+	// by the blocked product reading B in place.)
 	skinnyRows = 16
 
 	// directKC is the depth of the k blocks when the kernels read B in place
@@ -111,7 +111,7 @@ const (
 	directKC = 64
 
 	// directMaxLDB is the largest row stride of B (in floats, 4 KB) that
-	// blocked reads in place for more than skinnyRows rows.
+	// the blocked product reads in place for more than skinnyRows rows.
 	directMaxLDB = 1024
 
 	// directPrefetch is how far ahead along its row of B a kernel reading B
@@ -385,7 +385,7 @@ func (j *job) runPacked(w *workspace) {
 		for pc := 0; pc < j.k; pc += j.kc {
 			kb := min(j.kc, j.k-pc)
 			for s := j.take(strips); s >= 0; s = j.take(strips) {
-				packB(j.ks, packed[s*nr*kb:], j.transB, j.b, j.ldb, pc, jc+s*nr, kb, min(nr, nb-s*nr), false)
+				packB(j.ks, packed[s*nr*kb:], j.transB, j.b, j.ldb, pc, jc+s*nr, kb, min(nr, nb-s*nr))
 			}
 			j.bar.wait(j.resetNext)
 			lastIC := -1
@@ -429,7 +429,7 @@ func (j *job) tiles(w *workspace, packed []float32, jc, pc, kb, ic, mb, j0, j1 i
 		case cols == nr:
 			bp, bs = j.b[pc*j.ldb+jc+jr:], j.ldb
 		default:
-			packB(ks, w.b, false, j.b, j.ldb, pc, jc+jr, kb, cols, false)
+			packB(ks, w.b, false, j.b, j.ldb, pc, jc+jr, kb, cols)
 			bp = w.b
 		}
 		for ir := 0; ir < mb; ir += mr {
@@ -508,9 +508,8 @@ func packA(ks *kernelSet, dst []float32, transA bool, a []float32, lda, ic, pc, 
 
 // packB copies the kb×nb block of op(B) at (pc, jc) into dst as panels of nr
 // columns, the last one padded with zeros: panel q holds
-// dst[q·nr·kb + p·nr + j] = op(B)[pc+p][jc+q·nr+j]. With direct set, full
-// panels of B (not transposed) are skipped: the kernels read them in place.
-func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, kb, nb int, direct bool) {
+// dst[q·nr·kb + p·nr + j] = op(B)[pc+p][jc+q·nr+j].
+func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, kb, nb int) {
 	nr := ks.nr
 	for j0 := 0; j0 < nb; j0 += nr {
 		w := min(nr, nb-j0)
@@ -531,9 +530,6 @@ func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, 
 					dp[p*nr+j] = v
 				}
 			}
-			continue
-		}
-		if w == nr && direct {
 			continue
 		}
 		src := b[pc*ldb+jc+j0:]
