@@ -189,7 +189,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 }
 
 func FuzzLoad(f *testing.F) {
-	tok, err := data.NewTokenizer(data.IUXray, 3, []string{"heart", "normal", "."})
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"The heart is normal."})
 	if err != nil {
 		f.Fatal(err)
 	}
