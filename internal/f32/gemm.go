@@ -66,28 +66,48 @@ func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []flo
 	last := batch - 1
 	checkGemm(transA, transB, m, n, k,
 		a[min(last*strideA, len(a)):], lda, b[min(last*strideB, len(b)):], ldb, c[min(last*strideC, len(c)):], ldc)
-	ks := pickKernels()
-	procs := runtime.GOMAXPROCS(0)
 	if m == 0 || n == 0 {
 		return
 	}
-	one := func(i, procs int) {
-		// A and B may be empty when k is 0.
-		gemm(ks, procs, transA, transB, m, n, k, alpha, a[min(i*strideA, len(a)):], lda, b[min(i*strideB, len(b)):], ldb, beta, c[i*strideC:], ldc)
-	}
+	st := strided{ks: pickKernels(), transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, strideA: strideA, strideB: strideB, strideC: strideC}
+	procs := runtime.GOMAXPROCS(0)
 	if procs == 1 || batch == 1 || strideC == 0 || 2*m*n*k >= parallelFlops {
 		for i := 0; i < batch; i++ {
-			one(i, procs)
+			st.one(i, procs)
 		}
 		return
 	}
 	// Small products: each goroutine runs a contiguous run of the batch,
 	// single-threaded.
-	parallelRanges(min(procs, batch), batch, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			one(i, 1)
-		}
-	})
+	p := &strided{}
+	*p = st
+	parallelRanges(min(procs, batch), batch, p.run)
+}
+
+// strided is a GemmStrided call.
+type strided struct {
+	ks                        *kernelSet
+	transA, transB            bool
+	m, n, k                   int
+	alpha, beta               float32
+	a, b, c                   []float32
+	lda, ldb, ldc             int
+	strideA, strideB, strideC int
+}
+
+// one computes product i of the batch on up to procs goroutines.
+func (s *strided) one(i, procs int) {
+	// A and B may be empty when k is 0.
+	a, b := s.a[min(i*s.strideA, len(s.a)):], s.b[min(i*s.strideB, len(s.b)):]
+	gemm(s.ks, procs, s.transA, s.transB, s.m, s.n, s.k, s.alpha, a, s.lda, b, s.ldb, s.beta, s.c[i*s.strideC:], s.ldc)
+}
+
+// run computes the products [lo, hi) of the batch on the calling goroutine.
+func (s *strided) run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		s.one(i, 1)
+	}
 }
 
 // Tuning constants of the driver. The block sizes of each kernel set live in
@@ -239,15 +259,20 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 	if procs > 1 && 2*m*n*k >= parallelFlops {
 		workers = procs
 	}
-	j := newJob(ks, workers, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-	parallelRanges(workers, workers, func(int, int) {
-		w := workspaces.Get().(*workspace)
-		j.run(w)
-		workspaces.Put(w)
-	})
-	if j.shared != nil {
-		workspaces.Put(j.shared)
+	if workers == 1 {
+		// On the stack: a product on one goroutine allocates nothing.
+		var j job
+		j.init(ks, 1, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		j.work(0, 1)
+		j.done()
+		return
 	}
+	j := new(job)
+	j.init(ks, workers, direct, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	j.bar = &barrier{n: workers}
+	j.bar.cond.L = &j.bar.mu
+	parallelRanges(workers, workers, j.work)
+	j.done()
 }
 
 // offA is the offset in A of row i of op(A); offB that of column j of op(B).
@@ -294,12 +319,13 @@ type job struct {
 	chunks                 int        // runs of strips per block of rows
 	shared                 *workspace // its b holds the packed block of op(B)
 	next                   atomic.Int64
-	bar                    barrier
+	bar                    *barrier // nil for one worker
 }
 
-func newJob(ks *kernelSet, workers int, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) *job {
-	j := &job{ks: ks, workers: workers, direct: direct, transA: transA, transB: transB,
-		m: m, n: n, k: k, alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+func (j *job) init(ks *kernelSet, workers int, direct, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	j.ks, j.workers, j.direct, j.transA, j.transB = ks, workers, direct, transA, transB
+	j.m, j.n, j.k, j.alpha, j.beta = m, n, k, alpha, beta
+	j.a, j.b, j.c, j.lda, j.ldb, j.ldc = a, b, c, lda, ldb, ldc
 	j.kc = min(ks.kc, k)
 	if direct && m <= skinnyRows {
 		j.kc = min(directKC, k)
@@ -317,13 +343,24 @@ func newJob(ks *kernelSet, workers int, direct, transA, transB bool, m, n, k int
 	if workers == 1 {
 		j.chunks = 1
 	}
-	j.bar.n = workers
-	j.bar.cond.L = &j.bar.mu
 	if !direct {
 		j.shared = workspaces.Get().(*workspace)
 		j.shared.b = grow(j.shared.b, j.kc*j.nc)
 	}
-	return j
+}
+
+// work is one worker's part (its arguments, a range of workers, are unused).
+func (j *job) work(int, int) {
+	w := workspaces.Get().(*workspace)
+	j.run(w)
+	workspaces.Put(w)
+}
+
+// done returns the shared buffer to the pool.
+func (j *job) done() {
+	if j.shared != nil {
+		workspaces.Put(j.shared)
+	}
 }
 
 func (j *job) run(w *workspace) {
@@ -447,7 +484,8 @@ func (j *job) tiles(w *workspace, packed []float32, jc, pc, kb, ic, mb, j0, j1 i
 }
 
 // barrier blocks its n goroutines until all have arrived; the last one to
-// arrive runs a function before releasing the others. cond.L must be &mu.
+// arrive runs a function before releasing the others. cond.L must be &mu. A
+// nil barrier stands for one goroutine.
 type barrier struct {
 	n, count, gen int
 	mu            sync.Mutex
@@ -455,6 +493,10 @@ type barrier struct {
 }
 
 func (b *barrier) wait(last func()) {
+	if b == nil {
+		last()
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.count++
@@ -561,6 +603,37 @@ func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta floa
 	}
 }
 
+// skinny is a product of few rows, shared out by columns among the
+// goroutines of skinnyAxpy or skinnyDot.
+type skinny struct {
+	ks            *kernelSet
+	m, n, k       int
+	beta          float32
+	a, b, c       []float32
+	lda, ldb, ldc int
+	blocks        int // column blocks: of 8 (axpy) or 4 (dot) columns
+}
+
+// start computes the column blocks [0, s.blocks) with s.dot or s.axpy, on
+// several goroutines when the product is large enough.
+func (s *skinny) start(procs int, dot bool) {
+	if procs == 1 || 2*s.m*s.n*s.k < parallelFlops || s.blocks == 1 {
+		s.run(dot, 0, s.blocks)
+		return
+	}
+	p := new(skinny)
+	*p = *s
+	parallelRanges(min(procs, s.blocks), s.blocks, func(lo, hi int) { p.run(dot, lo, hi) })
+}
+
+func (s *skinny) run(dot bool, lo, hi int) {
+	if dot {
+		s.dot(lo, hi)
+	} else {
+		s.axpy(lo, hi)
+	}
+}
+
 // skinnyAxpy computes a product of one to three rows with op(B) = B (a
 // decoding step times a weight matrix stored k×n): C is scaled by beta, then
 // the axpy kernels add four rows of B at a time, so that B is read once,
@@ -568,12 +641,10 @@ func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta floa
 // goroutines share the columns.
 func skinnyAxpy(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	scaleMatrix(beta, m, n, c, ldc)
-	kern := ks.axpy[m-1]
 	// coef holds alpha·op(A) in groups of four columns, the layout the
 	// kernels take: group g is coef[g·4m + 4i + l] = alpha·op(A)[i][4g+l],
 	// zero past k.
 	w0 := workspaces.Get().(*workspace)
-	defer workspaces.Put(w0)
 	groups := (k + 3) / 4
 	coef := grow(w0.a, groups*4*m)
 	w0.a = coef
@@ -583,54 +654,58 @@ func skinnyAxpy(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float3
 			coef[p/4*4*m+4*i+p%4] = alpha * elemA(a, transA, lda, i, p)
 		}
 	}
-	blocks := n / 8
-	workers := 1
-	if 2*m*n*k >= parallelFlops && procs > 1 {
-		workers = min(procs, blocks)
+	sk := skinny{ks: ks, m: m, n: n, k: k, a: coef, b: b, c: c, ldb: ldb, ldc: ldc, blocks: n / 8}
+	sk.start(procs, false)
+	workspaces.Put(w0)
+}
+
+// axpy computes the columns [8·lo, 8·hi) of C, and those past the last
+// block of 8 if hi is the last block.
+func (s *skinny) axpy(lo, hi int) {
+	m, k, b, c, ldb, ldc := s.m, s.k, s.b, s.c, s.ldb, s.ldc
+	kern := s.ks.axpy[m-1]
+	j0, w := 8*lo, 8*(hi-lo)
+	if hi == s.blocks {
+		w = s.n - j0
 	}
-	parallelRanges(workers, blocks, func(lo, hi int) {
-		j0, w := 8*lo, 8*(hi-lo)
-		if hi == blocks {
-			w = n - j0 // the last range takes the columns past the last block
-		}
-		w8 := w &^ 7
-		for g := 0; g < groups; g++ {
-			p := 4 * g
-			cg := coef[g*4*m:][:4*m]
-			if p+4 <= k {
-				kern(w8, cg, b[p*ldb+j0:], ldb, c[j0:], ldc)
-			} else {
-				// The last rows of B: a stride of 0 reads row p+l for all
-				// four coefficients, of which only the first is nonzero.
-				var one [4 * 3]float32
-				for l := 0; p+l < k; l++ {
-					for i := 0; i < m; i++ {
-						one[4*i] = cg[4*i+l]
-					}
-					kern(w8, one[:4*m], b[(p+l)*ldb+j0:], 0, c[j0:], ldc)
+	w8 := w &^ 7
+	ws := workspaces.Get().(*workspace)
+	defer workspaces.Put(ws)
+	ws.t = grow(ws.t, 4*m)
+	one := ws.t // coefficients for one row of B
+	for g := 0; 4*g < k; g++ {
+		p := 4 * g
+		cg := s.a[g*4*m:][:4*m]
+		if p+4 <= k {
+			kern(w8, cg, b[p*ldb+j0:], ldb, c[j0:], ldc)
+		} else {
+			// The last rows of B: a stride of 0 reads row p+l for all four
+			// coefficients, of which only the first is nonzero.
+			for l := 0; p+l < k; l++ {
+				clear(one)
+				for i := 0; i < m; i++ {
+					one[4*i] = cg[4*i+l]
 				}
+				kern(w8, one, b[(p+l)*ldb+j0:], 0, c[j0:], ldc)
 			}
-			for i := 0; i < m; i++ {
-				cr := c[i*ldc+j0+w8 : i*ldc+j0+w]
-				for l := 0; l < 4 && p+l < k; l++ {
-					br := b[(p+l)*ldb+j0+w8:][:len(cr)]
-					for j, v := range br {
-						cr[j] += cg[4*i+l] * v
-					}
+		}
+		for i := 0; i < m; i++ {
+			cr := c[i*ldc+j0+w8 : i*ldc+j0+w]
+			for l := 0; l < 4 && p+l < k; l++ {
+				br := b[(p+l)*ldb+j0+w8:][:len(cr)]
+				for j, v := range br {
+					cr[j] += cg[4*i+l] * v
 				}
 			}
 		}
-	})
+	}
 }
 
 // skinnyDot computes a product of few rows with op(B) = Bᵀ (B stored n×k, a
 // weight matrix as in y = x·Wᵀ): dot kernels take four rows of B at a time
 // for every pair of rows of A, so each row of B is read once from memory.
 func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	const nb = 4
-	mr := len(ks.dot)
 	w0 := workspaces.Get().(*workspace)
-	defer workspaces.Put(w0)
 	if transA || alpha != 1 {
 		// Copy alpha·op(A) as an m×k row-major matrix.
 		w0.a = grow(w0.a, m*k)
@@ -642,60 +717,66 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 		}
 		a, lda = w0.a, k
 	}
+	sk := skinny{ks: ks, m: m, n: n, k: k, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, blocks: (n + 3) / 4}
+	sk.start(procs, true)
+	workspaces.Put(w0)
+}
+
+// dot computes the columns [4·lo, min(4·hi, n)) of C.
+func (s *skinny) dot(lo, hi int) {
+	const nb = 4
+	m, k, a, b, c, lda, ldb, ldc := s.m, s.k, s.a, s.b, s.c, s.lda, s.ldb, s.ldc
+	mr := len(s.ks.dot)
 	k8 := k &^ 7
-	groups := (n + nb - 1) / nb
-	workers := 1
-	if 2*m*n*k >= parallelFlops && procs > 1 {
-		workers = min(procs, groups)
-	}
-	run := func(g0, g1 int) {
-		var out [nb * skinnyRows]float32
-		for g := g0; g < g1; g++ {
-			j0 := g * nb
-			cols := min(nb, n-j0)
-			for i0 := 0; i0 < m; i0 += mr {
-				r := min(mr, m-i0)
-				ai := a[i0*lda:]
-				o := out[:r*nb]
-				if cols == nb {
-					if k8 > 0 {
-						ks.dot[r-1](k8, ai, lda, b[j0*ldb:], ldb, o)
-					} else {
-						clear(o)
-					}
+	w := workspaces.Get().(*workspace)
+	defer workspaces.Put(w)
+	w.t = grow(w.t, 2*nb*mr)
+	out, out1 := w.t[:nb*mr], w.t[nb*mr:]
+	for g := lo; g < hi; g++ {
+		j0 := g * nb
+		cols := min(nb, s.n-j0)
+		for i0 := 0; i0 < m; i0 += mr {
+			r := min(mr, m-i0)
+			ai := a[i0*lda:]
+			o := out[:r*nb]
+			if cols == nb {
+				if k8 > 0 {
+					s.ks.dot[r-1](k8, ai, lda, b[j0*ldb:], ldb, o)
 				} else {
-					// Fewer than four rows of B left: a stride of 0 reads
-					// one row four times, and we keep the first column.
-					for j := 0; j < cols; j++ {
-						var o1 [nb * skinnyRows]float32
-						if k8 > 0 {
-							ks.dot[r-1](k8, ai, lda, b[(j0+j)*ldb:], 0, o1[:r*nb])
-						}
-						for i := 0; i < r; i++ {
-							o[i*nb+j] = o1[i*nb]
-						}
+					clear(o)
+				}
+			} else {
+				// Fewer than four rows of B left: a stride of 0 reads one
+				// row four times, and we keep the first column.
+				for j := 0; j < cols; j++ {
+					o1 := out1[:r*nb]
+					clear(o1)
+					if k8 > 0 {
+						s.ks.dot[r-1](k8, ai, lda, b[(j0+j)*ldb:], 0, o1)
+					}
+					for i := 0; i < r; i++ {
+						o[i*nb+j] = o1[i*nb]
 					}
 				}
-				for i := 0; i < r; i++ {
-					ar := a[(i0+i)*lda:][:k]
-					cr := c[(i0+i)*ldc+j0:][:cols]
-					for j := range cr {
-						s := o[i*nb+j]
-						br := b[(j0+j)*ldb:][:k]
-						for p := k8; p < k; p++ {
-							s += ar[p] * br[p]
-						}
-						if beta == 0 {
-							cr[j] = s
-						} else {
-							cr[j] = beta*cr[j] + s
-						}
+			}
+			for i := 0; i < r; i++ {
+				ar := a[(i0+i)*lda:][:k]
+				cr := c[(i0+i)*ldc+j0:][:cols]
+				for j := range cr {
+					sum := o[i*nb+j]
+					br := b[(j0+j)*ldb:][:k]
+					for p := k8; p < k; p++ {
+						sum += ar[p] * br[p]
+					}
+					if s.beta == 0 {
+						cr[j] = sum
+					} else {
+						cr[j] = s.beta*cr[j] + sum
 					}
 				}
 			}
 		}
 	}
-	parallelRanges(workers, groups, run)
 }
 
 // parallelRanges splits [0, n) into workers contiguous ranges and runs f on

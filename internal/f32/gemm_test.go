@@ -549,3 +549,40 @@ func TestGemmGeometry(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmAllocs checks that products small enough for one goroutine
+// allocate nothing once the packing buffers are pooled: decoding calls Gemm
+// on every step.
+func TestGemmAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	rng := rand.New(rand.NewPCG(10, 10))
+	for _, s := range []struct {
+		transA, transB bool
+		m, n, k        int
+	}{
+		{false, true, 4, 512, 256},  // dot products with a weight stored n×k
+		{false, false, 1, 512, 255}, // axpy
+		{true, false, 3, 100, 30},   // axpy, A transposed
+		{false, false, 8, 64, 64},   // B in place
+		{false, true, 200, 40, 30},  // packed
+		{true, false, 3, 5, 7},
+	} {
+		g := newCase(rng, s.transA, s.transB, s.m, s.n, s.k, 1.5, 0.5, 1)
+		c := append([]float32(nil), g.c...)
+		allocs := testing.AllocsPerRun(50, func() {
+			Gemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per call", g, allocs)
+		}
+	}
+	a, b, c := make([]float32, 4*6*5), make([]float32, 4*5*7), make([]float32, 4*6*7)
+	allocs := testing.AllocsPerRun(50, func() {
+		GemmStrided(false, false, 4, 6, 7, 5, 1, a, 5, 30, b, 7, 35, 0, c, 7, 0)
+	})
+	if allocs != 0 {
+		t.Errorf("GemmStrided with a shared C: %v allocations per call", allocs)
+	}
+}
