@@ -45,9 +45,9 @@ type TrainConfig struct {
 	// initialisation for an extractor that was never trained: before the
 	// first epoch it re-estimates the extractor's batch-norm statistics from
 	// that many training batches (forwards with batch statistics, momentum
-	// 0.1, no gradients), then folds a per-channel standardisation of the
-	// resulting patch features into att_embed's weights. 0 leaves both as
-	// loaded.
+	// 0.1, no gradients), computes the features of every training study
+	// into the cache, and folds a per-channel standardisation of them into
+	// att_embed's weights. 0 leaves both as loaded.
 	CalibrateBatches int `json:"calibrate_batches"`
 	// CheckpointDir, when set, receives last.radgen (with the trainer's
 	// state, for Resume) after every epoch and best.radgen when the
@@ -273,56 +273,64 @@ func (t *Trainer) RunEpoch(ctx context.Context) (EpochResult, error) {
 	return res, nil
 }
 
-// calibrate runs the batch-norm calibration of a fresh frozen-extractor
-// run (see TrainConfig.CalibrateBatches).
+// calibrate runs the data-dependent initialisation of a fresh
+// frozen-extractor run (see TrainConfig.CalibrateBatches): batch-norm
+// statistics from CalibrateBatches batches, then the features of every
+// training study into the cache, then att_embed standardised over them.
 func (t *Trainer) calibrate(ctx context.Context) error {
 	if !t.cfg.FreezeExtractor || t.cfg.CalibrateBatches <= 0 || t.epoch != 0 || t.step != 0 {
 		return nil
 	}
 	m := t.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := radgen.NoGrad(radgen.Train(t.cfg.Seed))
-	n := 0
-	for epoch := 0; n < t.cfg.CalibrateBatches; epoch++ {
-		seen := 0
-		for b, err := range t.loader.Epoch(ctx, -1-epoch) {
-			if err != nil {
-				return err
+	// 1. Batch norm: forwards with batch statistics update the running ones.
+	err := func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		g := radgen.NoGrad(radgen.Train(t.cfg.Seed))
+		n := 0
+		for epoch := 0; n < t.cfg.CalibrateBatches; epoch++ {
+			seen := 0
+			for b, err := range t.loader.Epoch(ctx, -1-epoch) {
+				if err != nil {
+					return err
+				}
+				if n == t.cfg.CalibrateBatches {
+					break
+				}
+				if b.Images == nil || b.Views != m.cfg.Views {
+					return fmt.Errorf("memtrans: calibration batch has %d views, the model takes %d", b.Views, m.cfg.Views)
+				}
+				m.extractor.Forward(g, radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width))
+				n++
+				seen++
 			}
-			if n == t.cfg.CalibrateBatches {
-				break
+			if seen == 0 {
+				return errors.New("memtrans: no training batches to calibrate batch norm with")
 			}
-			if b.Images == nil || b.Views != m.cfg.Views {
-				return fmt.Errorf("memtrans: calibration batch has %d views, the model takes %d", b.Views, m.cfg.Views)
-			}
-			m.extractor.Forward(g, radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width))
-			n++
-			seen++
 		}
-		if seen == 0 {
-			return errors.New("memtrans: no training batches to calibrate batch norm with")
+		m.extractor.ResNet.Refold()
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+	// 2. Every training study's features, once, into the cache.
+	for b, err := range t.loader.Epoch(ctx, 0) {
+		if err != nil {
+			return err
+		}
+		if _, err := t.frozenFeatures(ctx, b); err != nil {
+			return err
 		}
 	}
-	m.extractor.ResNet.Refold()
-	// Standardise what att_embed sees: fold each channel's mean μ and std
-	// σ of the frozen features into its weights, W' = W/σ, b' = b − W'μ.
+	// 3. Standardise what att_embed sees: fold each channel's mean μ and
+	// std σ over the cached features into its weights, W' = W/σ,
+	// b' = b − W'μ.
 	feat := m.cfg.Transformer.DVisual
 	sum := make([]float64, feat)
 	sq := make([]float64, feat)
 	count := 0
-	n = 0
-	for b, err := range t.loader.Epoch(ctx, -1) {
-		if err != nil {
-			return err
-		}
-		if n == t.cfg.CalibrateBatches {
-			break
-		}
-		x, _, err := m.extractor.Extract(ctx, radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width))
-		if err != nil {
-			return err
-		}
+	for _, x := range t.cache.mem {
 		d := x.Data()
 		for i := 0; i+feat <= len(d); i += feat {
 			for c, v := range d[i : i+feat] {
@@ -331,9 +339,9 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 			}
 			count++
 		}
-		n++
 	}
 	if count > 1 {
+		m.mu.Lock()
 		w, bias := m.transformer.AttEmbed.Weight.Data(), m.transformer.AttEmbed.Bias.Data()
 		out := m.transformer.AttEmbed.Weight.Dim(0)
 		for c := 0; c < feat; c++ {
@@ -344,8 +352,9 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 				bias[o] -= float32(float64(w[o*feat+c]) * mu)
 			}
 		}
+		m.mu.Unlock()
 	}
-	t.logger.LogAttrs(ctx, slog.LevelInfo, "calibrated batch norm and att_embed", slog.Int("batches", n))
+	t.logger.LogAttrs(ctx, slog.LevelInfo, "calibrated batch norm and att_embed", slog.Int("batches", t.cfg.CalibrateBatches), slog.Int("studies", len(t.cache.mem)))
 	return nil
 }
 
