@@ -99,6 +99,35 @@ func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
 				db = values[T](gradOf(b))
 			}
 			bc.Each(func(o, ia, ib, n, sa, sb int) {
+				if op != opMul && sa == 1 && (sb == 1 || sb == 0) {
+					// Same-shape runs and bias rows: the common cases.
+					g := dy[o : o+n]
+					if da != nil {
+						a := da[ia : ia+n]
+						for i, v := range g {
+							a[i] += v
+						}
+					}
+					if db != nil {
+						sign := T(1)
+						if op == opSub {
+							sign = -1
+						}
+						if sb == 1 {
+							b := db[ib : ib+n]
+							for i, v := range g {
+								b[i] += sign * v
+							}
+						} else {
+							var acc T
+							for _, v := range g {
+								acc += v
+							}
+							db[ib] += sign * acc
+						}
+					}
+					return
+				}
 				for i := 0; i < n; i++ {
 					d := dy[o+i]
 					switch op {
@@ -272,7 +301,8 @@ func maskedFill[T Float](g *Graph, x, mask *Tensor, value float64) *Tensor {
 }
 
 // Dropout zeroes each element with probability p and scales the rest by
-// 1/(1−p) when the graph is training; otherwise it returns x itself.
+// 1/(1−p) when the graph is training; otherwise it returns x itself. The
+// mask comes from the graph's generator, 32 random bits per element.
 func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	if !g.train || p <= 0 {
 		return x
@@ -280,22 +310,43 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	if p >= 1 {
 		return g.Scale(x, 0)
 	}
-	mask := like(x, x.shape)
-	s := 1 / (1 - p)
 	if x.Is64() {
-		m := mask.Data64()
-		for i := range m {
-			if g.rng.Float64() >= p {
-				m[i] = s
-			}
-		}
-	} else {
-		m := mask.Data()
-		for i := range m {
-			if g.rng.Float64() >= p {
-				m[i] = float32(s)
-			}
+		return dropout[float64](g, x, p)
+	}
+	return dropout[float32](g, x, p)
+}
+
+func dropout[T Float](g *Graph, x *Tensor, p float64) *Tensor {
+	n := x.Len()
+	keep := make([]bool, n)
+	thresh := uint32(p * (1 << 32)) // drop when the 32-bit draw is below p·2³²
+	for i := 0; i < n; i += 2 {
+		r := g.rng.Uint64()
+		keep[i] = uint32(r) >= thresh
+		if i+1 < n {
+			keep[i+1] = uint32(r>>32) >= thresh
 		}
 	}
-	return g.Mul(x, mask)
+	s := T(1 / (1 - p))
+	out := like(x, x.shape)
+	xv, ov := values[T](x), values[T](out)
+	for i, k := range keep {
+		if k {
+			ov[i] = xv[i] * s
+		}
+	}
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dx, dy := values[T](gradOf(x)), values[T](out.grad)
+			for i, k := range keep {
+				if k {
+					dx[i] += dy[i] * s
+				}
+			}
+		})
+	}
+	return out
 }
