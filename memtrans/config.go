@@ -3,6 +3,8 @@ package memtrans
 import (
 	"errors"
 	"fmt"
+
+	"github.com/radgen/radgen/mesh"
 )
 
 // Variant selects how the relational memory reaches the decoder: the
@@ -18,6 +20,23 @@ const (
 	// VariantR2Gen is the full model: the memory conditions every decoder
 	// layer norm through MCLN (Table 2, BASE+RM+MCLN).
 	VariantR2Gen Variant = "r2gen"
+)
+
+// MemoryKind selects the memory module of the memory variants.
+type MemoryKind string
+
+const (
+	// MemoryRelational is R2Gen's relational memory (relmem.Relational),
+	// starting from the padded identity.
+	MemoryRelational MemoryKind = ""
+	// MemoryMem2Mem is Mem2Mem (relmem.Mem2Mem): the encoder memory bank of
+	// MemorySlots rows, built from the encoder output by structured
+	// self-attention, is each study's initial memory; every position writes
+	// its token into it through gates, reads it by attention, and feeds the
+	// decoder W_m[x_t; m_t] in place of its embedding. The memory states
+	// reach the decoder as the relational memory's do (MCLN in VariantR2Gen,
+	// the logit layer in VariantBaseRM).
+	MemoryMem2Mem MemoryKind = "mem2mem"
 )
 
 // Config holds the architecture of a memory-driven Transformer. Sizes are
@@ -36,6 +55,31 @@ type Config struct {
 	EmbedDrop   float64 `json:"drop_prob_lm"`   // dropout after att_embed (0.5)
 	MaxSeqLen   int     `json:"max_seq_length"` // longest report in tokens incl. bos (60 IU, 100 MIMIC)
 	PositionLen int     `json:"pe_len"`         // rows of the positional table (5000)
+
+	// The fields below select the variants of the other papers. Their zero
+	// values are R2Gen, so configurations and checkpoints written before
+	// they existed load unchanged.
+
+	// Routing is layer-wise multi-view decoding (mesh.MultiView): decoder
+	// layer i attends to LN(g_i(S) + S_N) over the encoder levels instead of
+	// S_N alone. The empty routing is R2Gen's single view.
+	Routing mesh.Routing `json:"routing,omitempty"`
+	// Memory selects the memory module of the memory variants.
+	Memory MemoryKind `json:"memory,omitempty"`
+	// Mem2MemHidden is d_a, the hidden size of Mem2Mem's attentions
+	// (Eqs. 7, 9–10); 0 means DModel.
+	Mem2MemHidden int `json:"m2m_hidden,omitempty"`
+	// Mem2MemPenalty weighs the bank penalty ‖AAᵀ − I‖²_F (Eq. 12) in the
+	// training loss (see Transformer.AuxLoss); 0 leaves it out.
+	Mem2MemPenalty float64 `json:"m2m_penalty,omitempty"`
+}
+
+// mem2memHidden returns d_a.
+func (c Config) mem2memHidden() int {
+	if c.Mem2MemHidden > 0 {
+		return c.Mem2MemHidden
+	}
+	return c.DModel
 }
 
 // IUXRay returns R2Gen's configuration for IU X-Ray with a vocabulary of
@@ -83,7 +127,28 @@ func (c Config) Validate() error {
 	if c.DModel%c.Heads != 0 {
 		return bad("d_model %d not divisible by %d heads", c.DModel, c.Heads)
 	}
-	if c.Variant != VariantBase {
+	if !c.Routing.Valid() {
+		return bad("unknown multi-view routing %q", c.Routing)
+	}
+	switch c.Memory {
+	case MemoryRelational:
+	case MemoryMem2Mem:
+		if c.Variant == VariantBase {
+			return bad("the %q memory needs a memory variant, not %q", c.Memory, c.Variant)
+		}
+		if c.MemorySlots <= 0 || c.MemorySlots > 1024 || c.Mem2MemHidden < 0 || c.Mem2MemHidden > 1<<16 {
+			return bad("Mem2Mem of %d slots and hidden size %d", c.MemorySlots, c.Mem2MemHidden)
+		}
+		if c.Mem2MemPenalty < 0 || c.Mem2MemPenalty != c.Mem2MemPenalty || c.Mem2MemPenalty > 1e6 {
+			return bad("Mem2Mem penalty weight %v", c.Mem2MemPenalty)
+		}
+	default:
+		return bad("unknown memory %q", c.Memory)
+	}
+	if c.Memory == MemoryRelational && c.Mem2MemPenalty != 0 {
+		return bad("a Mem2Mem penalty weight without the Mem2Mem memory")
+	}
+	if c.Variant != VariantBase && c.Memory == MemoryRelational {
 		if c.MemorySlots <= 0 || c.MemorySlots > 1024 || c.MemoryHeads <= 0 || c.DModel%c.MemoryHeads != 0 {
 			return bad("memory of %d slots and %d heads for width %d", c.MemorySlots, c.MemoryHeads, c.DModel)
 		}

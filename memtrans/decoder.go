@@ -98,10 +98,23 @@ func newDecoder(c Config, rng *rand.Rand) *Decoder {
 	return d
 }
 
-// Forward decodes x (B, T, D).
+// Forward decodes x (B, T, D) over the encoder output enc (B, N, D).
 func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	for _, l := range d.Layers {
 		x = l.Forward(g, x, enc, srcMask, tgtMask, memory)
+	}
+	return d.Norm.Forward(g, x)
+}
+
+// ForwardSources decodes x (B, T, D) with a source per layer: layer i
+// attends to srcs[i] (B, N, D) (T_i = f(T_{i−1}, src_i), Liu et al.
+// Eqs. 5 and 8).
+func (d *Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+	if len(srcs) != len(d.Layers) {
+		panic(fmt.Sprintf("memtrans: %d sources for %d decoder layers", len(srcs), len(d.Layers)))
+	}
+	for i, l := range d.Layers {
+		x = l.Forward(g, x, srcs[i], srcMask, tgtMask, memory)
 	}
 	return d.Norm.Forward(g, x)
 }

@@ -85,6 +85,21 @@ func (e *Encoder) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tenso
 	return e.Norm.Forward(g, x)
 }
 
+// ForwardLevels encodes x (B, N, D) and returns every layer's output
+// S_1..S_N (B, N, D), each through the encoder's final LayerNorm; the last
+// is Forward's result. R2Gen's layers are pre-norm, so the raw output of an
+// inner layer is an un-normalised residual stream; sharing the final norm
+// puts all levels on the scale the decoder was trained on, with no new
+// parameters (layer-wise multi-view decoding, Liu et al. Eq. 1).
+func (e *Encoder) ForwardLevels(g *radgen.Graph, x, mask *radgen.Tensor) []*radgen.Tensor {
+	out := make([]*radgen.Tensor, len(e.Layers))
+	for i, l := range e.Layers {
+		x = l.Forward(g, x, mask)
+		out[i] = e.Norm.Forward(g, x)
+	}
+	return out
+}
+
 // VisitParams implements radgen.Module.
 func (e *Encoder) VisitParams(visit func(string, *radgen.Tensor)) {
 	for i, l := range e.Layers {

@@ -47,6 +47,11 @@ type Decoding struct {
 
 	memory, memNext []float32 // [rows][S·D]
 
+	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
+	// W_k H (B, N, d_a), computed once and read by every row of the study.
+	m2mH, m2mKeys *radgen.Tensor
+	studyIdx      []int
+
 	// scratch, sized for rowCap rows
 	x, h, q, k, v, ctx, ff, tmp []float32
 	gamma, beta                 []float32
@@ -79,18 +84,26 @@ func (m *Transformer) StartDecoding(feats *radgen.Tensor) (*Decoding, error) {
 	enc := m.Encode(g, feats)
 	b, n, d := feats.Dim(0), feats.Dim(1), c.DModel
 	s := &Decoding{m: m, studies: b, rows: b, n: n}
-	for _, l := range m.Decoder.Layers {
-		// K and V of the source attention, once per study (B, N, D).
-		s.crossK = append(s.crossK, l.SrcAttn.Linears[1].Forward(g, enc.Out).Data())
-		s.crossV = append(s.crossV, l.SrcAttn.Linears[2].Forward(g, enc.Out).Data())
+	for i, l := range m.Decoder.Layers {
+		// K and V of the source attention, once per study (B, N, D), from
+		// the layer's source: the encoder output, or its multi-view
+		// LN(g_i(S) + S_N), which is per study too, so the per-step cost
+		// does not change.
+		src := enc.Sources[i]
+		s.crossK = append(s.crossK, l.SrcAttn.Linears[1].Forward(g, src).Data())
+		s.crossV = append(s.crossV, l.SrcAttn.Linears[2].Forward(g, src).Data())
 	}
 	s.study = make([]int32, b)
 	for i := range s.study {
 		s.study[i] = int32(i)
 	}
 	s.ensure(b, c.MaxSeqLen+1)
-	if m.Memory != nil {
+	switch {
+	case m.Memory != nil:
 		copy(s.memory, m.Memory.InitMemory(b).Data())
+	case m.Mem2Mem != nil:
+		copy(s.memory, enc.Bank.Data()) // M_0^(d) = M^(e) (Mem2Mem §3.2)
+		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
 	_ = d
 	return s, nil
@@ -195,7 +208,7 @@ func (s *Decoding) Reorder(src []int) error {
 	study := s.rowTmp[:len(src)]
 	for i, r := range src {
 		copy(s.ancNext[i*pc:i*pc+s.t], s.anc[r*pc:r*pc+s.t])
-		if s.m.Memory != nil {
+		if s.m.hasMemory() {
 			copy(s.memNext[i*sd:(i+1)*sd], s.memory[r*sd:(r+1)*sd])
 		}
 		study[i] = s.study[r]
@@ -270,8 +283,11 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 			row[i] = e*scale + pe[i]
 		}
 	}
-	if s.m.Memory != nil {
+	switch {
+	case s.m.Memory != nil:
 		s.memoryStep(x)
+	case s.m.Mem2Mem != nil:
+		s.mem2memStep(x)
 	}
 	for l, layer := range s.m.Decoder.Layers {
 		s.layerStep(l, layer, x)
@@ -503,6 +519,28 @@ func (s *Decoding) memoryStep(y []float32) {
 		}
 	}
 	s.memory, s.memNext = s.memNext, s.memory
+}
+
+// mem2memStep writes every row's token into its Mem2Mem memory, reads it,
+// and replaces the rows' decoder input x by W_m[x; m] (Mem2Mem Eqs. 13–20;
+// see relmem.Mem2Mem.Forward). Its cost per step is that of r slots and the
+// study's N encoder states, independent of the position.
+func (s *Decoding) mem2memStep(x []float32) {
+	mm := s.m.Mem2Mem
+	R, d, S := s.rows, s.m.Config.DModel, mm.Slots
+	g := radgen.NoGrad()
+	s.studyIdx = s.studyIdx[:0]
+	for _, st := range s.study[:R] {
+		s.studyIdx = append(s.studyIdx, int(st))
+	}
+	xt := radgen.FromFloat32(x[:R*d], R, d)
+	h := g.IndexSelect(s.m2mH, 0, s.studyIdx)
+	keys := g.IndexSelect(s.m2mKeys, 0, s.studyIdx)
+	c := g.Reshape(mm.Context(g, g.Reshape(xt, R, 1, d), keys, h), R, d)     // Eq. 17
+	mem := mm.Write(g, radgen.FromFloat32(s.memory[:R*S*d], R, S, d), xt, c) // Eqs. 18–20
+	in := mm.Augment(g, xt, mm.Read(g, mem, xt))                             // Eqs. 13–15
+	copy(s.memory[:R*S*d], mem.Data())
+	copy(x[:R*d], in.Data())
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }

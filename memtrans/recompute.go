@@ -24,8 +24,7 @@ func (m *Transformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, e
 		}
 		g := radgen.NoGrad()
 		rows := len(studies)
-		out := g.IndexSelect(enc.Out, 0, studies)
-		mask := g.IndexSelect(enc.Mask, 0, studies)
+		sel := enc.rows(g, studies)
 		// The sampler's mask is subsequent_mask only: no padding mask.
 		tgtMask := radgen.Zeros(rows, length, length)
 		md := tgtMask.Data()
@@ -37,11 +36,8 @@ func (m *Transformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, e
 			}
 		}
 		x := m.Embed.Forward(g, prefixes, rows, length, 0)
-		var memory *radgen.Tensor
-		if m.Memory != nil {
-			memory = m.Memory.Forward(g, x, m.Memory.InitMemory(rows))
-		}
-		h := m.Decoder.Forward(g, x, out, mask, tgtMask, memory)
+		_, memory, in := m.memoryStates(g, sel, x, x)
+		h := m.Decoder.ForwardSources(g, in, sel.Sources, sel.Mask, tgtMask, memory)
 		h = g.Reshape(g.Slice(h, 1, length-1, length), rows, m.Config.DModel)
 		if m.Config.Variant == VariantBaseRM {
 			last := g.Reshape(g.Slice(memory, 1, length-1, length), rows, -1)
