@@ -1,0 +1,364 @@
+package memtrans
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/memtrans/data"
+)
+
+// variantConfigs are the configurations the other seeds add to R2Gen.
+func variantConfigs() map[string]Config {
+	base := Config{Variant: VariantR2Gen, DModel: 16, DFF: 24, Heads: 2, Layers: 3, DVisual: 12, Vocab: 11,
+		MemorySlots: 3, MemoryHeads: 2, Dropout: 0.1, EmbedDrop: 0.1, MaxSeqLen: 12, PositionLen: 32}
+	out := map[string]Config{}
+	for _, r := range mesh.Routings {
+		c := base
+		c.Routing = r
+		out["r2gen+"+string(r)] = c
+	}
+	c := base
+	c.Variant, c.Routing = VariantBase, mesh.RoutingGCA
+	out["base+gca"] = c
+	c = base
+	c.Memory, c.MemorySlots, c.Mem2MemHidden, c.Mem2MemPenalty = MemoryMem2Mem, 4, 8, 0.1
+	out["r2gen+mem2mem"] = c
+	c.Variant = VariantBaseRM
+	out["base+rm+mem2mem"] = c
+	c.Variant, c.Routing, c.Mem2MemHidden = VariantR2Gen, mesh.RoutingAMA, 0
+	out["r2gen+mem2mem+ama"] = c
+	return out
+}
+
+func variantBatch(c Config, b, t int, seed uint64) (*radgen.Tensor, []int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	feats := randomFeats(b, 5, c.DVisual, seed)
+	tokens := make([]int, b*t)
+	for i := range tokens {
+		if i%t != 0 {
+			tokens[i] = 1 + rng.IntN(c.Vocab-1)
+		}
+	}
+	return feats, tokens
+}
+
+// TestVariantsIncrementalMatchesTeacherForcing: for every new
+// configuration, the incremental Decoding (keys and values of each layer's
+// routed source, Mem2Mem's memory per row) and the O(T²) Recompute give the
+// teacher-forced log-probabilities, also after a beam-style reorder.
+func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
+	for name, c := range variantConfigs() {
+		t.Run(name, func(t *testing.T) {
+			m, err := NewTransformer(c, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const b, steps = 2, 7
+			feats, in := variantBatch(c, b, steps, 4)
+			f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := f.LogProbs.Data()
+			dec, err := m.StartDecoding(feats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := m.StartRecompute(feats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Swap the two rows before the first step and back after the
+			// third: the state must follow.
+			V := c.Vocab
+			lp, lr := make([]float32, b*V), make([]float32, b*V)
+			tok := make([]int, b)
+			perm := []int{1, 0}
+			var worst float64
+			for s := 0; s < steps; s++ {
+				if s == 0 || s == 3 {
+					for _, r := range []interface{ Reorder([]int) error }{dec, rec} {
+						if err := r.Reorder(perm); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				swapped := s < 3
+				for i := range tok {
+					src := i
+					if swapped {
+						src = perm[i]
+					}
+					tok[i] = in[src*steps+s]
+				}
+				if err := dec.Step(context.Background(), tok, lp); err != nil {
+					t.Fatal(err)
+				}
+				if err := rec.Step(context.Background(), tok, lr); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < b; i++ {
+					src := i
+					if swapped {
+						src = perm[i]
+					}
+					for v := 0; v < V; v++ {
+						w := float64(want[(src*steps+s)*V+v])
+						worst = math.Max(worst, math.Abs(float64(lp[i*V+v])-w))
+						worst = math.Max(worst, math.Abs(float64(lr[i*V+v])-w))
+					}
+				}
+			}
+			if worst > 1e-4 {
+				t.Fatalf("max |Δ log-prob| = %.3g", worst)
+			}
+		})
+	}
+}
+
+// The variants' modules change the model only where they apply: a
+// configuration without them is R2Gen, with the same parameters and the
+// same initial weights for the shared ones.
+func TestVariantsShareR2GenInitialisation(t *testing.T) {
+	c := variantConfigs()["r2gen+gca"]
+	r2 := c
+	r2.Routing = ""
+	a, err := NewTransformer(r2, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewTransformer(c, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := radgen.StateDict(a, ""), radgen.StateDict(b, "")
+	for name, x := range pa {
+		y, ok := pb[name]
+		if !ok {
+			t.Fatalf("%s missing from the multi-view model", name)
+		}
+		for i, v := range x.Data() {
+			if y.Data()[i] != v {
+				t.Fatalf("%s differs at %d", name, i)
+			}
+		}
+	}
+	if extra := len(pb) - len(pa); extra != 2*c.Layers {
+		t.Fatalf("GCA adds %d tensors, want %d (a LayerNorm per decoder layer)", extra, 2*c.Layers)
+	}
+}
+
+// Continued learning: a multi-view model takes every single-view weight
+// and keeps its routing's own initialisation.
+func TestContinueFromSingleView(t *testing.T) {
+	for _, name := range []string{"r2gen+fma", "r2gen+mem2mem"} {
+		c := variantConfigs()[name]
+		single := c
+		single.Routing, single.Memory, single.Mem2MemHidden, single.Mem2MemPenalty = "", "", 0, 0
+		if c.Memory == MemoryMem2Mem {
+			single.MemorySlots = c.MemorySlots
+		}
+		src, err := NewTransformer(single, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst, err := NewTransformer(c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := NewTransformer(c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.ContinueFrom(radgen.StateDict(src, "encoder_decoder."), "encoder_decoder."); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sd, fd := radgen.StateDict(src, ""), radgen.StateDict(fresh, "")
+		variant := map[*radgen.Tensor]bool{}
+		dst.visitVariant(func(_ string, x *radgen.Tensor) { variant[x] = true })
+		n := 0
+		dst.VisitParams(func(p string, x *radgen.Tensor) {
+			want := sd[p]
+			if variant[x] {
+				want = fd[p]
+				n++
+			}
+			for i, v := range x.Data() {
+				if want.Data()[i] != v {
+					t.Fatalf("%s: %s[%d] = %v, want %v", name, p, i, v, want.Data()[i])
+				}
+			}
+		})
+		if n == 0 {
+			t.Fatalf("%s: no variant parameters", name)
+		}
+	}
+	// A source of another width fails and leaves the model unchanged.
+	c := variantConfigs()["r2gen+gca"]
+	other := c
+	other.Routing, other.DModel, other.DFF = "", 8, 8
+	src, _ := NewTransformer(other, 1)
+	dst, _ := NewTransformer(c, 2)
+	before := radgen.StateDict(dst, "")["logit.weight"].Data()[0]
+	if err := dst.ContinueFrom(radgen.StateDict(src, ""), ""); !errors.Is(err, radgen.ErrShapeMismatch) {
+		t.Fatalf("width mismatch: %v", err)
+	}
+	if radgen.StateDict(dst, "")["logit.weight"].Data()[0] != before {
+		t.Fatal("failed ContinueFrom modified the model")
+	}
+}
+
+// A few steps of gradient descent on one batch lower every variant's
+// training loss (language model plus AuxLoss), and the penalty takes part.
+func TestVariantsTrain(t *testing.T) {
+	for name, c := range variantConfigs() {
+		t.Run(name, func(t *testing.T) {
+			m, err := NewTransformer(c, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const b, steps = 4, 8
+			feats, toks := variantBatch(c, b, steps+1, 6)
+			var in, targets []int
+			var mask []float32
+			for i := 0; i < b; i++ {
+				row := toks[i*(steps+1) : (i+1)*(steps+1)]
+				in = append(in, row[:steps]...)
+				targets = append(targets, row[1:]...)
+				for range steps {
+					mask = append(mask, 1)
+				}
+			}
+			params := radgen.Trainable(m)
+			lossAt := func(train bool) (float64, *radgen.Graph, *radgen.Tensor) {
+				g := radgen.NewGraph()
+				if !train {
+					g = radgen.NoGrad()
+				}
+				f, err := m.TeacherForce(g, feats, in, b, steps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss := Loss(g, f.LogProbs, targets, mask)
+				aux := m.AuxLoss(g, f)
+				if (aux != nil) != (c.Mem2MemPenalty > 0) {
+					t.Fatalf("AuxLoss = %v with penalty weight %v", aux, c.Mem2MemPenalty)
+				}
+				if aux != nil {
+					if v := aux.Data()[0]; !(v > 0) {
+						t.Fatalf("penalty %v", v)
+					}
+					loss = g.Add(loss, aux)
+				}
+				return float64(loss.Data()[0]), g, loss
+			}
+			first, _, _ := lossAt(false)
+			for range 15 {
+				_, g, loss := lossAt(true)
+				for _, p := range params {
+					p.Tensor.ZeroGrad()
+				}
+				if err := g.Backward(loss); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range params {
+					if gr := p.Tensor.Grad(); gr != nil {
+						d := p.Tensor.Data()
+						for i, v := range gr.Data() {
+							d[i] -= 0.05 * v
+						}
+					}
+				}
+			}
+			last, _, _ := lossAt(false)
+			if !(last < first*0.9) {
+				t.Fatalf("loss %.4f → %.4f", first, last)
+			}
+		})
+	}
+}
+
+func TestVariantConfigJSON(t *testing.T) {
+	// An R2Gen configuration written before the variants existed.
+	var c Config
+	old := `{"variant":"r2gen","d_model":64,"d_ff":64,"num_heads":4,"num_layers":2,"d_vf":512,"vocab":30,` +
+		`"rm_num_slots":3,"rm_num_heads":4,"dropout":0.1,"drop_prob_lm":0.5,"max_seq_length":60,"pe_len":512}`
+	if err := json.Unmarshal([]byte(old), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c != Tiny(30, 512) {
+		t.Fatalf("old config reads as %+v", c)
+	}
+	out, _ := json.Marshal(c)
+	if string(out) != old {
+		t.Fatalf("R2Gen config writes %s", out)
+	}
+	v := variantConfigs()["r2gen+mem2mem+ama"]
+	out, _ = json.Marshal(v)
+	var back Config
+	if err := json.Unmarshal(out, &back); err != nil || back != v {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Routing = "sideways" },
+		func(c *Config) { c.Memory = "tape" },
+		func(c *Config) { c.Memory, c.Variant = MemoryMem2Mem, VariantBase },
+		func(c *Config) { c.Mem2MemPenalty = 1 },
+		func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, -1 },
+		func(c *Config) { c.Memory, c.Mem2MemHidden = MemoryMem2Mem, -3 },
+	} {
+		c := Tiny(30, 512)
+		bad(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// A variant's model saves and loads like R2Gen's and generates the same
+// reports afterwards.
+func TestVariantCheckpointRoundTrip(t *testing.T) {
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size .", "no effusion . the lungs are clear ."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := TinyConfig(tok.Len() + 1)
+	cfg.Transformer.Routing = mesh.RoutingGCA
+	cfg.Transformer.Memory, cfg.Transformer.Mem2MemPenalty = MemoryMem2Mem, 0.5
+	m, err := New(cfg, tok, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := m.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := Load(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.Transformer().Config; got != cfg.Transformer {
+		t.Fatalf("config after load: %+v", got)
+	}
+	feats := randomFeats(2, 4, cfg.Transformer.DVisual, 8)
+	ids := []string{"a", "b"}
+	r1, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m2.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r1) != fmt.Sprint(r2) {
+		t.Fatalf("reports differ after the round trip:\n%v\n%v", r1, r2)
+	}
+}
