@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/mesh"
 )
 
 // variantConfigs are the configurations the other seeds add to R2Gen.
