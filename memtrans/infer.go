@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/radgen/radgen/mesh"
 )
 
 // InferConfig derives a Config from the tensor shapes of an R2Gen
@@ -56,13 +58,29 @@ func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Co
 	case ok && len(g) == 2 && c.DModel > 0:
 		c.Variant = VariantR2Gen
 		c.MemorySlots = g[1] / c.DModel
-	case shapes["model.rm.W.weight"] != nil:
+	case shapes["model.rm.W.weight"] != nil || (shapes["model.m2m.bank.w1.weight"] != nil && logit[1] > c.DModel):
 		c.Variant = VariantBaseRM
 		if c.DModel > 0 {
 			c.MemorySlots = (logit[1] - c.DModel) / c.DModel
 		}
 	default:
 		c.Variant = VariantBase
+	}
+	// The variants' own tensors (names of Transformer.VisitParams).
+	if w, ok := shapes["model.m2m.bank.w1.weight"]; ok && len(w) == 2 {
+		c.Memory, c.MemorySlots, c.Mem2MemHidden = MemoryMem2Mem, w[0], w[1]
+		if c.Mem2MemHidden == c.DModel {
+			c.Mem2MemHidden = 0
+		}
+	}
+	switch {
+	case shapes["model.views.0.mix.0.weight"] != nil:
+		c.Routing = mesh.RoutingFMA
+	case shapes["model.views.0.score.weight"] != nil:
+		c.Routing = mesh.RoutingAMA
+	case shapes["model.views.0.norm.gamma"] != nil:
+		// GCA, GPA and FGA have the same tensors.
+		return c, fmt.Errorf("%w: the routing of multi-view weights (gca, gpa or fga) cannot be read from their shapes", ErrConfig)
 	}
 	if c.MaxSeqLen <= 0 || c.MaxSeqLen > c.PositionLen {
 		c.MaxSeqLen = min(60, c.PositionLen)

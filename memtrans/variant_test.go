@@ -362,3 +362,31 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 		t.Fatalf("reports differ after the round trip:\n%v\n%v", r1, r2)
 	}
 }
+
+// InferConfig reads the Mem2Mem memory and the learned routings from the
+// shapes of a variant's state_dict; the fixed routings cannot be told apart.
+func TestInferVariantConfig(t *testing.T) {
+	for _, name := range []string{"r2gen+mem2mem", "base+rm+mem2mem", "r2gen+fma", "r2gen+mem2mem+ama", "r2gen+gca"} {
+		c := variantConfigs()[name]
+		m, err := NewTransformer(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapes := map[string][]int{}
+		m.VisitParams(func(n string, x *radgen.Tensor) { shapes[n] = x.Shape() })
+		got, err := InferConfig(shapes, c.Heads, c.MemoryHeads, c.MaxSeqLen)
+		if c.Routing == mesh.RoutingGCA {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("%s: %v", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got.Dropout, got.EmbedDrop, got.Mem2MemPenalty = c.Dropout, c.EmbedDrop, c.Mem2MemPenalty
+		if got != c {
+			t.Fatalf("%s: inferred %+v, want %+v", name, got, c)
+		}
+	}
+}
