@@ -1,0 +1,497 @@
+package memtrans
+
+// METransformer (Wang, Liu, Wang and Zhou, "METransformer: Radiology Report
+// Generation by Transformer with Multiple Learnable Expert Tokens", CVPR
+// 2023, arXiv 2304.02211), assembled from vision.ViT (the multi-expert ViT
+// encoder) and mesh.BilinearAttention (expert bilinear attention).
+//
+// No official code exists (shared/reference, §8); this follows the paper as
+// the seed notes (shared/seeds/003) give it. Equation numbers are those of
+// the notes, in order of appearance: Eqs. 1–3 the ViT encoder (vision),
+// Eqs. 4–8 expert bilinear attention (mesh), Eq. 9 the bilinear encoder
+// layer, Eq. 10 the adjust block, Eqs. 11–13 the bilinear decoder layer.
+// Where the notes leave a choice open, the choice is stated at the code.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/vision"
+)
+
+// METransConfig holds the architecture of a METransformer. Sizes are data:
+// they travel with the weights. Token ids follow R2Gen: id 0 is BOS, EOS and
+// padding at once.
+type METransConfig struct {
+	DIn            int     `json:"d_in"`            // visual feature width (2048 for ResNet-101 patches)
+	Patches        int     `json:"patches"`         // N, visual tokens per study
+	Experts        int     `json:"experts"`         // M, expert tokens = candidate reports per study
+	DModel         int     `json:"d_model"`         // token width D (also D_B of the bilinear blocks)
+	Heads          int     `json:"heads"`           // ViT attention heads
+	DFF            int     `json:"d_ff"`            // ViT MLP width
+	DMid           int     `json:"d_mid"`           // width of the bilinear blocks' squeeze layer
+	ViTLayers      int     `json:"vit_layers"`      // ViT blocks (Eqs. 2–3)
+	BilinearLayers int     `json:"bilinear_layers"` // bilinear encoder layers (Eq. 9)
+	DecoderLayers  int     `json:"decoder_layers"`  // bilinear decoder layers (Eqs. 11–13)
+	Vocab          int     `json:"vocab"`           // output size: tokens + 1 (id 0 is bos/eos/pad)
+	MaxSeqLen      int     `json:"max_seq_length"`  // longest report in tokens, EOS included
+	Lambda         float64 `json:"lambda"`          // weight of the orthogonal loss
+	Dropout        float64 `json:"dropout"`         // in training
+}
+
+// TinyMETrans returns a small configuration for demos and tests.
+func TinyMETrans(vocab, dIn, patches int) METransConfig {
+	return METransConfig{DIn: dIn, Patches: patches, Experts: 3, DModel: 32, Heads: 4, DFF: 64, DMid: 16,
+		ViTLayers: 1, BilinearLayers: 1, DecoderLayers: 2, Vocab: vocab, MaxSeqLen: 60, Lambda: 1, Dropout: 0.1}
+}
+
+// Validate reports the first inconsistency in c, wrapping ErrConfig.
+func (c METransConfig) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: METransformer: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"d_in", c.DIn}, {"patches", c.Patches}, {"experts", c.Experts}, {"d_model", c.DModel}, {"heads", c.Heads},
+		{"d_ff", c.DFF}, {"d_mid", c.DMid}, {"vit_layers", c.ViTLayers}, {"bilinear_layers", c.BilinearLayers},
+		{"decoder_layers", c.DecoderLayers}, {"vocab", c.Vocab}, {"max_seq_length", c.MaxSeqLen}} {
+		if f.v <= 0 || f.v > 1<<20 {
+			return bad("%s = %d", f.name, f.v)
+		}
+	}
+	if c.DModel%c.Heads != 0 {
+		return bad("d_model %d not divisible by %d heads", c.DModel, c.Heads)
+	}
+	if c.Lambda < 0 || math.IsNaN(c.Lambda) || math.IsInf(c.Lambda, 0) {
+		return bad("lambda %v", c.Lambda)
+	}
+	if c.Dropout < 0 || c.Dropout >= 1 {
+		return bad("dropout %v outside [0, 1)", c.Dropout)
+	}
+	return nil
+}
+
+// metransNorm is a torch.nn.LayerNorm (eps 1e-5).
+type metransNorm struct{ weight, bias *radgen.Tensor }
+
+func newMETransNorm(d int) metransNorm {
+	n := metransNorm{radgen.NewParam(d), radgen.NewParam(d)}
+	radgen.Fill(n.weight, 1)
+	return n
+}
+
+func (n metransNorm) forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+	return g.LayerNorm(x, n.weight, n.bias, 1e-5, radgen.NormStandard)
+}
+
+func (n metransNorm) visit(prefix string, visit func(string, *radgen.Tensor)) {
+	visit(prefix+"weight", n.weight)
+	visit(prefix+"bias", n.bias)
+}
+
+// METransEncoderLayer is a bilinear encoder layer (Eq. 9):
+//
+//	ẑ_e⁽ⁿ⁾ = EBA(ẑ_e⁽ⁿ⁻¹⁾, ẑ_v⁽ⁿ⁻¹⁾)
+//	ẑ_v⁽ⁿ⁾ = LN(W_eⁿ[ẑ_e⁽ⁿ⁻¹⁾; ẑ_v⁽ⁿ⁻¹⁾] + ẑ_v⁽ⁿ⁻¹⁾)
+//
+// The concatenation pairs M expert rows with N visual rows, which the notes
+// do not reconcile; as in X-Linear's encoder, where the attended (global)
+// feature is concatenated to every region, each visual token is
+// concatenated with the mean of the M expert tokens.
+type METransEncoderLayer struct {
+	EBA  *mesh.BilinearAttention // experts attend the visual tokens
+	Fuse *radgen.Linear          // W_eⁿ: 2D → D
+	norm metransNorm
+}
+
+// Forward maps expert tokens e (B, M, D) and visual tokens v (B, N, D) to
+// the next layer's.
+func (l *METransEncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
+	b, m, n, d := e.Dim(0), e.Dim(1), v.Dim(1), v.Dim(2)
+	next := l.EBA.Forward(g, e, v, v, nil)
+	pooled := g.MatMul(constFill(e, 1/float64(m), b, 1, m), e, false) // (B, 1, D): mean over experts
+	wide := g.Add(constFill(e, 0, b, n, d), pooled)                   // (B, N, D)
+	vn := l.norm.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, wide, v)), v))
+	return next, vn
+}
+
+func (l *METransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
+	l.EBA.VisitParams(radgen.Prefixed("eba.", visit))
+	l.Fuse.VisitParams(radgen.Prefixed("fuse.", visit))
+	l.norm.visit("norm.", visit)
+}
+
+// METransDecoderLayer is a bilinear decoder layer (Eqs. 11–13):
+//
+//	E_mid = LN(EBA_mask(E_r⁽ⁱ⁻¹⁾) + E_r⁽ⁱ⁻¹⁾)              (Eq. 11)
+//	E_c   = LN(EBA_cross(E_mid, f_v) + E_mid)                (Eq. 12)
+//	E_r⁽ⁱ⁾ = LN(W_d⁽ⁱ⁾[E_r⁽ⁱ⁻¹⁾; E_c] + E_r⁽ⁱ⁻¹⁾)          (Eq. 13)
+//
+// EBA_mask is bilinear self-attention of the words under a causal mask;
+// EBA_cross attends the expert-adjusted visual tokens f_v. The next layer
+// reads E_r⁽ⁱ⁾; the last layer's E_c feeds the logit layer, as the notes
+// state, so the last layer has no Eq. 13 (Fuse is nil there: its W_d could
+// never receive a gradient).
+type METransDecoderLayer struct {
+	Self, Cross         *mesh.BilinearAttention
+	Fuse                *radgen.Linear // W_d: 2D → D; nil in the last layer
+	norm1, norm2, norm3 metransNorm
+	dropout             float64
+}
+
+// Forward runs the layer on words er (R, T, D) over visual tokens fv (R, N,
+// D) with the causal mask (R, T, T); it returns E_r⁽ⁱ⁾ (nil in the last
+// layer) and E_c.
+func (l *METransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
+	mid := l.norm1.forward(g, g.Add(g.Dropout(l.Self.Forward(g, er, er, er, causal), l.dropout), er)) // Eq. 11
+	ec = l.norm2.forward(g, g.Add(g.Dropout(l.Cross.Forward(g, mid, fv, fv, nil), l.dropout), mid))  // Eq. 12
+	if l.Fuse != nil {
+		next = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, er, ec)), er)) // Eq. 13
+	}
+	return next, ec
+}
+
+func (l *METransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
+	l.Self.VisitParams(radgen.Prefixed("self_eba.", visit))
+	l.Cross.VisitParams(radgen.Prefixed("cross_eba.", visit))
+	l.norm1.visit("norm1.", visit)
+	l.norm2.visit("norm2.", visit)
+	if l.Fuse != nil {
+		l.Fuse.VisitParams(radgen.Prefixed("fuse.", visit))
+		l.norm3.visit("norm3.", visit)
+	}
+}
+
+// METransformer writes M candidate reports per study, one per expert token,
+// and picks one by metric-based expert voting ([METransformer.Generate]).
+// The encoder is a ViT over the visual features with M expert tokens
+// (vision.ViT) followed by bilinear encoder layers; the adjust block turns
+// the visual tokens into one set per expert; the bilinear decoder decodes
+// each set into a report.
+//
+// Parameter names: vit.*, bilinear.n.*, adjust.expert.*, adjust.visual.*,
+// words, positions, decoder.i.*, logit.*; radgen.StateDict and
+// radgen.LoadParams save and load them.
+//
+// A METransformer is safe for concurrent use by goroutines that only run
+// NoGrad graphs or decode; training mutates it and must be exclusive.
+type METransformer struct {
+	Config       METransConfig
+	ViT          *vision.ViT
+	Bilinear     []*METransEncoderLayer
+	AdjustExpert *radgen.Linear // W_e of Eq. 10
+	AdjustVisual *radgen.Linear // W_v of Eq. 10
+	Words        *radgen.Tensor // (V, D) word embeddings
+	Positions    *radgen.Tensor // (MaxSeqLen+1, D) learned positions
+	Decoder      []*METransDecoderLayer
+	Logit        *radgen.Linear // D → V
+}
+
+// NewMETransformer returns a model with Xavier-uniform matrices, drawing from
+// a PCG generator seeded with seed.
+func NewMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x4d45545f))
+	vit, err := vision.NewViT(vision.ViTConfig{DIn: c.DIn, Patches: c.Patches, Experts: c.Experts, D: c.DModel,
+		Heads: c.Heads, DFF: c.DFF, Layers: c.ViTLayers, Dropout: c.Dropout}, rng)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	d := c.DModel
+	lin := func(in, out int) *radgen.Linear {
+		l := radgen.NewLinear(in, out, true, rng)
+		radgen.XavierUniform(l.Weight, rng)
+		return l
+	}
+	eba := func(dropout float64) *mesh.BilinearAttention {
+		return mesh.NewBilinearAttention(mesh.BilinearConfig{DQuery: d, DKey: d, DValue: d, DBilinear: d, DMid: c.DMid, Dropout: dropout}, rng)
+	}
+	m := &METransformer{Config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
+		Words: radgen.NewParam(c.Vocab, d), Positions: radgen.NewParam(c.MaxSeqLen+1, d), Logit: lin(d, c.Vocab)}
+	radgen.XavierUniform(m.Words, rng)
+	radgen.Uniform(m.Positions, rng, 0.02*math.Sqrt(3))
+	for range c.BilinearLayers {
+		m.Bilinear = append(m.Bilinear, &METransEncoderLayer{EBA: eba(c.Dropout), Fuse: lin(2*d, d), norm: newMETransNorm(d)})
+	}
+	for i := range c.DecoderLayers {
+		l := &METransDecoderLayer{Self: eba(c.Dropout), Cross: eba(c.Dropout),
+			norm1: newMETransNorm(d), norm2: newMETransNorm(d), dropout: c.Dropout}
+		if i < c.DecoderLayers-1 {
+			l.Fuse, l.norm3 = lin(2*d, d), newMETransNorm(d)
+		}
+		m.Decoder = append(m.Decoder, l)
+	}
+	return m, nil
+}
+
+// VisitParams implements radgen.Module.
+func (m *METransformer) VisitParams(visit func(string, *radgen.Tensor)) {
+	m.ViT.VisitParams(radgen.Prefixed("vit.", visit))
+	for i, l := range m.Bilinear {
+		l.visit(radgen.Prefixed(fmt.Sprintf("bilinear.%d.", i), visit))
+	}
+	m.AdjustExpert.VisitParams(radgen.Prefixed("adjust.expert.", visit))
+	m.AdjustVisual.VisitParams(radgen.Prefixed("adjust.visual.", visit))
+	visit("words", m.Words)
+	visit("positions", m.Positions)
+	for i, l := range m.Decoder {
+		l.visit(radgen.Prefixed(fmt.Sprintf("decoder.%d.", i), visit))
+	}
+	m.Logit.VisitParams(radgen.Prefixed("logit.", visit))
+}
+
+// METransEncoded is a batch of studies after the encoder and the adjust block.
+type METransEncoded struct {
+	Visual   *radgen.Tensor // (B, N, D) f_v, the visual tokens after the bilinear encoder
+	Experts  *radgen.Tensor // (B, M, D) f_e, the expert tokens after the bilinear encoder
+	Adjusted *radgen.Tensor // (B·M, N, D) F_adjust(f_eᵐ, f_v), row b·M + m for study b and expert m
+}
+
+// Encode runs the encoder on visual features (B, N, d_in) and the adjust
+// block
+//
+//	f_vᵐ = F_adjust(f_eᵐ, f_v) = ReLU(W_e f_eᵐ) ⊙ ReLU(W_v f_v)        (Eq. 10)
+//
+// once per expert m, so that each expert's decoding stream reads its own
+// view of the image.
+func (m *METransformer) Encode(g *radgen.Graph, feats *radgen.Tensor) (*METransEncoded, error) {
+	c := m.Config
+	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
+		return nil, fmt.Errorf("memtrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
+	}
+	b, n, mm, d := feats.Dim(0), c.Patches, c.Experts, c.DModel
+	v, e := m.ViT.Forward(g, feats)
+	for _, l := range m.Bilinear {
+		e, v = l.Forward(g, e, v)
+	}
+	ae := g.Reshape(g.ReLU(m.AdjustExpert.Forward(g, e)), b, mm, 1, d)
+	av := g.Reshape(g.ReLU(m.AdjustVisual.Forward(g, v)), b, 1, n, d)
+	adj := g.Reshape(g.Mul(ae, av), b*mm, n, d) // Eq. 10
+	return &METransEncoded{Visual: v, Experts: e, Adjusted: adj}, nil
+}
+
+// DecodeTokens runs the bilinear decoder over expert-adjusted visual tokens
+// fv (R, N, D) on token ids (R·T, row-major, each row starting with BOS)
+// and returns the log-probabilities of the next token, (R, T, V). Position
+// t attends positions ≤ t only.
+func (m *METransformer) DecodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
+	c := m.Config
+	if len(tokens) != r*t || r <= 0 || t <= 0 || fv.Dim(0) != r {
+		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
+	}
+	if t > c.MaxSeqLen+1 {
+		return nil, fmt.Errorf("memtrans: %d positions exceed the METransformer's table (%d)", t, c.MaxSeqLen+1)
+	}
+	for i, id := range tokens {
+		if id < 0 || id >= c.Vocab {
+			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, c.Vocab)
+		}
+	}
+	causal := make([]float64, r*t*t)
+	for i := range r {
+		for q := range t {
+			for k := 0; k <= q; k++ {
+				causal[(i*t+q)*t+k] = 1
+			}
+		}
+	}
+	mask := constOf(fv, causal, r, t, t)
+	x := g.Add(g.Embedding(m.Words, tokens, r, t), g.Slice(m.Positions, 0, 0, t))
+	x = g.Dropout(x, c.Dropout)
+	var ec *radgen.Tensor
+	for _, l := range m.Decoder {
+		x, ec = l.Forward(g, x, fv, mask)
+	}
+	return g.LogSoftmax(m.Logit.Forward(g, ec)), nil
+}
+
+// METransForward is a teacher-forced pass.
+type METransForward struct {
+	Encoded  *METransEncoded
+	LogProbs *radgen.Tensor // (B·M, T, V): row b·M + m is expert m's stream for study b
+}
+
+// TeacherForce runs the model on features (B, N, d_in) and input tokens
+// (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
+// reading the same tokens.
+func (m *METransformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*METransForward, error) {
+	if len(tokens) != b*t || b <= 0 || t <= 0 {
+		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
+	}
+	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != b {
+		return nil, fmt.Errorf("memtrans: METransformer features %v for a batch of %d", shapeOf(feats), b)
+	}
+	enc, err := m.Encode(g, feats)
+	if err != nil {
+		return nil, err
+	}
+	mm := m.Config.Experts
+	rep := make([]int, 0, b*mm*t)
+	for i := range b {
+		for range mm {
+			rep = append(rep, tokens[i*t:(i+1)*t]...)
+		}
+	}
+	lp, err := m.DecodeTokens(g, enc.Adjusted, rep, b*mm, t)
+	if err != nil {
+		return nil, err
+	}
+	return &METransForward{Encoded: enc, LogProbs: lp}, nil
+}
+
+// Loss returns the training objective and its parts: the sum over experts
+// of each expert's masked mean NLL of targets (B·T ids; mask (B·T) non-zero
+// on the positions that count), plus λ times the orthogonal loss of the
+// encoder's expert tokens f_e (vision.OrthogonalLoss). The notes put the
+// orthogonal loss on "the expert tokens" without saying which layer's; it
+// is taken on f_e, the expert embeddings that guide the decoder.
+func (m *METransformer) Loss(g *radgen.Graph, f *METransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
+	mm := m.Config.Experts
+	lp := f.LogProbs
+	b, t := lp.Dim(0)/mm, lp.Dim(1)
+	if len(targets) != b*t || len(mask) != b*t {
+		panic(fmt.Sprintf("memtrans: METransformer loss over %v with %d targets and %d mask entries", lp.Shape(), len(targets), len(mask)))
+	}
+	rt := make([]int, 0, b*mm*t)
+	rm := make([]float32, 0, b*mm*t)
+	for i := range b {
+		for range mm {
+			rt = append(rt, targets[i*t:(i+1)*t]...)
+			rm = append(rm, mask[i*t:(i+1)*t]...)
+		}
+	}
+	// Loss averages over all B·M streams' positions, (1/M)·Σ_m NLL_m.
+	nll = g.Scale(Loss(g, lp, rt, rm), float64(mm))
+	orth = vision.OrthogonalLoss(g, f.Encoded.Experts)
+	total = g.Add(nll, g.Scale(orth, m.Config.Lambda))
+	return total, nll, orth
+}
+
+// StartDecoding encodes visual features (B, N, d_in) once and returns a
+// decode.Model with one row per study and expert: row b·M + m decodes
+// expert m's report of study b. Like decode.Recompute it re-runs the
+// decoder over each row's prefix at every step (O(T²) work).
+func (m *METransformer) StartDecoding(feats *radgen.Tensor) (*decode.Recompute, error) {
+	if feats != nil && feats.Is64() != m.Words.Is64() {
+		if feats.Is64() {
+			feats = feats.To32()
+		} else {
+			feats = feats.To64()
+		}
+	}
+	enc, err := m.Encode(radgen.NoGrad(), feats)
+	if err != nil {
+		return nil, err
+	}
+	score := func(ctx context.Context, rows []int, prefixes []int, length int, dst []float32) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		g := radgen.NoGrad()
+		r := len(rows)
+		lp, err := m.DecodeTokens(g, g.IndexSelect(enc.Adjusted, 0, rows), prefixes, r, length)
+		if err != nil {
+			return err
+		}
+		last := g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab)
+		if last.Is64() {
+			for i, v := range last.Data64() {
+				dst[i] = float32(v)
+			}
+		} else {
+			copy(dst, last.Data())
+		}
+		return nil
+	}
+	return decode.NewRecompute(feats.Dim(0)*m.Config.Experts, m.Config.Vocab, score)
+}
+
+// METransReport is the outcome for one study.
+type METransReport struct {
+	Best       decode.Hypothesis   // the winning candidate
+	Expert     int                 // its expert
+	Candidates []decode.Hypothesis // (M) each expert's best hypothesis
+	Scores     []float64           // (M) each candidate's score against the others
+}
+
+// Generate decodes every expert's candidate report for each study of feats
+// (B, N, d_in) with strategy (a decode strategy with BOS and EOS 0), then
+// chooses one per study by metric-based expert voting (vote.Score, for
+// example CIDErDReward, scores each candidate against the other experts'
+// candidates). With a single expert there is nothing to vote on and its
+// report is returned.
+func (m *METransformer) Generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]METransReport, error) {
+	if strategy == nil {
+		return nil, fmt.Errorf("memtrans: nil decoding strategy")
+	}
+	dec, err := m.StartDecoding(feats)
+	if err != nil {
+		return nil, err
+	}
+	hyps, err := strategy.Decode(ctx, dec)
+	if err != nil {
+		return nil, err
+	}
+	mm := m.Config.Experts
+	b := len(hyps) / mm
+	experts := make([][][]decode.Hypothesis, b)
+	out := make([]METransReport, b)
+	for i := range b {
+		experts[i] = hyps[i*mm : (i+1)*mm]
+		for j, h := range experts[i] {
+			if len(h) == 0 {
+				return nil, fmt.Errorf("memtrans: expert %d of study %d decoded nothing", j, i)
+			}
+			out[i].Candidates = append(out[i].Candidates, h[0])
+		}
+	}
+	if mm == 1 {
+		for i := range out {
+			out[i].Best, out[i].Scores = out[i].Candidates[0], []float64{0}
+		}
+		return out, nil
+	}
+	best, ballots, err := vote.SelectHypotheses(ctx, experts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Best, out[i].Expert, out[i].Scores = best[i], ballots[i].Winner, ballots[i].Scores
+	}
+	return out, nil
+}
+
+// constOf wraps values as a constant tensor of the given shape in like's
+// dtype.
+func constOf(like *radgen.Tensor, values []float64, shape ...int) *radgen.Tensor {
+	t := radgen.FromFloat64(values, shape...)
+	if !like.Is64() {
+		t = t.To32()
+	}
+	return t
+}
+
+// constFill returns a constant tensor of the given shape, every element v,
+// in like's dtype.
+func constFill(like *radgen.Tensor, v float64, shape ...int) *radgen.Tensor {
+	var t *radgen.Tensor
+	if like.Is64() {
+		t = radgen.Zeros64(shape...)
+	} else {
+		t = radgen.Zeros(shape...)
+	}
+	if v != 0 {
+		radgen.Fill(t, v)
+	}
+	return t
+}
+
+var _ radgen.Module = (*METransformer)(nil)
