@@ -150,7 +150,7 @@ type METransDecoderLayer struct {
 // layer) and E_c.
 func (l *METransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
 	mid := l.norm1.forward(g, g.Add(g.Dropout(l.Self.Forward(g, er, er, er, causal), l.dropout), er)) // Eq. 11
-	ec = l.norm2.forward(g, g.Add(g.Dropout(l.Cross.Forward(g, mid, fv, fv, nil), l.dropout), mid))  // Eq. 12
+	ec = l.norm2.forward(g, g.Add(g.Dropout(l.Cross.Forward(g, mid, fv, fv, nil), l.dropout), mid))   // Eq. 12
 	if l.Fuse != nil {
 		next = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, er, ec)), er)) // Eq. 13
 	}
