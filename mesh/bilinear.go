@@ -104,19 +104,42 @@ func (a *BilinearAttention) Forward(g *radgen.Graph, q, k, v, mask *radgen.Tenso
 // ForwardWithWeights is Forward that also returns the spatial attention α_s
 // (B, Tq, Tk).
 func (a *BilinearAttention) ForwardWithWeights(g *radgen.Graph, q, k, v, mask *radgen.Tensor) (out, weights *radgen.Tensor) {
+	return a.Attend(g, q, a.ProjectKeys(g, k, v), mask)
+}
+
+// BilinearKeys are keys and values after their half of the bilinear pooling
+// (Eq. 4): K = ReLU(W_k k) and V = ReLU(W_v v), each (B, Tk, D_B). They
+// depend on the keys alone, so a decoder computes them once per position
+// (or once per study, for cross-attention) and reuses them at every step.
+type BilinearKeys struct {
+	K, V *radgen.Tensor
+}
+
+// ProjectKeys projects keys k (B, Tk, D_k) and values v (B, Tk, D_v).
+func (a *BilinearAttention) ProjectKeys(g *radgen.Graph, k, v *radgen.Tensor) BilinearKeys {
 	c := a.Config
-	if q.Rank() != 3 || k.Rank() != 3 || v.Rank() != 3 || q.Dim(2) != c.DQuery || k.Dim(2) != c.DKey ||
-		v.Dim(2) != c.DValue || k.Dim(0) != q.Dim(0) || v.Dim(0) != q.Dim(0) || v.Dim(1) != k.Dim(1) {
-		panic(fmt.Sprintf("mesh: bilinear attention over q %v, k %v, v %v with sizes %+v", q.Shape(), k.Shape(), v.Shape(), c))
+	if k.Rank() != 3 || v.Rank() != 3 || k.Dim(2) != c.DKey || v.Dim(2) != c.DValue || k.Dim(0) != v.Dim(0) || k.Dim(1) != v.Dim(1) {
+		panic(fmt.Sprintf("mesh: bilinear attention keys %v and values %v with sizes %+v", k.Shape(), v.Shape(), c))
 	}
-	b, tq, tk, db := q.Dim(0), q.Dim(1), k.Dim(1), c.DBilinear
+	return BilinearKeys{K: g.ReLU(a.Key.Forward(g, k)), V: g.ReLU(a.Value.Forward(g, v))}
+}
+
+// Attend is Forward over keys and values already projected by
+// ProjectKeys: queries q (B, Tq, D_q), kv.K and kv.V (B, Tk, D_B). It
+// returns the output (B, Tq, D_B) and the spatial attention α_s (B, Tq, Tk).
+func (a *BilinearAttention) Attend(g *radgen.Graph, q *radgen.Tensor, kv BilinearKeys, mask *radgen.Tensor) (out, weights *radgen.Tensor) {
+	c := a.Config
+	if q.Rank() != 3 || q.Dim(2) != c.DQuery || kv.K == nil || kv.V == nil || kv.K.Rank() != 3 || kv.V.Rank() != 3 ||
+		kv.K.Dim(0) != q.Dim(0) || kv.V.Dim(0) != q.Dim(0) || kv.K.Dim(1) != kv.V.Dim(1) ||
+		kv.K.Dim(2) != c.DBilinear || kv.V.Dim(2) != c.DBilinear {
+		panic(fmt.Sprintf("mesh: bilinear attention of q %v over projected keys with sizes %+v", q.Shape(), c))
+	}
+	b, tq, tk, db := q.Dim(0), q.Dim(1), kv.K.Dim(1), c.DBilinear
 	// Eq. 4: low-rank bilinear pooling, (B, Tq, 1, D_B) ⊙ (B, 1, Tk, D_B).
 	qk := g.Reshape(g.ReLU(a.QueryKey.Forward(g, q)), b, tq, 1, db)
-	kk := g.Reshape(g.ReLU(a.Key.Forward(g, k)), b, 1, tk, db)
-	bk := g.Mul(kk, qk) // (B, Tq, Tk, D_B)
+	bk := g.Mul(g.Reshape(kv.K, b, 1, tk, db), qk) // (B, Tq, Tk, D_B)
 	qv := g.Reshape(g.ReLU(a.QueryValue.Forward(g, q)), b, tq, 1, db)
-	vv := g.Reshape(g.ReLU(a.Value.Forward(g, v)), b, 1, tk, db)
-	bv := g.Mul(vv, qv) // (B, Tq, Tk, D_B)
+	bv := g.Mul(g.Reshape(kv.V, b, 1, tk, db), qv) // (B, Tq, Tk, D_B)
 
 	mid := g.ReLU(a.Mid.Forward(g, bk))                       // Eq. 5: (B, Tq, Tk, D_mid)
 	scores := g.Reshape(a.Spatial.Forward(g, mid), b, tq, tk) // (B, Tq, Tk)
