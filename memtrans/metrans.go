@@ -375,18 +375,14 @@ func (m *METransformer) Loss(g *radgen.Graph, f *METransForward, targets []int, 
 	return total, nll, orth
 }
 
-// StartDecoding encodes visual features (B, N, d_in) once and returns a
+// StartRecompute encodes visual features (B, N, d_in) once and returns a
 // decode.Model with one row per study and expert: row b·M + m decodes
 // expert m's report of study b. Like decode.Recompute it re-runs the
-// decoder over each row's prefix at every step (O(T²) work).
-func (m *METransformer) StartDecoding(feats *radgen.Tensor) (*decode.Recompute, error) {
-	if feats != nil && feats.Is64() != m.Words.Is64() {
-		if feats.Is64() {
-			feats = feats.To32()
-		} else {
-			feats = feats.To64()
-		}
-	}
+// decoder over each row's prefix at every step (O(T²) work); it is the
+// cross-check of the incremental [METransformer.StartDecoding], which must
+// give the same log-probabilities.
+func (m *METransformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+	feats = m.matchDtype(feats)
 	enc, err := m.Encode(radgen.NoGrad(), feats)
 	if err != nil {
 		return nil, err

@@ -266,3 +266,77 @@ func TestMETransErrors(t *testing.T) {
 		t.Error("token outside the vocabulary accepted")
 	}
 }
+
+// The incremental decoding and the recomputing one give the same
+// log-probabilities through steps and reorders (expansion, repeats,
+// shrinking), and the same beam-search reports.
+func TestMETransIncrementalMatchesRecompute(t *testing.T) {
+	m := tinyMETrans(t, 0)
+	feats, _, _, _, _ := metransBatch(2, 3, 3, 7)
+	inc, err := m.StartDecoding(feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.StartRecompute(feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	ctx := context.Background()
+	V := m.Config.Vocab
+	reorders := [][]int{{0, 0, 1, 1, 2, 2, 3, 3}, {7, 6, 5, 4, 3, 2, 1, 0}, {1, 1, 1, 4, 5}, {4, 3, 2, 1, 0}}
+	for step := range 5 {
+		rows := inc.Rows()
+		tokens := make([]int, rows)
+		for i := range tokens {
+			tokens[i] = rng.IntN(V)
+		}
+		a, b := make([]float32, rows*V), make([]float32, rows*V)
+		if err := inc.Step(ctx, tokens, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Step(ctx, tokens, b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range a {
+			if d := math.Abs(float64(a[i] - b[i])); d > 1e-5 {
+				t.Fatalf("step %d, entry %d: incremental %v, recompute %v", step, i, a[i], b[i])
+			}
+		}
+		if step < len(reorders) {
+			if err := inc.Reorder(reorders[step]); err != nil {
+				t.Fatal(err)
+			}
+			if err := rec.Reorder(reorders[step]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inc, _ = m.StartDecoding(feats)
+	rec, _ = m.StartRecompute(feats)
+	beam := decode.BeamSearch{Size: 3, N: 3, MaxLen: 7}
+	hi, err := beam.Decode(ctx, inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := beam.Decode(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range hi {
+		for j := range hi[r] {
+			x, y := hi[r][j], hr[r][j]
+			if len(x.Tokens) != len(y.Tokens) || math.Abs(x.Score-y.Score) > 1e-4 {
+				t.Fatalf("row %d beam %d: %v (%v) vs %v (%v)", r, j, x.Tokens, x.Score, y.Tokens, y.Score)
+			}
+			for k := range x.Tokens {
+				if x.Tokens[k] != y.Tokens[k] {
+					t.Fatalf("row %d beam %d: %v vs %v", r, j, x.Tokens, y.Tokens)
+				}
+			}
+		}
+	}
+	if err := inc.Reorder([]int{99}); !errors.Is(err, decode.ErrShape) {
+		t.Fatalf("bad reorder: %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/mesh"
+)
+
+// METransDecoding is the incremental decoding state of a batch of studies
+// under a [METransformer]; it implements decode.Model. Its rows start as one
+// per study and expert (row b·M + m decodes expert m's report of study b),
+// and a strategy then expands and reorders them.
+//
+// It computes what [METransformer.DecodeTokens] computes for the last
+// position of each prefix, without re-running the prefix:
+//   - each decoder layer's bilinear self-attention keeps the projected keys
+//     and values (mesh.BilinearKeys) of every earlier position of every
+//     row, so a step projects only the new position's;
+//   - the bilinear cross-attention keys and values over each expert's
+//     adjusted visual tokens (Eq. 10) are projected once per study and
+//     expert when decoding starts and shared by all rows (beams) of that
+//     stream.
+//
+// The attention itself still reads every earlier position (the spatial
+// softmax and the channel mean of Eqs. 6–7 run over all of them), so a
+// step costs O(t) in the prefix length t, against O(t²) for re-running
+// the prefix. A METransDecoding belongs to one goroutine; the model it came
+// from may serve many concurrently.
+type METransDecoding struct {
+	m      *METransformer
+	t      int   // steps taken
+	stream []int // row → stream (study·M + expert)
+	cross  []mesh.BilinearKeys
+	self   []mesh.BilinearKeys // per layer, (rows, t, D_B); nil before the first step
+}
+
+var _ decode.Model = (*METransDecoding)(nil)
+
+// StartDecoding encodes visual features (B, N, d_in) and returns an
+// incremental decoding state with B·M rows, ready for a decode strategy.
+func (m *METransformer) StartDecoding(feats *radgen.Tensor) (*METransDecoding, error) {
+	feats = m.matchDtype(feats)
+	g := radgen.NoGrad()
+	enc, err := m.Encode(g, feats)
+	if err != nil {
+		return nil, err
+	}
+	s := &METransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0))}
+	for i := range s.stream {
+		s.stream[i] = i
+	}
+	for _, l := range m.Decoder {
+		s.cross = append(s.cross, l.Cross.ProjectKeys(g, enc.Adjusted, enc.Adjusted))
+	}
+	s.self = make([]mesh.BilinearKeys, len(m.Decoder))
+	return s, nil
+}
+
+// VocabSize implements decode.Model.
+func (s *METransDecoding) VocabSize() int { return s.m.Config.Vocab }
+
+// Rows implements decode.Model.
+func (s *METransDecoding) Rows() int { return len(s.stream) }
+
+// Streams returns the stream (study·M + expert) of each row; the slice is
+// the decoding's own and changes with the next Reorder.
+func (s *METransDecoding) Streams() []int { return s.stream }
+
+// Step implements decode.Model: it consumes one token per row and writes
+// the log-probabilities of the next, (Rows() × V), into dst.
+func (s *METransDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := s.m.Config
+	r := len(s.stream)
+	if len(tokens) != r {
+		return fmt.Errorf("%w: %d tokens for %d rows", decode.ErrShape, len(tokens), r)
+	}
+	if len(dst) < r*c.Vocab {
+		return fmt.Errorf("%w: dst holds %d log-probabilities, want %d×%d", decode.ErrShape, len(dst), r, c.Vocab)
+	}
+	if s.t > c.MaxSeqLen {
+		return fmt.Errorf("%w: step %d beyond the positional table (%d rows)", decode.ErrShape, s.t+1, c.MaxSeqLen+1)
+	}
+	for i, id := range tokens {
+		if id < 0 || id >= c.Vocab {
+			return fmt.Errorf("%w: token %d in row %d, vocabulary %d", decode.ErrToken, id, i, c.Vocab)
+		}
+	}
+	g := radgen.NoGrad()
+	x := g.Add(g.Embedding(s.m.Words, tokens, r, 1), g.Slice(s.m.Positions, 0, s.t, s.t+1)) // (R, 1, D)
+	var ec *radgen.Tensor
+	for i, l := range s.m.Decoder {
+		kv := l.Self.ProjectKeys(g, x, x)
+		if s.self[i].K != nil {
+			kv = mesh.BilinearKeys{K: g.Concat(1, s.self[i].K, kv.K), V: g.Concat(1, s.self[i].V, kv.V)}
+		}
+		s.self[i] = kv
+		// The new position attends itself and every earlier one: the
+		// causal mask of DecodeTokens, restricted to its last row.
+		att, _ := l.Self.Attend(g, x, kv, nil)
+		mid := l.norm1.forward(g, g.Add(att, x)) // Eq. 11
+		cross := mesh.BilinearKeys{K: g.IndexSelect(s.cross[i].K, 0, s.stream), V: g.IndexSelect(s.cross[i].V, 0, s.stream)}
+		att, _ = l.Cross.Attend(g, mid, cross, nil)
+		ec = l.norm2.forward(g, g.Add(att, mid)) // Eq. 12
+		if l.Fuse != nil {
+			x = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, x, ec)), x)) // Eq. 13
+		}
+	}
+	lp := g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))
+	if lp.Is64() {
+		for i, v := range lp.Data64() {
+			dst[i] = float32(v)
+		}
+	} else {
+		copy(dst, lp.Data())
+	}
+	s.t++
+	return nil
+}
+
+// Reorder implements decode.Model: row i becomes a copy of row src[i].
+func (s *METransDecoding) Reorder(src []int) error {
+	r := len(s.stream)
+	for i, v := range src {
+		if v < 0 || v >= r {
+			return fmt.Errorf("%w: Reorder index %d at %d, %d rows", decode.ErrShape, v, i, r)
+		}
+	}
+	g := radgen.NoGrad()
+	stream := make([]int, len(src))
+	for i, v := range src {
+		stream[i] = s.stream[v]
+	}
+	s.stream = stream
+	for i, kv := range s.self {
+		if kv.K != nil {
+			s.self[i] = mesh.BilinearKeys{K: g.IndexSelect(kv.K, 0, src), V: g.IndexSelect(kv.V, 0, src)}
+		}
+	}
+	return nil
+}
+
+// matchDtype converts feats to the dtype of the model's weights.
+func (m *METransformer) matchDtype(feats *radgen.Tensor) *radgen.Tensor {
+	if feats == nil || feats.Is64() == m.Words.Is64() {
+		return feats
+	}
+	if feats.Is64() {
+		return feats.To32()
+	}
+	return feats.To64()
+}
