@@ -31,6 +31,16 @@ type Options struct {
 	Beam             int
 	Progress         func(memtrans.Progress)
 	AttentionExample bool // generate with attention maps
+	// Configure, when set, edits the encoder–decoder's configuration after
+	// Variant and the run's defaults are applied: the way to select the
+	// other papers' variants (memtrans.Config's Routing, Memory, Mem2Mem…).
+	Configure func(*memtrans.Config)
+	// Init, when set, is a trained model of the same data and tokenizer
+	// that the run continues from (continued learning, Liu et al. §3.3.2):
+	// its frozen extractor and every tensor of the single-view R2Gen
+	// architecture are copied, the variant's new modules keep their
+	// initialisation, and the extractor is not calibrated again.
+	Init *memtrans.Model
 }
 
 // Defaults are the quickstart's settings.
@@ -117,9 +127,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg.Transformer.Variant = o.Variant
 	// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
 	cfg.Transformer.EmbedDrop = 0.1
+	if o.Configure != nil {
+		o.Configure(&cfg.Transformer)
+	}
 	model, err := memtrans.New(cfg, tok, o.Seed)
 	if err != nil {
 		return nil, err
+	}
+	calibrate := 8
+	if o.Init != nil {
+		if err := continueFrom(model, o.Init); err != nil {
+			model.Close()
+			return nil, err
+		}
+		calibrate = 0
 	}
 	res := &Result{Model: model}
 	for _, p := range radgen.Trainable(model.Transformer()) {
@@ -141,7 +162,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	tc := memtrans.TrainConfig{Epochs: o.Epochs, LR: o.LR, WeightDecay: 5e-5, AMSGrad: true, ClipValue: 0.1,
-		StepSize: max(1, o.Epochs*2/3), Gamma: 0.1, Seed: o.Seed, FreezeExtractor: true, CalibrateBatches: 8}
+		StepSize: max(1, o.Epochs*2/3), Gamma: 0.1, Seed: o.Seed, FreezeExtractor: true, CalibrateBatches: calibrate}
 	var topts []memtrans.TrainerOption
 	if o.Progress != nil {
 		topts = append(topts, memtrans.WithProgress(o.Progress))
@@ -206,6 +227,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// continueFrom copies prev's extractor and single-view encoder–decoder
+// into m.
+func continueFrom(m, prev *memtrans.Model) error {
+	if err := radgen.LoadParams(m.Extractor(), radgen.StateDict(prev.Extractor(), ""), ""); err != nil {
+		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
+	}
+	m.Extractor().ResNet.Refold()
+	if err := m.Transformer().ContinueFrom(radgen.StateDict(prev.Transformer(), ""), ""); err != nil {
+		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
+	}
+	return nil
 }
 
 // FindingLabels maps a synthetic study's labels (data.LabelNames order) to
