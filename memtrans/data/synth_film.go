@@ -52,7 +52,7 @@ func newAnatomy(rng *rand.Rand) anatomy {
 		lungW: u(0.155, 0.175), lungTop: u(0.14, 0.18), dome: u(0.76, 0.80),
 		exposure: u(-0.05, 0.05), contrast: u(0.9, 1.1), noise: u(0.015, 0.03),
 		opU: u(-0.035, 0.035), opV: u(-0.04, 0.04),
-		depth: u(0.15, 0.21), collapse: u(0.5, 0.62),
+		depth: u(0.15, 0.21), collapse: u(0.38, 0.5),
 	}
 	for i := range a.marks {
 		a.marks[i] = u(0, 2*math.Pi)
@@ -172,7 +172,7 @@ func (m *film) frontal(u, v float64) float64 {
 			if f.OpacityZone == Lower {
 				ov = 0.58 + a.opV
 			}
-			tissue += 0.5 * math.Exp(-(sq(u-ou)+sq(v-ov))/(2*sq(0.05)))
+			tissue += 0.6 * math.Exp(-(sq(u-ou)+sq(v-ov))/(2*sq(0.07)))
 		}
 		val = blend(val, tissue, lung)
 	}
@@ -228,7 +228,7 @@ func (m *film) lateral(u, v float64) float64 {
 				ov = 0.58 + a.opV
 			}
 			ou := 0.5 + 2*a.opU
-			tissue += 0.4 * math.Exp(-(sq(u-ou)+sq(v-ov))/(2*sq(0.055)))
+			tissue += 0.5 * math.Exp(-(sq(u-ou)+sq(v-ov))/(2*sq(0.07)))
 		}
 		val = blend(val, tissue, lung)
 	}
