@@ -17,6 +17,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
@@ -281,6 +282,22 @@ func (m *Transformer) SequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, se
 		wt, ones = wt.To32(), ones.To32()
 	}
 	return g.Reshape(g.MatMul(g.Mul(picked, wt), ones, false), r), nil
+}
+
+// SCSTReferences returns the reference of every study of a batch in the
+// form Step takes: example i's ids without the leading BOS (R2Gen's
+// [0, w1 … wn, 0] becomes [w1 … wn, 0]). A study with several reports
+// should pass them all to Step instead.
+func SCSTReferences(b *data.Batch) [][][]int {
+	out := make([][][]int, len(b.Examples))
+	for i, e := range b.Examples {
+		ids := e.IDs
+		if len(ids) > 0 && ids[0] == 0 {
+			ids = ids[1:]
+		}
+		out[i] = [][]int{append([]int(nil), ids...)}
+	}
+	return out
 }
 
 func onesOf(n int) []float64 {

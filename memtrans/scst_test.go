@@ -9,6 +9,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
@@ -251,5 +252,18 @@ func TestRewards(t *testing.T) {
 	}
 	if _, err := BLEUReward(5); err == nil {
 		t.Fatal("BLEU-5 accepted")
+	}
+}
+
+func TestSCSTReferences(t *testing.T) {
+	b := &data.Batch{Examples: []*data.Example{{IDs: []int{0, 4, 5, 0}}, {IDs: []int{0, 7}}}}
+	refs := SCSTReferences(b)
+	if len(refs) != 2 || len(refs[0]) != 1 || len(refs[0][0]) != 3 || refs[0][0][0] != 4 || refs[0][0][2] != 0 ||
+		len(refs[1][0]) != 1 || refs[1][0][0] != 7 {
+		t.Fatalf("references %v", refs)
+	}
+	refs[0][0][0] = 99
+	if b.Examples[0].IDs[1] != 4 {
+		t.Fatal("SCSTReferences shares the batch's ids")
 	}
 }
