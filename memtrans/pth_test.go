@@ -1,0 +1,120 @@
+package memtrans
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/pth"
+	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/memtrans/data"
+)
+
+// tinyR2GenWeights returns a tokenizer, a tiny configuration and random
+// weights for it under R2Gen's state_dict names, plus the BatchNorm step
+// counters a real R2Gen checkpoint carries.
+func tinyR2GenWeights(t *testing.T) (*data.Tokenizer, ModelConfig, []pth.Tensor) {
+	t.Helper()
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"The heart is normal. No effusion."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := TinyConfig(tok.Len() + 1)
+	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
+	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	m, err := New(cfg, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	var ts []pth.Tensor
+	for _, p := range radgen.Params(m) {
+		v := make([]float32, len(p.Tensor.Data()))
+		for i := range v {
+			if strings.HasSuffix(p.Name, "running_var") {
+				v[i] = 0.5 + rng.Float32() // a variance must stay positive
+			} else {
+				v[i] = float32(rng.NormFloat64())
+			}
+		}
+		ts = append(ts, pth.Tensor{Name: p.Name, Shape: slices.Clone(p.Tensor.Shape()), Data: v})
+		if strings.HasSuffix(p.Name, "running_var") {
+			ts = append(ts, pth.Tensor{Name: strings.TrimSuffix(p.Name, "running_var") + "num_batches_tracked", Shape: []int{}, Data: []float32{1234}})
+		}
+	}
+	return tok, cfg, ts
+}
+
+// TestLoadR2GenFile writes random R2Gen-named weights for a tiny model as a
+// PyTorch checkpoint and as safetensors, loads both through the facade and
+// requires every parameter to come back bit for bit.
+func TestLoadR2GenFile(t *testing.T) {
+	tok, cfg, ts := tinyR2GenWeights(t)
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := pth.Write(&buf, ts, &pth.Meta{Epoch: 7, MonitorBest: 0.25}); err != nil {
+		t.Fatal(err)
+	}
+	pthPath := filepath.Join(dir, "model_best.pth")
+	if err := os.WriteFile(pthPath, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st []safetensors.Tensor
+	for _, x := range ts {
+		st = append(st, safetensors.Tensor{Name: x.Name, Dtype: safetensors.F32, Shape: x.Shape, Data: safetensors.F32Bytes(x.Data)})
+	}
+	var sbuf bytes.Buffer
+	if err := safetensors.Write(&sbuf, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Named .pth on purpose: the format is sniffed, not taken from the name.
+	stPath := filepath.Join(dir, "weights.pth")
+	if err := os.WriteFile(stPath, sbuf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]pth.Tensor{}
+	for _, x := range ts {
+		want[x.Name] = x
+	}
+	for _, path := range []string{pthPath, stPath} {
+		m, err := LoadR2GenFile(path, tok, cfg.Views, cfg.Transformer.Heads, cfg.Transformer.MemoryHeads)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		if got := m.Config().Transformer; got.DModel != 16 || got.Layers != 1 || got.Vocab != cfg.Transformer.Vocab {
+			t.Errorf("%s: inferred config %+v", filepath.Base(path), got)
+		}
+		n := 0
+		for _, p := range radgen.Params(m) {
+			w, ok := want[p.Name]
+			if !ok {
+				t.Fatalf("%s: model parameter %q not in the file", filepath.Base(path), p.Name)
+			}
+			if !slices.Equal(p.Tensor.Shape(), w.Shape) || !slices.Equal(p.Tensor.Data(), w.Data) {
+				t.Fatalf("%s: %q differs after loading", filepath.Base(path), p.Name)
+			}
+			n++
+		}
+		t.Logf("%s: %d parameters identical", filepath.Base(path), n)
+		m.Close()
+	}
+
+	bad := filepath.Join(dir, "bad.pth")
+	for _, b := range [][]byte{[]byte("not weights at all"), buf.Bytes()[:buf.Len()/2], {}} {
+		if err := os.WriteFile(bad, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadR2GenFile(bad, tok, 2, 2, 2); !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("%d bytes of garbage: %v", len(b), err)
+		}
+	}
+	if _, err := LoadR2GenFile(pthPath, tok, 2, 2, 2, WithMaxCheckpointBytes(1000)); !errors.Is(err, ErrCheckpoint) || !errors.Is(err, pth.ErrLimit) {
+		t.Errorf("limit: %v", err)
+	}
+}
