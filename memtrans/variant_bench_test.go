@@ -1,0 +1,67 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/radgen/radgen/mesh"
+)
+
+// BenchmarkVariantDecodeStep times one incremental step of 3 beam rows of
+// the paper-sized model (IU X-Ray, 98 patches) at positions 10 and 60 for
+// R2Gen, multi-view GCA and FMA, and Mem2Mem. Multi-view sources are per
+// study, so GCA's step costs what R2Gen's does; Mem2Mem's adds its O(r + N)
+// read, context and write, independent of the position.
+func BenchmarkVariantDecodeStep(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"r2gen", func(*Config) {}},
+		{"gca", func(c *Config) { c.Routing = mesh.RoutingGCA }},
+		{"fma", func(c *Config) { c.Routing = mesh.RoutingFMA }},
+		{"mem2mem", func(c *Config) { c.Memory = MemoryMem2Mem }},
+	} {
+		c := IUXRay(761)
+		v.edit(&c)
+		m, err := NewTransformer(c, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		feats := randomFeats(1, 98, 2048, 5)
+		for _, pos := range []int{10, 60} {
+			b.Run(fmt.Sprintf("%s/pos=%d", v.name, pos), func(b *testing.B) {
+				dec, err := m.StartDecoding(feats)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				lp := make([]float32, 3*c.Vocab)
+				if err := dec.Step(ctx, []int{0}, lp); err != nil {
+					b.Fatal(err)
+				}
+				if err := dec.Reorder([]int{0, 0, 0}); err != nil {
+					b.Fatal(err)
+				}
+				tok := []int{5, 6, 7}
+				for dec.Position() < pos {
+					if err := dec.Step(ctx, tok, lp); err != nil {
+						b.Fatal(err)
+					}
+				}
+				saved := append([]float32(nil), dec.memory...)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					dec.t = pos // re-run the step at the same position
+					copy(dec.memory, saved)
+					if err := dec.Step(ctx, tok, lp); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*3), "ns/row-step")
+			})
+		}
+	}
+}
