@@ -1,0 +1,87 @@
+package memtrans
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/radgen/radgen"
+)
+
+// metaMETransConfig is the metadata key of a METransformer's architecture
+// in the native checkpoint format (see checkpoint.go); an R2Gen checkpoint
+// has radgen.config instead, so neither loader mistakes one for the other.
+const metaMETransConfig = "radgen.metrans.config"
+
+// Save writes the model in the native checkpoint format: every parameter by
+// its name (see [METransformer]), the configuration as JSON in the
+// metadata, compressed and checksummed. Write it through a temporary file
+// and a rename for atomicity, as Model.SaveFile does.
+func (m *METransformer) Save(w io.Writer) error {
+	cfg, err := json.Marshal(m.Config)
+	if err != nil {
+		return err
+	}
+	return writeCheckpoint(w, moduleTensors(m), map[string]string{metaMETransConfig: string(cfg)})
+}
+
+// LoadMETransformer reads a model written by [METransformer.Save]. Of the
+// options only WithMaxCheckpointBytes applies. Before any parameter is
+// allocated, the configuration must be valid and the file must hold as
+// many values as the model has, so a forged header cannot make it allocate
+// more than the file's size. Errors wrap ErrCheckpoint.
+func LoadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) {
+	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	ck, err := readCheckpoint(r, o.maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := ck.metadata[metaMETransConfig]
+	if !ok {
+		return nil, fmt.Errorf("%w: no METransformer configuration (%s)", ErrCheckpoint, metaMETransConfig)
+	}
+	var cfg METransConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return nil, fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	var stored float64
+	for _, n := range ck.file.Names() {
+		if info, ok := ck.file.Info(n); ok {
+			stored += float64(info.Len())
+		}
+	}
+	if want := cfg.paramCount(); want > stored {
+		return nil, fmt.Errorf("%w: the configuration has %.0f parameters, the file holds %.0f values", ErrCheckpoint, want, stored)
+	}
+	m, err := NewMETransformer(cfg, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err := radgen.LoadParams(m, ck.file, ""); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	return m, nil
+}
+
+// paramCount returns the number of parameter values of a model of c, in
+// float64 so that no configuration overflows it.
+func (c METransConfig) paramCount() float64 {
+	d, n, m := float64(c.DModel), float64(c.Patches), float64(c.Experts)
+	ff, mid, v := float64(c.DFF), float64(c.DMid), float64(c.Vocab)
+	linear := func(in, out float64) float64 { return in*out + out }
+	norm := 2 * d
+	eba := 4*linear(d, d) + linear(d, mid) + linear(mid, 1) + linear(mid, d)
+	vit := linear(float64(c.DIn), d) + m*d + (n+m)*d + 2*d + norm +
+		float64(c.ViTLayers)*(2*norm+4*linear(d, d)+linear(d, ff)+linear(ff, d))
+	bil := float64(c.BilinearLayers) * (eba + linear(2*d, d) + norm)
+	dec := float64(c.DecoderLayers)*(2*eba+2*norm) + float64(c.DecoderLayers-1)*(linear(2*d, d)+norm)
+	return vit + bil + 2*linear(d, d) + v*d + float64(c.MaxSeqLen+1)*d + dec + linear(d, v)
+}
