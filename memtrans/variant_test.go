@@ -390,3 +390,47 @@ func TestInferVariantConfig(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInferConfig: shapes read from an untrusted state_dict never make
+// InferConfig panic, and whatever it accepts validates.
+func FuzzInferConfig(f *testing.F) {
+	f.Add(uint16(16), uint16(12), uint16(24), uint16(11), uint16(32), uint8(3), uint8(2), uint16(48), uint16(4), uint16(8), uint8(1))
+	f.Add(uint16(0), uint16(0), uint16(0), uint16(0), uint16(0), uint8(0), uint8(0), uint16(0), uint16(0), uint16(0), uint8(255))
+	f.Add(uint16(16), uint16(12), uint16(24), uint16(11), uint16(32), uint8(3), uint8(1), uint16(16), uint16(5000), uint16(0), uint8(6))
+	f.Fuzz(func(t *testing.T, d, dvf, dff, vocab, pe uint16, layers, kind uint8, logitIn, m2mSlots, m2mHidden uint16, views uint8) {
+		shapes := map[string][]int{
+			"att_embed.0.weight":                             {int(d), int(dvf)},
+			"model.encoder.layers.0.feed_forward.w_1.weight": {int(dff), int(d)},
+			"logit.weight":                                   {int(vocab), int(logitIn)},
+			"model.tgt_embed.1.pe":                           {1, int(pe), int(d)},
+		}
+		for i := 1; i < int(layers%8); i++ {
+			shapes[fmt.Sprintf("model.encoder.layers.%d.feed_forward.w_1.weight", i)] = []int{int(dff), int(d)}
+		}
+		switch kind % 3 {
+		case 1:
+			shapes["model.decoder.layers.0.sublayer.0.norm.mlp_gamma.0.weight"] = []int{int(d), int(logitIn)}
+		case 2:
+			shapes["model.rm.W.weight"] = []int{2 * int(d), int(d)}
+		}
+		if m2mSlots > 0 {
+			shapes["model.m2m.bank.w1.weight"] = []int{int(m2mSlots), int(m2mHidden)}
+		}
+		switch views % 4 {
+		case 1:
+			shapes["model.views.0.norm.gamma"] = []int{int(d)}
+		case 2:
+			shapes["model.views.0.mix.0.weight"] = []int{int(d), int(d)}
+		case 3:
+			shapes["model.views.0.score.weight"] = []int{int(layers), int(d)}
+		}
+		c, err := InferConfig(shapes, 2, 2, 60)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("accepted %+v that does not validate: %v", c, verr)
+			}
+		} else if !errors.Is(err, ErrConfig) {
+			t.Fatalf("error %v does not wrap ErrConfig", err)
+		}
+	})
+}
