@@ -193,3 +193,20 @@ func TestMatMulValues(t *testing.T) {
 		}
 	}
 }
+
+// The cached host slice and the Dense share one array.
+func TestHostSliceIsTheDenseBacking(t *testing.T) {
+	x := Zeros(2, 3)
+	x.Data()[4] = 7
+	if got := x.Dense().Data().([]float32)[4]; got != 7 {
+		t.Fatalf("Dense sees %v, want 7", got)
+	}
+	y := Zeros64(3)
+	y.Data64()[1] = 2
+	if got := y.Dense().Data().([]float64)[1]; got != 2 {
+		t.Fatalf("Dense sees %v, want 2", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = x.Data() }); n != 0 {
+		t.Errorf("Data allocates %v times", n)
+	}
+}

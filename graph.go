@@ -148,7 +148,7 @@ func accumulate(t *Tensor, g *Tensor) {
 	})
 }
 
-func dispatch2(a, b *Tensor, f func(a, b any)) { f(a.dense.Data(), b.dense.Data()) }
+func dispatch2(a, b *Tensor, f func(a, b any)) { f(a.host, b.host) }
 
 func setAll(t *Tensor, v float64) {
 	if t.Is64() {

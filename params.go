@@ -190,7 +190,7 @@ func Promote64(m Module) {
 			return
 		}
 		w := t.To64()
-		t.dense = w.dense
+		t.dense, t.host = w.dense, w.host
 		t.grad = nil
 	})
 }

@@ -20,7 +20,11 @@ type Float interface{ ~float32 | ~float64 }
 // Parameters are Tensors with RequiresGrad set. A Tensor is not safe for
 // concurrent mutation; concurrent reads (a loaded model's weights) are safe.
 type Tensor struct {
-	dense        *tensor.Dense
+	dense *tensor.Dense
+	// host caches the dense's backing slice ([]float32 or []float64): the
+	// Dense's own Data method boxes it through reflection on every call,
+	// which would allocate on every access in a decoding step.
+	host         any
 	shape        []int
 	device       Device
 	requiresGrad bool
@@ -52,10 +56,10 @@ func FromDense(d *tensor.Dense) (*Tensor, error) {
 	}
 	shape := append([]int(nil), d.Shape()...)
 	if !d.IsMaterializable() && d.DataOrder().IsRowMajor() {
-		return &Tensor{dense: d, shape: shape, device: CPU}, nil
+		return &Tensor{dense: d, host: d.Data(), shape: shape, device: CPU}, nil
 	}
 	m := d.Materialize().(*tensor.Dense)
-	return &Tensor{dense: m, shape: shape, device: CPU}, nil
+	return &Tensor{dense: m, host: m.Data(), shape: shape, device: CPU}, nil
 }
 
 func newTensor(dt tensor.Dtype, shape []int) *Tensor {
@@ -78,7 +82,7 @@ func fromSlice[T Float](data []T, dt tensor.Dtype, shape []int) *Tensor {
 		ds = []int{1}
 	}
 	d := tensor.New(tensor.WithShape(ds...), tensor.WithBacking(data), tensor.Of(dt))
-	return &Tensor{dense: d, shape: s, device: CPU}
+	return &Tensor{dense: d, host: data, shape: s, device: CPU}
 }
 
 func checkShape(shape []int) int {
@@ -211,7 +215,7 @@ func values[T Float](t *Tensor) []T {
 	if t.device != CPU {
 		panic("radgen: host access to a tensor on " + t.device.String())
 	}
-	v, ok := t.dense.Data().([]T)
+	v, ok := t.host.([]T)
 	if !ok {
 		var z T
 		panic(fmt.Sprintf("radgen: tensor of %v accessed as %T", t.dense.Dtype(), z))
