@@ -1,6 +1,7 @@
 package memtrans
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,11 @@ type Study struct {
 	Views []image.Image
 }
 
-// StudyFromFiles decodes PNG or JPEG files (8- or 16-bit, gray or colour)
-// into a Study. DICOM files go through vision's DICOM reader first.
+// StudyFromFiles decodes image files into a Study: PNG or JPEG (8- or
+// 16-bit, gray or colour), or DICOM, recognised by the "DICM" marker after
+// its 128-byte preamble whatever the file's name, and rendered by
+// vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion) with the
+// default pixel limit.
 func StudyFromFiles(id string, paths ...string) (Study, error) {
 	s := Study{ID: id}
 	for _, p := range paths {
@@ -29,7 +33,31 @@ func StudyFromFiles(id string, paths ...string) (Study, error) {
 		if err != nil {
 			return Study{}, fmt.Errorf("memtrans: study %s: %w", id, err)
 		}
-		img, _, err := image.Decode(f)
+		var img image.Image
+		var head [132]byte
+		n, _ := f.ReadAt(head[:], 0)
+		if vision.IsDICOM(head[:n]) {
+			var st os.FileInfo
+			var px *vision.Pixels
+			if st, err = f.Stat(); err == nil {
+				px, err = vision.DecodeDICOM(f, st.Size())
+			}
+			if err == nil {
+				rect := image.Rect(0, 0, px.W, px.H)
+				if px.C == 1 {
+					img = &image.Gray{Pix: px.Pix, Stride: px.W, Rect: rect}
+				} else {
+					rgba := image.NewNRGBA(rect)
+					for i := range px.W * px.H {
+						copy(rgba.Pix[4*i:4*i+3], px.Pix[3*i:3*i+3])
+						rgba.Pix[4*i+3] = 0xff
+					}
+					img = rgba
+				}
+			}
+		} else {
+			img, _, err = image.Decode(bufio.NewReaderSize(f, 64<<10))
+		}
 		f.Close()
 		if err != nil {
 			return Study{}, fmt.Errorf("memtrans: study %s: decoding %s: %w", id, p, err)

@@ -3,8 +3,11 @@ package memtrans
 import (
 	"bytes"
 	"errors"
+	"image"
+	"image/png"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/radgen/radgen/internal/pth"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/vision"
 )
 
 // tinyR2GenWeights returns a tokenizer, a tiny configuration and random
@@ -116,5 +120,55 @@ func TestLoadR2GenFile(t *testing.T) {
 	}
 	if _, err := LoadR2GenFile(pthPath, tok, 2, 2, 2, WithMaxCheckpointBytes(1000)); !errors.Is(err, ErrCheckpoint) || !errors.Is(err, pth.ErrLimit) {
 		t.Errorf("limit: %v", err)
+	}
+}
+
+// TestStudyFromFilesDICOM mixes a DICOM file (the chest CR of the DICOM
+// module's testdata, linked under a name without extension) with a PNG in
+// one study: the DICOM is recognised by its preamble.
+func TestStudyFromFilesDICOM(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/suyashkumar/dicom").Output()
+	src := filepath.Join(strings.TrimSpace(string(out)), "testdata", "4.dcm")
+	if _, serr := os.Stat(src); err != nil || serr != nil {
+		t.Skipf("DICOM testdata not in the module cache: %v %v", err, serr)
+	}
+	dir := t.TempDir()
+	dcm := filepath.Join(dir, "frontal")
+	if err := os.Symlink(src, dcm); err != nil {
+		t.Skip(err)
+	}
+	pngPath := filepath.Join(dir, "lateral.png")
+	g := image.NewGray(image.Rect(0, 0, 5, 3))
+	g.Pix[7] = 200
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pngPath, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := StudyFromFiles("s1", dcm, pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := vision.DecodeDICOMFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0, ok := s.Views[0].(*image.Gray)
+	if !ok || v0.Rect.Dx() != 1760 || v0.Rect.Dy() != 2140 || !bytes.Equal(v0.Pix, want.Pix) {
+		t.Fatalf("DICOM view: %T %v", s.Views[0], s.Views[0].Bounds())
+	}
+	if v1, ok := s.Views[1].(*image.Gray); !ok || v1.Pix[7] != 200 {
+		t.Fatalf("PNG view: %T", s.Views[1])
+	}
+	// A file with the preamble but broken content is an error naming it.
+	bad := filepath.Join(dir, "bad.dcm")
+	head := append(make([]byte, 128), "DICM"...)
+	if err := os.WriteFile(bad, append(head, 1, 2, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StudyFromFiles("s2", bad); !errors.Is(err, vision.ErrDICOM) || !strings.Contains(err.Error(), "bad.dcm") {
+		t.Errorf("broken DICOM: %v", err)
 	}
 }
