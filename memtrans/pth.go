@@ -53,6 +53,12 @@ func LoadR2GenFile(path string, tok *data.Tokenizer, views, heads, memoryHeads i
 	return m, nil
 }
 
+// Both weight files serve tensors by state_dict name.
+var (
+	_ vision.WeightSource = (*pth.File)(nil)
+	_ vision.WeightSource = (*safetensors.File)(nil)
+)
+
 // Weight file formats recognised by openWeights.
 const (
 	formatUnknown = iota

@@ -382,7 +382,7 @@ func TestHostile(t *testing.T) {
 // beyond what its tensor needs, and a tensor needing more than the limit is
 // refused before inflating anything.
 func TestZipBomb(t *testing.T) {
-	const n = 1 << 25 // elements the storage declares: 128 MiB of float32
+	const n = 1 << 23 // elements the storage declares: 32 MiB of float32
 	b := newBuilder()
 	b.storages = append(b.storages, builtStorage{key: "0", dtype: Float32})
 	b.p.proto()
@@ -496,4 +496,42 @@ func FuzzPth(f *testing.F) {
 		}
 		_ = strings.Join(pf.Keys(), ",")
 	})
+}
+
+// TestConcurrent reads every tensor from several goroutines at once.
+func TestConcurrent(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "r2gen_like.pth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := mustOpen(t, b)
+	want := map[string][]float32{}
+	for _, n := range f.Names() {
+		v, _, err := f.Float32(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[n] = v
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for _, n := range f.Names() {
+				v, _, err := f.Float32(n)
+				if err == nil && !slices.Equal(v, want[n]) {
+					err = errors.New(n + " differs")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }
