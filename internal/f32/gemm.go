@@ -80,10 +80,22 @@ func GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a []flo
 	}
 	// Small products: each goroutine runs a contiguous run of the batch,
 	// single-threaded.
-	p := &strided{}
-	*p = st
-	parallelRanges(min(procs, batch), batch, p.run)
+	t := stridedTasks.Get().(*stridedTask)
+	t.st = st
+	runRanges(min(procs, batch), batch, t, &t.wg)
+	t.st = strided{}
+	stridedTasks.Put(t)
 }
+
+// stridedTask is a pooled GemmStrided call shared out by batch ranges.
+type stridedTask struct {
+	st strided
+	wg sync.WaitGroup
+}
+
+var stridedTasks = sync.Pool{New: func() any { return new(stridedTask) }}
+
+func (t *stridedTask) runRange(lo, hi int) { t.st.run(lo, hi) }
 
 // strided is a GemmStrided call.
 type strided struct {
@@ -621,10 +633,23 @@ func (s *skinny) start(procs int, dot bool) {
 		s.run(dot, 0, s.blocks)
 		return
 	}
-	p := new(skinny)
-	*p = *s
-	parallelRanges(min(procs, s.blocks), s.blocks, func(lo, hi int) { p.run(dot, lo, hi) })
+	t := skinnyTasks.Get().(*skinnyTask)
+	t.s, t.dot = *s, dot
+	runRanges(min(procs, s.blocks), s.blocks, t, &t.wg)
+	t.s = skinny{}
+	skinnyTasks.Put(t)
 }
+
+// skinnyTask is a pooled skinny product shared out by column blocks.
+type skinnyTask struct {
+	s   skinny
+	dot bool
+	wg  sync.WaitGroup
+}
+
+var skinnyTasks = sync.Pool{New: func() any { return new(skinnyTask) }}
+
+func (t *skinnyTask) runRange(lo, hi int) { t.s.run(t.dot, lo, hi) }
 
 func (s *skinny) run(dot bool, lo, hi int) {
 	if dot {
@@ -777,6 +802,51 @@ func (s *skinny) dot(lo, hi int) {
 			}
 		}
 	}
+}
+
+// ranger is work over [0, n) whose ranges run independently of each other.
+type ranger interface{ runRange(lo, hi int) }
+
+// rangeJob is one range handed to a pooled worker.
+type rangeJob struct {
+	r      ranger
+	lo, hi int
+	wg     *sync.WaitGroup
+}
+
+var (
+	rangeJobs    = make(chan rangeJob)
+	startWorkers sync.Once
+)
+
+// runRanges splits [0, n) into workers contiguous ranges and runs r on them:
+// each range goes to an idle pooled worker when there is one and runs on
+// the calling goroutine otherwise, so nested or concurrent calls never wait
+// for a busy pool, and the hand-off allocates nothing (decoding steps stay
+// allocation-free). The last range always runs on the caller.
+func runRanges(workers, n int, r ranger, wg *sync.WaitGroup) {
+	startWorkers.Do(func() {
+		for range runtime.GOMAXPROCS(0) {
+			go func() {
+				for j := range rangeJobs {
+					j.r.runRange(j.lo, j.hi)
+					j.wg.Done()
+				}
+			}()
+		}
+	})
+	for w := range workers - 1 {
+		lo, hi := w*n/workers, (w+1)*n/workers
+		wg.Add(1)
+		select {
+		case rangeJobs <- rangeJob{r, lo, hi, wg}:
+		default:
+			r.runRange(lo, hi)
+			wg.Done()
+		}
+	}
+	r.runRange((workers-1)*n/workers, n)
+	wg.Wait()
 }
 
 // parallelRanges splits [0, n) into workers contiguous ranges and runs f on
