@@ -384,7 +384,7 @@ func decodeNative(w *dicomWalker, im *dicomImage, vl int64) (*Pixels, error) {
 	if err != nil {
 		return nil, err
 	}
-	vals := make([]float64, n)
+	vals := make([]int64, n)
 	shift := uint(im.highBit + 1 - im.bitsStored)
 	mask := uint64(1)<<uint(im.bitsStored) - 1
 	for i := range vals {
@@ -404,12 +404,12 @@ func decodeNative(w *dicomWalker, im *dicomImage, vl int64) (*Pixels, error) {
 
 // stored extracts one stored value: the Bits Stored bits below High Bit,
 // sign-extended for Pixel Representation 1.
-func (im *dicomImage) stored(u uint64, shift uint, mask uint64) float64 {
+func (im *dicomImage) stored(u uint64, shift uint, mask uint64) int64 {
 	u = (u >> shift) & mask
 	if im.signed && u&(1<<uint(im.bitsStored-1)) != 0 {
-		return float64(int64(u) - int64(1)<<uint(im.bitsStored))
+		return int64(u) - int64(1)<<uint(im.bitsStored)
 	}
-	return float64(u)
+	return int64(u)
 }
 
 // decodeEncapsulated reads the first frame of encapsulated pixel data.
@@ -447,19 +447,26 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*Pixels, err
 	if !ok {
 		return FromImage(nil, img), nil
 	}
-	vals := make([]float64, im.rows*im.cols)
+	vals := make([]int64, im.rows*im.cols)
 	for y := range im.rows {
 		for x := range im.cols {
-			vals[y*im.cols+x] = float64(g.Pix[g.PixOffset(g.Rect.Min.X+x, g.Rect.Min.Y+y)])
+			vals[y*im.cols+x] = int64(g.Pix[g.PixOffset(g.Rect.Min.X+x, g.Rect.Min.Y+y)])
 		}
 	}
 	return im.render(vals), nil
 }
 
 // render applies the modality LUT, the VOI LUT and the MONOCHROME1
-// inversion to stored values (row-major), giving 8-bit gray.
-func (im *dicomImage) render(vals []float64) *Pixels {
+// inversion to stored values (row-major), giving 8-bit gray. The mapping is
+// tabulated over the stored values present when they span at most 2^20
+// (every image of 20 bits stored or fewer), and computed per pixel
+// otherwise; both give the same bytes.
+func (im *dicomImage) render(vals []int64) *Pixels {
 	p := &Pixels{W: im.cols, H: im.rows, C: 1, Pix: make([]uint8, len(vals))}
+	lo, hi := vals[0], vals[0]
+	for _, v := range vals {
+		lo, hi = min(lo, v), max(hi, v)
+	}
 	var voi func(x float64) float64
 	switch {
 	case im.window != nil:
@@ -467,32 +474,44 @@ func (im *dicomImage) render(vals []float64) *Pixels {
 	case im.lut != nil:
 		lut := im.lut
 		voi = func(x float64) float64 {
-			// The table is indexed by the stored value after the
-			// modality LUT (PS3.3 C.11.2.1.1).
-			i := int(math.Floor(x)) - lut.first
+			// The table is indexed by the value after the modality LUT
+			// (PS3.3 C.11.2.1.1).
+			i := int(max(-1<<31, min(1<<31, math.Floor(x)))) - lut.first
 			i = max(0, min(i, len(lut.data)-1))
 			return float64(lut.data[i]) * lut.scale
 		}
 	default:
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, v := range vals {
-			x := v*im.slope + im.intercept
-			lo, hi = math.Min(lo, x), math.Max(hi, x)
-		}
+		// The image's own range, after the modality LUT (whose slope may
+		// be negative).
+		a, b := float64(lo)*im.slope+im.intercept, float64(hi)*im.slope+im.intercept
+		xlo, xhi := min(a, b), max(a, b)
 		voi = func(x float64) float64 {
-			if hi <= lo {
+			if xhi <= xlo {
 				return 0
 			}
-			return (x - lo) / (hi - lo) * 255
+			return (x - xlo) / (xhi - xlo) * 255
 		}
 	}
-	for i, v := range vals {
-		y := voi(v*im.slope + im.intercept)
-		q := uint8(math.Round(math.Max(0, math.Min(255, y))))
+	gray := func(v int64) uint8 {
+		y := voi(float64(v)*im.slope + im.intercept)
+		q := uint8(math.Round(max(0, min(255, y))))
 		if im.monochrome1 {
 			q = 255 - q
 		}
-		p.Pix[i] = q
+		return q
+	}
+	if hi-lo < 1<<20 {
+		table := make([]uint8, hi-lo+1)
+		for i := range table {
+			table[i] = gray(lo + int64(i))
+		}
+		for i, v := range vals {
+			p.Pix[i] = table[v-lo]
+		}
+		return p
+	}
+	for i, v := range vals {
+		p.Pix[i] = gray(v)
 	}
 	return p
 }

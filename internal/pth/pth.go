@@ -363,6 +363,11 @@ func (f *File) resolve(v any, o options) error {
 		}
 		t, ok := e.Value.(*tensorRef)
 		if !ok {
+			if o, isOpaque := e.Value.(*Opaque); isOpaque && strings.HasPrefix(o.Name, "_rebuild") {
+				// A tensor this package cannot rebuild (quantized, sparse,
+				// a subclass): refuse rather than drop a weight silently.
+				return fmt.Errorf("%w: tensor %q is rebuilt by %s.%s", ErrUnsupported, name, o.Module, o.Name)
+			}
 			continue // _extra_state and the like
 		}
 		if _, dup := f.tensors[name]; dup {

@@ -535,3 +535,26 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsupportedTensor: a quantized tensor in the state_dict is refused by
+// name rather than dropped.
+func TestUnsupportedTensor(t *testing.T) {
+	b := newBuilder()
+	p := &b.p
+	p.proto()
+	p.orderedDict()
+	p.op('(')
+	p.str("q.weight")
+	p.global("torch._utils", "_rebuild_qtensor")
+	p.op(')')
+	p.op('R')
+	p.op('u')
+	p.op('.')
+	var buf bytes.Buffer
+	if err := b.writeZip(&buf, "archive"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openBytes(t, buf.Bytes()); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "q.weight") {
+		t.Errorf("quantized tensor: %v", err)
+	}
+}
