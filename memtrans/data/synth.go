@@ -28,6 +28,7 @@ const (
 	Both
 )
 
+// String returns the side as the reports name it.
 func (s Side) String() string {
 	return [...]string{"none", "left", "right", "bilateral"}[min(int(s), 3)]
 }
@@ -44,6 +45,7 @@ const (
 	Lower
 )
 
+// String returns the lung zone as the reports name it.
 func (z Zone) String() string {
 	if z == Lower {
 		return "lower"

@@ -22,6 +22,7 @@ const (
 	Lateral             // left lateral: anterior on the image's left
 )
 
+// String returns the view's name ("frontal" or "lateral").
 func (v View) String() string {
 	if v == Lateral {
 		return "lateral"

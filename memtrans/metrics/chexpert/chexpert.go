@@ -76,6 +76,7 @@ func (l Label) Value() float64 {
 	return math.NaN()
 }
 
+// String returns the label's name: positive, negative, uncertain or blank.
 func (l Label) String() string {
 	switch l {
 	case Blank:

@@ -19,6 +19,7 @@ const (
 	Synonym
 )
 
+// String returns the module's name as METEOR reports it (exact, stem, synonym).
 func (m Module) String() string {
 	switch m {
 	case Exact:

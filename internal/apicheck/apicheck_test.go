@@ -1,0 +1,287 @@
+package apicheck
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/printer"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/radgen/radgen/internal/testutil"
+)
+
+var update = flag.Bool("update", false, "rewrite api/v0.1.0.txt from the current API")
+
+const record = "api/v0.1.0.txt"
+
+// publicPackages returns the directories of the module's public packages.
+func publicPackages(t *testing.T, root string) []string {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		base := d.Name()
+		if rel != "." && (strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") || base == "testdata" ||
+			base == "internal" || base == "examples" || base == "api") {
+			return filepath.SkipDir
+		}
+		matches, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		for _, m := range matches {
+			if !strings.HasSuffix(m, "_test.go") {
+				dirs = append(dirs, path)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+type pkgInfo struct {
+	path     string // import path
+	files    []*ast.File
+	examples int
+}
+
+func loadPackage(t *testing.T, fset *token.FileSet, root, dir string) pkgInfo {
+	rel, _ := filepath.Rel(root, dir)
+	p := pkgInfo{path: "github.com/radgen/radgen"}
+	if rel != "." {
+		p.path += "/" + filepath.ToSlash(rel)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !buildsByDefault(f) {
+			continue
+		}
+		if strings.HasSuffix(name, "_test.go") {
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Example") {
+					p.examples++
+				}
+			}
+			continue
+		}
+		p.files = append(p.files, f)
+	}
+	return p
+}
+
+// buildsByDefault reports whether f has no build constraint that excludes
+// the default build (the cuda tag, say).
+func buildsByDefault(f *ast.File) bool {
+	for _, cg := range f.Comments {
+		if cg.Pos() > f.Package {
+			break
+		}
+		for _, c := range cg.List {
+			if strings.HasPrefix(c.Text, "//go:build") && strings.Contains(c.Text, "cuda") && !strings.Contains(c.Text, "!cuda") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func exportedRecv(fd *ast.FuncDecl) (string, bool) {
+	if fd.Recv == nil {
+		return "", true
+	}
+	t := fd.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	if ix, ok := t.(*ast.IndexExpr); ok {
+		t = ix.X
+	}
+	id, ok := t.(*ast.Ident)
+	if !ok || !id.IsExported() {
+		return "", false
+	}
+	return id.Name, true
+}
+
+func node(fset *token.FileSet, n any) string {
+	var b bytes.Buffer
+	printer.Fprint(&b, fset, n)
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// api lists the exported declarations of p, and reports undocumented ones.
+func api(fset *token.FileSet, p pkgInfo, undocumented func(string)) []string {
+	var lines []string
+	add := func(format string, a ...any) { lines = append(lines, p.path+" "+fmt.Sprintf(format, a...)) }
+	for _, f := range p.files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				recv, ok := exportedRecv(d)
+				if !ok || !d.Name.IsExported() {
+					continue
+				}
+				if d.Doc == nil {
+					undocumented(p.path + "." + strings.TrimPrefix(recv+"."+d.Name.Name, "."))
+				}
+				sig := node(fset, d.Type)
+				if d.Recv != nil {
+					add("method (%s) %s%s", node(fset, d.Recv.List[0].Type), d.Name.Name, strings.TrimPrefix(sig, "func"))
+				} else {
+					add("func %s%s", d.Name.Name, strings.TrimPrefix(sig, "func"))
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if !s.Name.IsExported() {
+							continue
+						}
+						if d.Doc == nil && s.Doc == nil {
+							undocumented(p.path + "." + s.Name.Name)
+						}
+						switch tt := s.Type.(type) {
+						case *ast.StructType:
+							add("type %s struct", s.Name.Name)
+							for _, fl := range tt.Fields.List {
+								for _, n := range fl.Names {
+									if n.IsExported() {
+										add("field %s.%s %s", s.Name.Name, n.Name, node(fset, fl.Type))
+									}
+								}
+								if len(fl.Names) == 0 {
+									add("embed %s %s", s.Name.Name, node(fset, fl.Type))
+								}
+							}
+						case *ast.InterfaceType:
+							add("type %s interface", s.Name.Name)
+							for _, m := range tt.Methods.List {
+								for _, n := range m.Names {
+									add("imethod %s.%s %s", s.Name.Name, n.Name, node(fset, m.Type))
+								}
+								if len(m.Names) == 0 {
+									add("imethod %s %s", s.Name.Name, node(fset, m.Type))
+								}
+							}
+						default:
+							eq := ""
+							if s.Assign.IsValid() {
+								eq = "= "
+							}
+							add("type %s %s%s", s.Name.Name, eq, node(fset, s.Type))
+						}
+					case *ast.ValueSpec:
+						kind := "var"
+						if d.Tok == token.CONST {
+							kind = "const"
+						}
+						for _, n := range s.Names {
+							if !n.IsExported() {
+								continue
+							}
+							if d.Doc == nil && s.Doc == nil && s.Comment == nil {
+								undocumented(p.path + "." + n.Name)
+							}
+							typ := ""
+							if s.Type != nil {
+								typ = " " + node(fset, s.Type)
+							}
+							add("%s %s%s", kind, n.Name, typ)
+						}
+					}
+				}
+			}
+		}
+	}
+	return lines
+}
+
+func TestDocumentationAndExamples(t *testing.T) {
+	root := testutil.ModuleRoot()
+	fset := token.NewFileSet()
+	for _, dir := range publicPackages(t, root) {
+		p := loadPackage(t, fset, root, dir)
+		hasDoc := false
+		for _, f := range p.files {
+			if f.Doc != nil {
+				hasDoc = true
+			}
+		}
+		if !hasDoc {
+			t.Errorf("%s: no package doc comment", p.path)
+		}
+		if p.examples == 0 {
+			t.Errorf("%s: no runnable Example", p.path)
+		}
+		api(fset, p, func(name string) { t.Errorf("undocumented: %s", name) })
+	}
+}
+
+func TestAPICompatibility(t *testing.T) {
+	root := testutil.ModuleRoot()
+	fset := token.NewFileSet()
+	var current []string
+	for _, dir := range publicPackages(t, root) {
+		current = append(current, api(fset, loadPackage(t, fset, root, dir), func(string) {})...)
+	}
+	sort.Strings(current)
+	path := filepath.Join(root, record)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Join(current, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s: %d declarations", record, len(current))
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (record the API with: go test ./internal/apicheck -run API -update)", err)
+	}
+	have := map[string]bool{}
+	for _, l := range current {
+		have[l] = true
+	}
+	recorded := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		recorded[l] = true
+		if !have[l] {
+			t.Errorf("incompatible change: %s is gone or changed", l)
+		}
+	}
+	for _, l := range current {
+		if strings.Contains(l, " imethod ") && !recorded[l] {
+			t.Errorf("incompatible change: new interface method %s breaks implementers", l)
+		}
+	}
+	if t.Failed() {
+		t.Log("if the change is intended, accept it with: go test ./internal/apicheck -run API -update")
+	}
+}

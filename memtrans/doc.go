@@ -1,0 +1,53 @@
+// Package memtrans is radgen's facade: it assembles memory-driven
+// Transformers that write radiology reports, and is what a Go service calls.
+//
+// # Models
+//
+// [Transformer] is R2Gen's encoder–decoder (Chen et al., EMNLP 2020): the
+// visual patch features are embedded and encoded by a pre-norm Transformer;
+// a relational memory (package relmem) follows the report tokens; every
+// decoder layer norm is conditioned on the memory through MCLN (package
+// mcln). [Config.Variant] selects the ablations of the paper's Table 2
+// (BASE, BASE+RM, BASE+RM+MCLN) and the other fields the sizes; parameter
+// names equal the published state_dict's, so R2Gen weights load as they are
+// ([LoadR2Gen], [InferConfig]). The other seeds are assembled here too: the
+// Meshed-Memory Transformer ([M2Transformer]), METransformer, layer-wise
+// multi-view routing and Mem2Mem (Config fields), each citing its equations.
+//
+// [Model] adds the visual extractor (package vision) and the tokenizer
+// (package memtrans/data): [New], [Load] / [Model.Save] in the native format
+// (zstd-compressed safetensors with the configuration and vocabulary inside,
+// written atomically, checksummed), and [Model.Generate], which takes images
+// and returns reports with their tokens, log-probability and, on request,
+// each word's attention over the image patches ([RenderAttention]).
+// A Model is safe for concurrent use.
+//
+// # Decoding
+//
+// Generation is incremental ([Transformer.StartDecoding]): per-layer
+// self-attention keys and values are cached and addressed through an
+// ancestry table, so reordering beams moves indices rather than vectors;
+// cross-attention keys and values are computed once per study and shared by
+// its beams; the relational memory advances one step per token. The
+// published code's full-prefix recomputation is kept as
+// [Transformer.StartRecompute], the baseline of the benchmarks and a
+// cross-check in the tests. Strategies (greedy, beam, sampling) are package
+// decode's.
+//
+// # Training
+//
+// [Trainer] follows R2Gen's recipe: the masked language-model loss ([Loss]),
+// Adam with amsgrad in two parameter groups, clipping by value, StepLR per
+// epoch, a validation monitor with early stopping, and checkpoints from which
+// a run resumes bit for bit ([ResumeTrainer]). A frozen-extractor mode
+// caches patch features; [TrainConfig.CalibrateBatches] initialises an
+// untrained extractor from the data.
+//
+// # Parity
+//
+// The tests compare against the outputs of the published code (goldens in
+// ../shared/golden, located through $RADGEN_GOLDEN_R2GEN and friends):
+// intermediate tensors, loss, every parameter's gradient and the decoded
+// greedy and beam-search reports. `go test ./memtrans -run Parity -v` prints
+// each error.
+package memtrans
