@@ -21,7 +21,12 @@ import (
 //     moves indices, never cached vectors;
 //   - the relational memory of every row;
 //   - the cross-attention keys and values of each study, computed once and
-//     shared by all of its rows (beams or samples), never copied.
+//     shared by all of its rows (beams or samples), never copied; with
+//     multi-view routing each layer's come from its own source
+//     LN(g_i(S) + S_N), which is per study too;
+//   - with Mem2Mem, each row's memory (started from its study's bank) and
+//     each study's encoder states and context keys, so a step costs the
+//     same at every position.
 //
 // Each weight matrix is read once per step for all rows. After the first
 // steps have sized the buffers, Step and Reorder allocate nothing.
