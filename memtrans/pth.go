@@ -1,9 +1,11 @@
 package memtrans
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/radgen/radgen/internal/pth"
@@ -24,7 +26,9 @@ import (
 //
 // The options apply as for [Load]: [WithMaxCheckpointBytes] bounds the
 // float32 size of a PyTorch state_dict (default
-// DefaultMaxCheckpointBytes), [WithModelOptions] configures the model.
+// DefaultMaxCheckpointBytes), [WithModelOptions] configures the model; a
+// logger given with WithLogger receives the checkpoint's epoch and
+// monitor_best.
 // A malformed file gives an error wrapping [ErrCheckpoint].
 func LoadR2GenFile(path string, tok *data.Tokenizer, views, heads, memoryHeads int, opts ...LoadOption) (*Model, error) {
 	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
@@ -49,6 +53,20 @@ func LoadR2GenFile(path string, tok *data.Tokenizer, views, heads, memoryHeads i
 	m, err := LoadR2Gen(src, tok, views, heads, memoryHeads, o.model...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.logger != nil {
+		attrs := []slog.Attr{slog.String("path", path), slog.Int("tensors", len(src.Names()))}
+		if p, ok := src.(*pth.File); ok {
+			// R2Gen's training state: the epoch saved and the best
+			// validation score so far.
+			if e, ok := p.Epoch(); ok {
+				attrs = append(attrs, slog.Int64("epoch", e))
+			}
+			if b, ok := p.MonitorBest(); ok {
+				attrs = append(attrs, slog.Float64("monitor_best", b))
+			}
+		}
+		m.logger.LogAttrs(context.Background(), slog.LevelInfo, "memtrans: loaded R2Gen weights", attrs...)
 	}
 	return m, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -87,7 +88,9 @@ func TestLoadR2GenFile(t *testing.T) {
 		want[x.Name] = x
 	}
 	for _, path := range []string{pthPath, stPath} {
-		m, err := LoadR2GenFile(path, tok, cfg.Views, cfg.Transformer.Heads, cfg.Transformer.MemoryHeads)
+		var logs bytes.Buffer
+		m, err := LoadR2GenFile(path, tok, cfg.Views, cfg.Transformer.Heads, cfg.Transformer.MemoryHeads,
+			WithModelOptions(WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
 		if err != nil {
 			t.Fatalf("%s: %v", filepath.Base(path), err)
 		}
@@ -106,6 +109,9 @@ func TestLoadR2GenFile(t *testing.T) {
 			n++
 		}
 		t.Logf("%s: %d parameters identical", filepath.Base(path), n)
+		if path == pthPath && !strings.Contains(logs.String(), "epoch=7 monitor_best=0.25") {
+			t.Errorf("log: %s", logs.String())
+		}
 		m.Close()
 	}
 
