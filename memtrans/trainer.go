@@ -410,6 +410,9 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		return 0, err
 	}
 	loss := Loss(g, f.LogProbs, targets, mask)
+	if aux := m.transformer.AuxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
+		loss = g.Add(loss, aux)
+	}
 	lv := float64(loss.Data()[0])
 	if math.IsNaN(lv) || math.IsInf(lv, 0) {
 		return 0, fmt.Errorf("memtrans: loss is %v at step %d", lv, t.step)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
@@ -50,16 +51,16 @@ func run(ctx context.Context, dir string, o synthrun.Options) error {
 		dir = d
 	}
 	fmt.Printf("radgen quickstart: %d synthetic studies (two %d×%d films each) in %s\n", o.Train+o.Test+max(1, o.Test/2), o.Size, o.Size, dir)
-	bar := &progressBar{start: time.Now()}
+	bar := progress.New(os.Stderr)
 	o.Dir, o.AttentionExample = dir, true
 	o.Progress = func(p memtrans.Progress) {
-		bar.set(p.Epoch*p.Batches+p.Batch, p.Epochs*p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
+		bar.Set(p.Epoch*p.Batches+p.Batch, p.Epochs*p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
 	}
 	res, err := synthrun.Run(ctx, o)
 	if err != nil {
 		return err
 	}
-	bar.done()
+	bar.Done()
 	defer res.Model.Close()
 	sc, ce := res.Scores, res.Efficacy
 	fmt.Printf("trained %d parameters in %s; final training loss %.3f\n", res.Params, res.TrainTime.Round(time.Second), res.History[len(res.History)-1].Loss)
@@ -102,23 +103,3 @@ func run(ctx context.Context, dir string, o synthrun.Options) error {
 	fmt.Printf("done in %s\n", time.Since(start).Round(time.Second))
 	return nil
 }
-
-// progressBar is a minimal terminal progress bar on stderr.
-type progressBar struct {
-	start time.Time
-	last  time.Time
-}
-
-func (b *progressBar) set(n, total int, msg string) {
-	if n != total && time.Since(b.last) < 200*time.Millisecond {
-		return
-	}
-	b.last = time.Now()
-	const width = 30
-	total = max(total, 1)
-	fill := n * width / total
-	fmt.Fprintf(os.Stderr, "\r[%s%s] %3d%% %s %s ", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
-		n*100/total, msg, time.Since(b.start).Round(time.Second))
-}
-
-func (b *progressBar) done() { fmt.Fprintln(os.Stderr) }

@@ -1,0 +1,337 @@
+// Command cli trains, runs and evaluates radgen report generators on data in
+// R2Gen's layout: an annotation.json ({"train","val","test": [{id, report,
+// image_path, split}]}) and a folder of images.
+//
+//	cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
+//	cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3] [-o reports.json]
+//	cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/radgen/radgen/internal/progress"
+	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrics"
+	"github.com/radgen/radgen/vision"
+)
+
+func main() {
+	log.SetFlags(0)
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "train":
+		err = train(ctx, os.Args[2:])
+	case "generate":
+		err = generate(ctx, os.Args[2:])
+	case "eval":
+		err = eval(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		log.Fatalf("cli %s: %v", os.Args[1], err)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage:
+  cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
+  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3] [-o reports.json]
+  cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]`)
+	os.Exit(2)
+}
+
+func loadAnnotation(path string) (*data.Annotation, error) {
+	if path == "" {
+		return nil, errors.New("-ann is required")
+	}
+	return data.LoadAnnotation(path)
+}
+
+func train(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("train", flag.ExitOnError)
+	annPath := fs.String("ann", "", "annotation.json")
+	images := fs.String("images", "", "image directory")
+	out := fs.String("out", "", "checkpoint directory (best.radgen, last.radgen)")
+	config := fs.String("config", "tiny", "architecture: tiny, iu (R2Gen IU X-Ray) or mimic (R2Gen MIMIC-CXR)")
+	corpus := fs.String("corpus", "iu_xray", "report cleaner and tokenizer defaults: iu_xray or mimic_cxr")
+	epochs := fs.Int("epochs", 0, "epochs (default: R2Gen's for the corpus)")
+	batch := fs.Int("batch", 16, "batch size")
+	freeze := fs.Bool("freeze", false, "keep the visual extractor frozen (cache its features)")
+	resume := fs.String("resume", "", "resume from a last.radgen written by an earlier run")
+	seed := fs.Uint64("seed", 9223, "seed")
+	fs.Parse(args)
+	if *images == "" || *out == "" {
+		return errors.New("-images and -out are required")
+	}
+	ann, err := loadAnnotation(*annPath)
+	if err != nil {
+		return err
+	}
+	c := data.Corpus(*corpus)
+	tc := memtrans.R2GenIUXrayTraining()
+	if c == data.MIMICCXR {
+		tc = memtrans.R2GenMIMICTraining()
+	}
+	if *epochs > 0 {
+		tc.Epochs = *epochs
+	}
+	tc.Seed, tc.CheckpointDir, tc.FreezeExtractor = *seed, *out, *freeze
+
+	trainSet, err := ann.Split("train")
+	if err != nil {
+		return err
+	}
+	var reports []string
+	for _, s := range trainSet {
+		reports = append(reports, s.Report)
+	}
+	tok, err := data.BuildTokenizer(c, c.Threshold(), reports)
+	if err != nil {
+		return err
+	}
+	var cfg memtrans.ModelConfig
+	switch *config {
+	case "tiny":
+		cfg = memtrans.TinyConfig(tok.Len() + 1)
+		cfg.Corpus, cfg.Views = c, c.Views()
+	case "iu":
+		cfg = memtrans.R2GenIUXray(tok.Len() + 1)
+	case "mimic":
+		cfg = memtrans.R2GenMIMICCXR(tok.Len() + 1)
+	default:
+		return fmt.Errorf("unknown -config %q", *config)
+	}
+	transform := vision.TrainTransform(cfg.ResizeTo, cfg.ImageSize)
+	if *freeze {
+		transform = vision.TestTransform(cfg.ImageSize)
+	}
+	ds, err := data.NewDataset(ann, "train", tok, data.DatasetConfig{ImageDir: *images, Views: cfg.Views})
+	if err != nil {
+		return err
+	}
+	loader, err := data.NewLoader(ds, data.WithBatchSize(*batch), data.WithShuffle(true), data.WithSeed(*seed), data.WithTransform(transform))
+	if err != nil {
+		return err
+	}
+	bar := progress.New(os.Stderr)
+	opts := []memtrans.TrainerOption{memtrans.WithProgress(func(p memtrans.Progress) {
+		bar.Set(p.Batch, p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
+	})}
+	if _, err := ann.Split("val"); err == nil {
+		v, err := memtrans.BLEUValidator(ann, "val", *images, 3)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, memtrans.WithValidator(v))
+	}
+	var trainer *memtrans.Trainer
+	var model *memtrans.Model
+	if *resume != "" {
+		f, err := os.Open(*resume)
+		if err != nil {
+			return err
+		}
+		model, trainer, err = memtrans.ResumeTrainer(f, loader, tc, opts...)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("resumed after epoch %d\n", trainer.Epoch())
+	} else {
+		if model, err = memtrans.New(cfg, tok, *seed); err != nil {
+			return err
+		}
+		if trainer, err = memtrans.NewTrainer(model, tc, loader, opts...); err != nil {
+			return err
+		}
+	}
+	defer model.Close()
+	for trainer.Epoch() < tc.Epochs {
+		res, err := trainer.RunEpoch(ctx)
+		bar.Done()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("epoch %d: loss %.4f", res.Epoch+1, res.Loss)
+		if len(res.Scores) > 0 {
+			fmt.Printf("  val BLEU-4 %.4f", res.Monitor)
+		}
+		if res.Improved {
+			fmt.Print("  (best)")
+		}
+		fmt.Println()
+	}
+	fmt.Printf("checkpoints in %s\n", *out)
+	return nil
+}
+
+type generated struct {
+	ID     string  `json:"id"`
+	Report string  `json:"report"`
+	LogP   float64 `json:"log_prob"`
+}
+
+func generate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("generate", flag.ExitOnError)
+	modelPath := fs.String("model", "", "model checkpoint (native .radgen)")
+	annPath := fs.String("ann", "", "annotation.json (instead of image files)")
+	images := fs.String("images", "", "image directory of the annotation")
+	split := fs.String("split", "test", "split of the annotation")
+	beam := fs.Int("beam", 3, "beam size (1 = greedy)")
+	outPath := fs.String("o", "", "write reports as JSON to this file (default: print)")
+	fs.Parse(args)
+	if *modelPath == "" {
+		return errors.New("-model is required")
+	}
+	model, err := memtrans.LoadFile(*modelPath)
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	var studies []memtrans.Study
+	if *annPath != "" {
+		ann, err := loadAnnotation(*annPath)
+		if err != nil {
+			return err
+		}
+		list, err := ann.Split(*split)
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			paths := make([]string, 0, len(s.ImagePath))
+			for _, p := range s.ImagePath {
+				paths = append(paths, filepath.Join(*images, p))
+			}
+			if len(paths) > model.Config().Views {
+				paths = paths[:model.Config().Views]
+			}
+			st, err := memtrans.StudyFromFiles(s.ID, paths...)
+			if err != nil {
+				return err
+			}
+			studies = append(studies, st)
+		}
+	} else {
+		if fs.NArg() == 0 {
+			return errors.New("give -ann or image files")
+		}
+		st, err := memtrans.StudyFromFiles(filepath.Base(fs.Arg(0)), fs.Args()...)
+		if err != nil {
+			return err
+		}
+		studies = append(studies, st)
+	}
+	opt := memtrans.WithBeamSize(*beam)
+	if *beam == 1 {
+		opt = memtrans.WithGreedy(false)
+	}
+	bar := progress.New(os.Stderr)
+	var out []generated
+	const chunk = 16
+	for i := 0; i < len(studies); i += chunk {
+		reps, err := model.Generate(ctx, studies[i:min(i+chunk, len(studies))], opt)
+		if err != nil {
+			return err
+		}
+		for _, r := range reps {
+			out = append(out, generated{r.StudyID, r.Text, r.LogProb})
+		}
+		bar.Set(len(out), len(studies), "reports")
+	}
+	bar.Done()
+	if *outPath == "" {
+		for _, g := range out {
+			fmt.Printf("%s\t%s\n", g.ID, g.Report)
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(out, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*outPath, b, 0o644)
+}
+
+func eval(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("eval", flag.ExitOnError)
+	annPath := fs.String("ann", "", "annotation.json with the references")
+	repPath := fs.String("reports", "", "reports.json written by cli generate")
+	split := fs.String("split", "test", "split of the annotation")
+	corpus := fs.String("corpus", "iu_xray", "report cleaner and tokenizer: iu_xray or mimic_cxr")
+	fs.Parse(args)
+	ann, err := loadAnnotation(*annPath)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*repPath)
+	if err != nil {
+		return err
+	}
+	var gens []generated
+	if err := json.Unmarshal(b, &gens); err != nil {
+		return fmt.Errorf("%s: %w", *repPath, err)
+	}
+	c := data.Corpus(*corpus)
+	trainSet, err := ann.Split("train")
+	if err != nil {
+		return err
+	}
+	var reports []string
+	for _, s := range trainSet {
+		reports = append(reports, s.Report)
+	}
+	tok, err := data.BuildTokenizer(c, c.Threshold(), reports)
+	if err != nil {
+		return err
+	}
+	list, err := ann.Split(*split)
+	if err != nil {
+		return err
+	}
+	byID := map[string]string{}
+	for _, s := range list {
+		byID[s.ID] = tok.Decode(tok.Encode(nil, s.Report, c.MaxSeqLen())[1:])
+	}
+	var refs [][]string
+	var hyps []string
+	for _, g := range gens {
+		ref, ok := byID[g.ID]
+		if !ok {
+			return fmt.Errorf("report for %q, which is not in split %q", g.ID, *split)
+		}
+		refs = append(refs, []string{ref})
+		hyps = append(hyps, g.Report)
+	}
+	ev, err := metrics.NewEvaluator()
+	if err != nil {
+		return err
+	}
+	sc, err := ev.Evaluate(ctx, refs, hyps)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d reports\nBLEU-1 %.4f  BLEU-2 %.4f  BLEU-3 %.4f  BLEU-4 %.4f\nROUGE-L %.4f  CIDEr-D %.4f  %s %.4f\n",
+		sc.N, sc.BLEU[0], sc.BLEU[1], sc.BLEU[2], sc.BLEU[3], sc.ROUGEL, sc.CIDErD, sc.METEORName, sc.METEOR)
+	if sc.CE != nil {
+		fmt.Printf("CE (labeler on both sides) micro P %.4f R %.4f F1 %.4f; macro F1 %.4f\n",
+			sc.CE.Micro.Precision, sc.CE.Micro.Recall, sc.CE.Micro.F1, sc.CE.Macro.F1)
+	}
+	return nil
+}
