@@ -70,12 +70,14 @@ func (w *dicomWalker) take(n int64, keep bool) ([]byte, error) {
 		return nil, fmt.Errorf("%w: DICOM header exceeds %d bytes", ErrTooLarge, maxDICOMHeader)
 	}
 	if !keep {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(w.r, b); err != nil {
+		// Grown as bytes arrive, so a size that overstates the stream
+		// costs no more than the stream holds.
+		var b bytes.Buffer
+		if _, err := io.CopyN(&b, w.r, n); err != nil {
 			return nil, w.fail("truncated: %v", err)
 		}
 		w.pos += n
-		return b, nil
+		return b.Bytes(), nil
 	}
 	start := w.head.Len()
 	if _, err := io.CopyN(&w.head, w.r, n); err != nil {
