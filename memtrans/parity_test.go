@@ -2,9 +2,11 @@ package memtrans
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -174,5 +176,35 @@ func TestParityR2Gen(t *testing.T) {
 	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)
 	if rel > 1e-5 {
 		t.Errorf("loss %v, want %v (relative error %.3g > 1e-5)", loss, want, rel)
+	}
+}
+
+// A missing or mis-shaped weight is an error that names it, and the model is
+// left unchanged.
+func TestLoadErrorsNameTheTensor(t *testing.T) {
+	g := loadGolden(t)
+	m := g.transformer(t)
+	src := radgen.StateDict(m, "")
+	before := m.Logit.Weight.Data()[0]
+	delete(src, "model.rm.W.weight")
+	err := radgen.LoadParams(m, src, "")
+	if !errors.Is(err, radgen.ErrMissingTensor) || !strings.Contains(err.Error(), "model.rm.W.weight") {
+		t.Errorf("missing tensor: %v", err)
+	}
+	src = radgen.StateDict(m, "")
+	src["logit.bias"] = radgen.Zeros(5)
+	err = radgen.LoadParams(m, src, "")
+	if !errors.Is(err, radgen.ErrShapeMismatch) || !strings.Contains(err.Error(), "logit.bias") {
+		t.Errorf("mis-shaped tensor: %v", err)
+	}
+	src = radgen.StateDict(m, "")
+	nan := radgen.Zeros(m.Config.DModel)
+	nan.Data()[3] = float32(math.NaN())
+	src["model.decoder.norm.gamma"] = nan
+	if err := radgen.LoadParams(m, src, ""); err == nil || !strings.Contains(err.Error(), "model.decoder.norm.gamma") {
+		t.Errorf("NaN weight: %v", err)
+	}
+	if m.Logit.Weight.Data()[0] != before {
+		t.Error("a failed load modified the model")
 	}
 }
