@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"image/png"
@@ -18,18 +19,27 @@ import (
 	"github.com/radgen/radgen/internal/testutil"
 )
 
-// dicomTestdata returns the testdata folder of github.com/suyashkumar/dicom
-// in the module cache, or skips.
-func dicomTestdata(t testing.TB) string {
-	t.Helper()
+// dicomTestdataDir returns the testdata folder of github.com/suyashkumar/dicom
+// in the module cache, or "" with the reason.
+func dicomTestdataDir() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/suyashkumar/dicom").Output()
 	dir := strings.TrimSpace(string(out))
 	if err != nil || dir == "" {
-		t.Skipf("github.com/suyashkumar/dicom is not in the module cache (go list: %v); run go mod download", err)
+		return "", fmt.Errorf("github.com/suyashkumar/dicom is not in the module cache (go list: %v); run go mod download", err)
 	}
 	dir = filepath.Join(dir, "testdata")
 	if _, err := os.Stat(filepath.Join(dir, "4.dcm")); err != nil {
-		t.Skipf("no DICOM testdata: %v", err)
+		return "", fmt.Errorf("no DICOM testdata: %v", err)
+	}
+	return dir, nil
+}
+
+// dicomTestdata returns dicomTestdataDir or skips.
+func dicomTestdata(t testing.TB) string {
+	t.Helper()
+	dir, err := dicomTestdataDir()
+	if err != nil {
+		t.Skip(err)
 	}
 	return dir
 }
@@ -527,6 +537,15 @@ func FuzzDecodeDICOM(f *testing.F) {
 	e.body.Write([]byte{0x28, 0x00, 0x10, 0x30, 'S', 'Q', 0, 0, 0xff, 0xff, 0xff, 0xff})
 	e.body.Write(seq.Bytes())
 	f.Add(e.el(0x7fe0, 0x0010, "OB", []byte{0, 1}).bytes())
+	// Real files when the module cache has them: an MR (64 KB) and the
+	// deflated one.
+	if dir, err := dicomTestdataDir(); err == nil {
+		for _, name := range []string{"3.dcm", "6.dcm"} {
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+				f.Add(b)
+			}
+		}
+	}
 	const limit = 1 << 14
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := decodeBytes(b, WithMaxPixels(limit))
