@@ -111,10 +111,11 @@
 //   - A NaN or +Inf log-probability from the model is an error ([ErrModel]),
 //     where torch would rank NaN first.
 //
-// # Reserved: expert voting
+// # Expert voting
 //
-// METransformer (Wang et al., CVPR 2023) decodes one report per expert and
-// picks one by metric-based voting. The per-study []Hypothesis that every
-// strategy returns is the input such a selector will take; it belongs beside
-// the strategies here once its definition is settled.
+// METransformer (Wang et al., CVPR 2023) decodes one candidate report per
+// expert and picks one by metric-based voting: [Vote] scores each candidate
+// against the study's other candidates with a metric the caller supplies
+// (CIDEr-D or BLEU from memtrans/metrics, say; this package imports no model
+// or metric) and keeps the best.
 package decode

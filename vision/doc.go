@@ -1,4 +1,10 @@
-// Package vision: image preprocessing and visual extractors.
+// Package vision turns chest films into visual features: image and DICOM
+// decoding, R2Gen's preprocessing, torchvision-compatible ResNets (the R2Gen
+// extractor) and a ViT with expert tokens (METransformer).
+//
+// References: He et al., "Deep Residual Learning for Image Recognition",
+// CVPR 2016; Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021;
+// Wang et al., "METransformer", CVPR 2023.
 //
 // # Preprocessing
 //
@@ -24,6 +30,22 @@
 // On the parity images (torchvision 0.14 + Pillow) the output is bit-identical.
 //
 // All functions are safe for concurrent use on distinct values.
+//
+// DICOM files ([DecodeDICOM]) are rendered to the same 8-bit Pixels: rescale
+// slope and intercept, the file's VOI window (LINEAR, LINEAR_EXACT, SIGMOID,
+// or a VOI LUT sequence; min/max when there is none), MONOCHROME1 inverted,
+// with every length checked and the pixel limit applied before pixel data is
+// read.
+//
+// # Extractors
+//
+// [ResNet] is torchvision's ResNet (BasicBlock or Bottleneck, any block
+// counts) with its state_dict names; [Extractor] is R2Gen's VisualExtractor
+// around it (names model.0 … model.7), returning patch features (B, V·h·w, C)
+// with the views concatenated along the patch axis (two 224² views give 98
+// patches) and averaged features (B, V·C). Inference folds batch norm into the
+// convolutions once and is safe for concurrent use; training runs the
+// differentiable path with batch statistics.
 //
 // # Layout
 //
