@@ -87,7 +87,7 @@ func (m *Transformer) StartDecoding(feats *radgen.Tensor) (*Decoding, error) {
 	}
 	g := radgen.NoGrad()
 	enc := m.Encode(g, feats)
-	b, n, d := feats.Dim(0), feats.Dim(1), c.DModel
+	b, n := feats.Dim(0), feats.Dim(1)
 	s := &Decoding{m: m, studies: b, rows: b, n: n}
 	for i, l := range m.Decoder.Layers {
 		// K and V of the source attention, once per study (B, N, D), from
@@ -110,7 +110,6 @@ func (m *Transformer) StartDecoding(feats *radgen.Tensor) (*Decoding, error) {
 		copy(s.memory, enc.Bank.Data()) // M_0^(d) = M^(e) (Mem2Mem §3.2)
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
-	_ = d
 	return s, nil
 }
 

@@ -65,26 +65,10 @@ func (g *m2Golden) m2(t testing.TB) *M2Transformer {
 }
 
 func (g *m2Golden) tensor(t testing.TB, name string) *radgen.Tensor {
-	t.Helper()
-	v, shape, err := g.cas.Float32(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return radgen.FromFloat32(v, shape...)
+	return fileTensor(t, g.cas, name)
 }
 
-func (g *m2Golden) ints(t testing.TB, name string) ([]int, []int) {
-	t.Helper()
-	v, shape, err := g.cas.Int64(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out, shape
-}
+func (g *m2Golden) ints(t testing.TB, name string) ([]int, []int) { return fileInts(t, g.cas, name) }
 
 // m2MaskAgreement counts the regions where two masks (nonzero = masked)
 // disagree.

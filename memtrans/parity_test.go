@@ -88,18 +88,24 @@ func (g *golden) transformer(t testing.TB) *Transformer {
 	return m
 }
 
-func (g *golden) tensor(t testing.TB, name string) *radgen.Tensor {
+func (g *golden) tensor(t testing.TB, name string) *radgen.Tensor { return fileTensor(t, g.cas, name) }
+
+func (g *golden) ints(t testing.TB, name string) ([]int, []int) { return fileInts(t, g.cas, name) }
+
+// fileTensor reads a float tensor of a golden file.
+func fileTensor(t testing.TB, f *safetensors.File, name string) *radgen.Tensor {
 	t.Helper()
-	v, shape, err := g.cas.Float32(name)
+	v, shape, err := f.Float32(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return radgen.FromFloat32(v, shape...)
 }
 
-func (g *golden) ints(t testing.TB, name string) ([]int, []int) {
+// fileInts reads an integer tensor of a golden file as ints, with its shape.
+func fileInts(t testing.TB, f *safetensors.File, name string) ([]int, []int) {
 	t.Helper()
-	v, shape, err := g.cas.Int64(name)
+	v, shape, err := f.Int64(name)
 	if err != nil {
 		t.Fatal(err)
 	}
