@@ -65,13 +65,14 @@ func (g *Graph) Training() bool { return g.train }
 // Recording reports whether ops are recorded for Backward.
 func (g *Graph) Recording() bool { return g.record }
 
-// needs reports whether an op on inputs must be recorded.
+// needs reports whether an op on inputs must be recorded. Nil inputs (an
+// absent optional bias, say) are ignored.
 func (g *Graph) needs(inputs ...*Tensor) bool {
 	if !g.record {
 		return false
 	}
 	for _, t := range inputs {
-		if t.requiresGrad {
+		if t != nil && t.requiresGrad {
 			return true
 		}
 	}

@@ -164,11 +164,7 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 		}
 	}
 
-	inputs := []*Tensor{x, w}
-	if bias != nil {
-		inputs = append(inputs, bias)
-	}
-	if g.needs(inputs...) {
+	if g.needs(x, w, bias) {
 		g.push(out, func() {
 			if out.grad == nil {
 				return
@@ -343,13 +339,7 @@ func batchNormEval[T Float](g *Graph, x, weight, bias, mean, variance *Tensor, e
 	xv := values[T](x)
 	kernels.ChannelAffine(values[T](out), xv, scale, shift, c, plane)
 
-	inputs := []*Tensor{x, mean, variance}
-	for _, t := range []*Tensor{weight, bias} {
-		if t != nil {
-			inputs = append(inputs, t)
-		}
-	}
-	if g.needs(inputs...) {
+	if g.needs(x, mean, variance, weight, bias) {
 		g.push(out, func() {
 			if out.grad == nil {
 				return
@@ -473,13 +463,7 @@ func batchNormTrain[T Float](g *Graph, x, weight, bias, runMean, runVar *Tensor,
 		}
 	}
 
-	inputs := []*Tensor{x}
-	for _, t := range []*Tensor{weight, bias} {
-		if t != nil {
-			inputs = append(inputs, t)
-		}
-	}
-	if g.needs(inputs...) {
+	if g.needs(x, weight, bias) {
 		g.push(out, func() {
 			if out.grad == nil {
 				return

@@ -108,11 +108,7 @@ func linear[T Float](g *Graph, x, w, bias *Tensor) *Tensor {
 	} else {
 		kernels.Gemm(false, true, rows, outDim, in, 1, xv, in, wv, in, 0, ov, outDim)
 	}
-	inputs := []*Tensor{x, w}
-	if bias != nil {
-		inputs = append(inputs, bias)
-	}
-	if g.needs(inputs...) {
+	if g.needs(x, w, bias) {
 		g.push(out, func() {
 			if out.grad == nil {
 				return
