@@ -1,6 +1,9 @@
 package radgen
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // SetGrad replaces t's accumulated gradient with g (not copied); a nil g
 // drops it, as ZeroGrad does. Optimiser tests use it to inject reference
@@ -12,7 +15,7 @@ func (t *Tensor) SetGrad(g *Tensor) {
 		t.grad = nil
 		return
 	}
-	if !sameShape(g.shape, t.shape) {
+	if !slices.Equal(g.shape, t.shape) {
 		panic(fmt.Sprintf("radgen: SetGrad of shape %v on a tensor of shape %v", g.shape, t.shape))
 	}
 	if g.Is64() != t.Is64() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -150,7 +151,7 @@ func TestConv2dMatchesNaive(t *testing.T) {
 			bt = FromFloat64(b, c.cout)
 		}
 		got := NoGrad().Conv2d(FromFloat64(x, c.batch, c.cin, c.h, c.w), FromFloat64(w, c.cout, c.cin, c.kh, c.kw), bt, c.p)
-		if !sameShape(got.Shape(), []int{c.batch, c.cout, ho, wo}) {
+		if !slices.Equal(got.Shape(), []int{c.batch, c.cout, ho, wo}) {
 			t.Fatalf("%s: shape %v, want %v", name, got.Shape(), []int{c.batch, c.cout, ho, wo})
 		}
 		for i, v := range got.Data64() {
@@ -247,7 +248,7 @@ func TestMaxPool2dValues(t *testing.T) {
 		-13, -14, -15, -16,
 	}, 1, 1, 4, 4)
 	y := NoGrad().MaxPool2d(x, PoolSquare(3, 2, 1))
-	if !sameShape(y.Shape(), []int{1, 1, 2, 2}) {
+	if !slices.Equal(y.Shape(), []int{1, 1, 2, 2}) {
 		t.Fatalf("shape %v", y.Shape())
 	}
 	want := []float32{-1, -2, -5, -6}
@@ -257,7 +258,7 @@ func TestMaxPool2dValues(t *testing.T) {
 		}
 	}
 	// ResNet stem: 112 → 56.
-	if s := NoGrad().MaxPool2d(Zeros(1, 2, 112, 112), PoolSquare(3, 2, 1)).Shape(); !sameShape(s, []int{1, 2, 56, 56}) {
+	if s := NoGrad().MaxPool2d(Zeros(1, 2, 112, 112), PoolSquare(3, 2, 1)).Shape(); !slices.Equal(s, []int{1, 2, 56, 56}) {
 		t.Errorf("112² pooled to %v", s)
 	}
 	// NaN propagates.
@@ -270,7 +271,7 @@ func TestMaxPool2dValues(t *testing.T) {
 func TestGlobalAvgPool2dValues(t *testing.T) {
 	x := FromFloat32([]float32{1, 2, 3, 4, 10, 20, 30, 40}, 1, 2, 2, 2)
 	y := NoGrad().GlobalAvgPool2d(x)
-	if !sameShape(y.Shape(), []int{1, 2}) || y.Data()[0] != 2.5 || y.Data()[1] != 25 {
+	if !slices.Equal(y.Shape(), []int{1, 2}) || y.Data()[0] != 2.5 || y.Data()[1] != 25 {
 		t.Fatalf("GlobalAvgPool2d = %v %v", y.Shape(), y.Data())
 	}
 }

@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/radgen/radgen/internal/kernels"
 )
@@ -267,7 +268,7 @@ func (g *Graph) MaskedFill(x, mask *Tensor, value float64) *Tensor {
 
 func maskedFill[T Float](g *Graph, x, mask *Tensor, value float64) *Tensor {
 	bc, err := kernels.NewBroadcast(x.shape, mask.shape)
-	if err != nil || !sameShape(bc.Shape, x.shape) {
+	if err != nil || !slices.Equal(bc.Shape, x.shape) {
 		panic(fmt.Sprintf("radgen: MaskedFill: mask %v does not broadcast to %v", mask.shape, x.shape))
 	}
 	out := like(x, x.shape)

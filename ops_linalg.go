@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/radgen/radgen/internal/kernels"
 )
@@ -32,7 +33,7 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 	}
 	batch := numel(a.shape[:a.Rank()-2])
 	shared := b.Rank() == 2
-	if !shared && !sameShape(a.shape[:a.Rank()-2], b.shape[:b.Rank()-2]) {
+	if !shared && !slices.Equal(a.shape[:a.Rank()-2], b.shape[:b.Rank()-2]) {
 		panic(fmt.Sprintf("radgen: MatMul batch dimensions differ: %v and %v", a.shape, b.shape))
 	}
 	oshape := append(append([]int(nil), a.shape[:a.Rank()-2]...), m, n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -83,7 +84,7 @@ func LoadParams(m Module, src TensorSource, prefix string) error {
 			err = fmt.Errorf("radgen: loading %q: %w: %w", full, ErrMissingTensor, e)
 			return
 		}
-		if !sameShape(shape, t.shape) && !(len(t.shape) == 0 && len(shape) == 1 && shape[0] == 1) {
+		if !slices.Equal(shape, t.shape) && !(len(t.shape) == 0 && len(shape) == 1 && shape[0] == 1) {
 			err = fmt.Errorf("radgen: loading %q: %w: file has %v, model wants %v", full, ErrShapeMismatch, shape, t.shape)
 			return
 		}

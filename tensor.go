@@ -223,18 +223,6 @@ func values[T Float](t *Tensor) []T {
 	return v
 }
 
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func numel(shape []int) int {
 	n := 1
 	for _, s := range shape {

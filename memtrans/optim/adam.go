@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -273,7 +274,7 @@ func (a *Adam) Step() {
 			if grad == nil {
 				continue
 			}
-			if grad.Is64() || !sameShape(grad.Shape(), s.t.Shape()) {
+			if grad.Is64() || !slices.Equal(grad.Shape(), s.t.Shape()) {
 				panic(fmt.Sprintf("optim: gradient %v of parameter %q does not match %v", grad, s.name, s.t))
 			}
 			n := s.t.Len()
@@ -513,16 +514,4 @@ func fma32Slow(p, c, s float64) float32 {
 		}
 	}
 	return float32(s)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -95,7 +95,7 @@ func (a *Adam) SetState(s *AdamState) error {
 			if ps.Name != p.name {
 				return fmt.Errorf("%w: group %d parameter %d: state has %q, the optimiser %q", ErrStateMismatch, gi, pi, ps.Name, p.name)
 			}
-			if !sameShape(ps.Shape, p.t.Shape()) {
+			if !slices.Equal(ps.Shape, p.t.Shape()) {
 				return fmt.Errorf("%w: parameter %q: state has shape %v, the tensor %v", ErrStateMismatch, ps.Name, ps.Shape, p.t.Shape())
 			}
 		}
@@ -305,7 +305,7 @@ func DecodeState(f *safetensors.File, prefix string) (*State, error) {
 			return nil, nil
 		}
 		used++
-		if info.Dtype != safetensors.F32 || !sameShape(info.Shape, p.Shape) {
+		if info.Dtype != safetensors.F32 || !slices.Equal(info.Shape, p.Shape) {
 			return nil, fmt.Errorf("%w: tensor %q is %s%v, want F32%v", ErrFormat, name, info.Dtype, info.Shape, p.Shape)
 		}
 		x, _, err := f.Float32(name)
