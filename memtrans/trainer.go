@@ -584,17 +584,12 @@ func (c *featureCache) get(key string) (*radgen.Tensor, bool) {
 	if c.dir == "" {
 		return nil, false
 	}
-	f, err := os.Open(c.path(key))
+	sf, err := safetensors.OpenFile(c.path(key))
 	if err != nil {
 		return nil, false
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, false
-	}
-	sf, err := safetensors.Open(f, st.Size())
-	if err != nil || sf.Metadata()["key"] != key {
+	defer sf.Close()
+	if sf.Metadata()["key"] != key {
 		return nil, false
 	}
 	v, shape, err := sf.Float32("patches")

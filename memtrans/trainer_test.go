@@ -123,3 +123,22 @@ func BenchmarkTrainStepTiny(b *testing.B) {
 		}
 	}
 }
+
+// The feature cache round-trips through disk and refuses a file written
+// for another key.
+func TestFeatureCacheDisk(t *testing.T) {
+	dir := t.TempDir()
+	c := &featureCache{dir: dir, mem: map[string]*radgen.Tensor{}}
+	x := radgen.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 1, 2, 3)
+	if err := c.put("CXR1", x); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &featureCache{dir: dir, mem: map[string]*radgen.Tensor{}}
+	y, ok := fresh.get("CXR1")
+	if !ok || len(y.Shape()) != 3 || y.Data()[5] != 6 {
+		t.Fatalf("disk cache gave %v, %v", y, ok)
+	}
+	if _, ok := fresh.get("CXR2"); ok {
+		t.Error("hit for a key never stored")
+	}
+}

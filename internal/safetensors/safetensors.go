@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 )
 
@@ -80,6 +81,7 @@ func (i Info) Len() int {
 // File is an open safetensors file. It is safe for concurrent use.
 type File struct {
 	r        io.ReaderAt
+	closer   io.Closer // set by OpenFile
 	dataOff  int64
 	tensors  map[string]Info
 	names    []string
@@ -165,6 +167,35 @@ func checkInfo(name string, ri rawInfo, dataSize int64) (Info, error) {
 		return Info{}, fmt.Errorf("%w: tensor %q: %d bytes for shape %v of %s", ErrFormat, name, e-b, shape, ri.Dtype)
 	}
 	return Info{Name: name, Dtype: ri.Dtype, Shape: shape, Begin: b, End: e}, nil
+}
+
+// OpenFile opens the safetensors file at path; Close releases it.
+func OpenFile(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f, err := Open(fh, st.Size())
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.closer = fh
+	return f, nil
+}
+
+// Close releases the file opened by OpenFile; for a File made by Open it
+// does nothing (the caller owns the reader).
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	return f.closer.Close()
 }
 
 // Names returns the tensor names in sorted order.

@@ -2,7 +2,6 @@ package optim
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -14,19 +13,11 @@ import (
 
 func openGolden(t *testing.T, dir, name string) *safetensors.File {
 	t.Helper()
-	fh, err := os.Open(filepath.Join(dir, name))
+	f, err := safetensors.OpenFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { fh.Close() })
-	st, err := fh.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := safetensors.Open(fh, st.Size())
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	t.Cleanup(func() { f.Close() })
 	return f
 }
 
