@@ -8,9 +8,11 @@ import (
 	"image"
 	"math"
 	"os"
+	"path/filepath"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -65,6 +67,17 @@ func StudyFromFiles(id string, paths ...string) (Study, error) {
 		s.Views = append(s.Views, img)
 	}
 	return s, nil
+}
+
+// StudyFromAnnotation decodes the images of an annotation.json entry,
+// relative to imageDir, keeping the first views the model takes (R2Gen uses
+// both IU X-Ray views and the first MIMIC-CXR image).
+func (m *Model) StudyFromAnnotation(s data.Study, imageDir string) (Study, error) {
+	paths := make([]string, 0, min(len(s.ImagePath), m.cfg.Views))
+	for _, p := range s.ImagePath[:min(len(s.ImagePath), m.cfg.Views)] {
+		paths = append(paths, filepath.Join(imageDir, p))
+	}
+	return StudyFromFiles(s.ID, paths...)
 }
 
 // Report is a generated report.

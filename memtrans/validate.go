@@ -3,7 +3,6 @@ package memtrans
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
@@ -27,19 +26,12 @@ func BLEUValidator(ann *data.Annotation, split, imageDir string, beam int) (Vali
 		var in []Study
 		var refs [][]string
 		for _, s := range studies {
-			paths := make([]string, len(s.ImagePath))
-			for i, p := range s.ImagePath {
-				paths[i] = filepath.Join(imageDir, p)
-			}
-			if len(paths) > m.cfg.Views {
-				paths = paths[:m.cfg.Views]
-			}
-			st, err := StudyFromFiles(s.ID, paths...)
+			st, err := m.StudyFromAnnotation(s, imageDir)
 			if err != nil {
 				return 0, nil, err
 			}
 			in = append(in, st)
-			refs = append(refs, []string{tok.Decode(tok.Encode(nil, s.Report, m.cfg.Transformer.MaxSeqLen)[1:])})
+			refs = append(refs, []string{tok.Reference(s.Report, m.cfg.Transformer.MaxSeqLen)})
 		}
 		reps, err := m.Generate(ctx, in, WithBeamSize(beam))
 		if err != nil {

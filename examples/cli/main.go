@@ -63,6 +63,20 @@ func loadAnnotation(path string) (*data.Annotation, error) {
 	return data.LoadAnnotation(path)
 }
 
+// trainTokenizer rebuilds R2Gen's tokenizer from the train split, as R2Gen
+// does at every start (its checkpoints carry no vocabulary).
+func trainTokenizer(ann *data.Annotation, c data.Corpus) (*data.Tokenizer, error) {
+	trainSet, err := ann.Split("train")
+	if err != nil {
+		return nil, err
+	}
+	reports := make([]string, len(trainSet))
+	for i, s := range trainSet {
+		reports[i] = s.Report
+	}
+	return data.BuildTokenizer(c, c.Threshold(), reports)
+}
+
 func train(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("train", flag.ExitOnError)
 	annPath := fs.String("ann", "", "annotation.json")
@@ -93,15 +107,7 @@ func train(ctx context.Context, args []string) error {
 	}
 	tc.Seed, tc.CheckpointDir, tc.FreezeExtractor = *seed, *out, *freeze
 
-	trainSet, err := ann.Split("train")
-	if err != nil {
-		return err
-	}
-	var reports []string
-	for _, s := range trainSet {
-		reports = append(reports, s.Report)
-	}
-	tok, err := data.BuildTokenizer(c, c.Threshold(), reports)
+	tok, err := trainTokenizer(ann, c)
 	if err != nil {
 		return err
 	}
@@ -215,14 +221,7 @@ func generate(ctx context.Context, args []string) error {
 			return err
 		}
 		for _, s := range list {
-			paths := make([]string, 0, len(s.ImagePath))
-			for _, p := range s.ImagePath {
-				paths = append(paths, filepath.Join(*images, p))
-			}
-			if len(paths) > model.Config().Views {
-				paths = paths[:model.Config().Views]
-			}
-			st, err := memtrans.StudyFromFiles(s.ID, paths...)
+			st, err := model.StudyFromAnnotation(s, *images)
 			if err != nil {
 				return err
 			}
@@ -289,15 +288,7 @@ func eval(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: %w", *repPath, err)
 	}
 	c := data.Corpus(*corpus)
-	trainSet, err := ann.Split("train")
-	if err != nil {
-		return err
-	}
-	var reports []string
-	for _, s := range trainSet {
-		reports = append(reports, s.Report)
-	}
-	tok, err := data.BuildTokenizer(c, c.Threshold(), reports)
+	tok, err := trainTokenizer(ann, c)
 	if err != nil {
 		return err
 	}
@@ -307,7 +298,7 @@ func eval(ctx context.Context, args []string) error {
 	}
 	byID := map[string]string{}
 	for _, s := range list {
-		byID[s.ID] = tok.Decode(tok.Encode(nil, s.Report, c.MaxSeqLen())[1:])
+		byID[s.ID] = tok.Reference(s.Report, c.MaxSeqLen())
 	}
 	var refs [][]string
 	var hyps []string

@@ -181,17 +181,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var refs [][]string
 	var truth []chexpert.Labels
 	for _, s := range testSet {
-		paths := make([]string, len(s.ImagePath))
-		for i, p := range s.ImagePath {
-			paths[i] = filepath.Join(imgDir, p)
-		}
-		st, err := memtrans.StudyFromFiles(s.ID, paths...)
+		st, err := model.StudyFromAnnotation(s, imgDir)
 		if err != nil {
 			return nil, err
 		}
 		res.Studies = append(res.Studies, st)
-		// R2Gen scores against the tokenizer's round trip of the report.
-		ref := tok.Decode(tok.Encode(nil, s.Report, cfg.Transformer.MaxSeqLen)[1:])
+		ref := tok.Reference(s.Report, cfg.Transformer.MaxSeqLen)
 		res.References = append(res.References, ref)
 		refs = append(refs, []string{ref})
 		truth = append(truth, FindingLabels(s.Labels))

@@ -199,6 +199,17 @@ func (t *Tokenizer) EncodeClean(dst []int, clean string, maxLen int) []int {
 	return append(dst, 0)
 }
 
+// Reference returns a report as R2Gen scores generated text against it:
+// cleaned, encoded with truncation to maxLen ids (bos included) and decoded
+// back, so words outside the vocabulary read <unk> and a long report is cut.
+func (t *Tokenizer) Reference(report string, maxLen int) string {
+	ids := t.Encode(nil, report, maxLen)
+	if len(ids) == 0 {
+		return ""
+	}
+	return t.Decode(ids[1:])
+}
+
 // Decode is R2Gen's decode: the words of ids joined by single spaces,
 // stopping at the first id ≤ 0 (0 is eos). Ids above Len() read as [Unk]. A
 // generated sequence is passed without its bos; a leading 0 gives "".

@@ -381,3 +381,17 @@ func FuzzReadAnnotation(f *testing.F) {
 		}
 	})
 }
+
+func TestReference(t *testing.T) {
+	tok, err := BuildTokenizer(IUXray, 1, []string{"The heart is normal. The lungs are clear."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Reference("The heart is enlarged. The lungs are clear.", 60), "the heart is <unk> . the lungs are clear ."; got != want {
+		t.Errorf("Reference = %q, want %q", got, want)
+	}
+	// Truncation counts the bos: 4 ids keep 3 words.
+	if got := tok.Reference("The heart is normal.", 4); got != "the heart is" {
+		t.Errorf("truncated Reference = %q", got)
+	}
+}
