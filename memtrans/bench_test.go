@@ -114,50 +114,6 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeStep times one incremental step of 3 beam rows at a given
-// position: the cost must not grow with the prefix beyond the attention
-// read, and a step allocates nothing.
-func BenchmarkDecodeStep(b *testing.B) {
-	m := paperModel(b)
-	for _, pos := range []int{10, 60} {
-		b.Run(fmt.Sprintf("pos=%d", pos), func(b *testing.B) {
-			dec, err := m.StartDecoding(randomFeats(1, 98, 2048, 5))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			V := m.Config.Vocab
-			lp := make([]float32, 3*V)
-			if err := dec.Step(ctx, []int{0}, lp); err != nil {
-				b.Fatal(err)
-			}
-			if err := dec.Reorder([]int{0, 0, 0}); err != nil {
-				b.Fatal(err)
-			}
-			tok := []int{5, 6, 7}
-			for dec.Position() < pos {
-				if err := dec.Step(ctx, tok, lp); err != nil {
-					b.Fatal(err)
-				}
-				if err := dec.Reorder([]int{2, 0, 1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				dec.t = pos // re-run the step at the same position
-				if err := dec.Step(ctx, tok, lp); err != nil {
-					b.Fatal(err)
-				}
-				if err := dec.Reorder([]int{2, 0, 1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkTrainStep is one optimiser step of the paper's IU configuration
 // without the extractor (features given): batch 16, 60 tokens, forward,
 // backward, clipping and Adam; it reports tokens/s.

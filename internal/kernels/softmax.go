@@ -1,18 +1,16 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Softmax applies a numerically stable softmax to each row of length n:
 // dst = exp(x − max x) / Σ exp(x − max x). Sums run in float64.
 func Softmax[T Float](dst, x []T, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
-		m := row[0]
-		for _, v := range row[1:] {
-			if v > m {
-				m = v
-			}
-		}
+		m := slices.Max(row)
 		var s float64
 		for i, v := range row {
 			e := math.Exp(float64(v - m))
@@ -44,12 +42,7 @@ func SoftmaxBackward[T Float](dx, dy, y []T, n int) {
 func LogSoftmax[T Float](dst, x []T, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
-		m := row[0]
-		for _, v := range row[1:] {
-			if v > m {
-				m = v
-			}
-		}
+		m := slices.Max(row)
 		var s float64
 		for _, v := range row {
 			s += math.Exp(float64(v - m))
