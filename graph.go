@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/radgen/radgen/internal/kernels"
 )
 
 // Graph records the ops applied to tensors so that Backward can compute
@@ -133,23 +135,12 @@ func accumulate(t *Tensor, g *Tensor) {
 		t.grad = g.Clone()
 		return
 	}
-	dispatch2(t.grad, g, func(dst, src any) {
-		switch d := dst.(type) {
-		case []float32:
-			s := src.([]float32)
-			for i := range d {
-				d[i] += s[i]
-			}
-		case []float64:
-			s := src.([]float64)
-			for i := range d {
-				d[i] += s[i]
-			}
-		}
-	})
+	if t.Is64() {
+		kernels.AddScaled(t.grad.Data64(), g.Data64(), 1)
+	} else {
+		kernels.AddScaled(t.grad.Data(), g.Data(), 1)
+	}
 }
-
-func dispatch2(a, b *Tensor, f func(a, b any)) { f(a.host, b.host) }
 
 func setAll(t *Tensor, v float64) {
 	if t.Is64() {
