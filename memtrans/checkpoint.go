@@ -258,8 +258,8 @@ func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
 	if err := json.Unmarshal([]byte(ck.metadata[metaVocab]), &tok); err != nil {
 		return nil, nil, fmt.Errorf("%w: vocabulary: %v", ErrCheckpoint, err)
 	}
-	if cfg.Transformer.Vocab != tok.Len()+1 {
-		return nil, nil, fmt.Errorf("%w: vocabulary of %d tokens for an output of %d", ErrCheckpoint, tok.Len(), cfg.Transformer.Vocab)
+	if cfg.vocab() != tok.Len()+1 {
+		return nil, nil, fmt.Errorf("%w: vocabulary of %d tokens for an output of %d", ErrCheckpoint, tok.Len(), cfg.vocab())
 	}
 	m, err := New(cfg, &tok, 0, o.model...)
 	if err != nil {

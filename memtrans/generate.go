@@ -92,6 +92,14 @@ type Report struct {
 	// view-major, each a Grid×Grid raster), averaged over heads.
 	Attention [][]float32
 	Grid      int // patches per side of each view
+
+	// Candidates holds, for an architecture that writes several candidate
+	// reports per study (METransformer: one per expert), each candidate's
+	// text; Expert indexes the chosen one and Votes[j] is candidate j's
+	// score against the others (CIDEr-D). Nil for the other architectures.
+	Candidates []string
+	Expert     int
+	Votes      []float64
 }
 
 // GenerateOption configures Generate.
@@ -175,14 +183,9 @@ var ErrStudy = errors.New("memtrans: bad study")
 // from many goroutines at once. Decoding stops promptly with ctx.Err() when
 // ctx is done.
 func (m *Model) Generate(ctx context.Context, studies []Study, opts ...GenerateOption) ([]Report, error) {
-	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.Transformer.MaxSeqLen, batch: 16}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if o.maxLen > m.cfg.Transformer.PositionLen {
-		return nil, fmt.Errorf("%w: maximum length %d beyond the positional table (%d)", decode.ErrMaxLen, o.maxLen, m.cfg.Transformer.PositionLen)
+	o, err := m.genOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := m.acquire(); err != nil {
 		return nil, err
@@ -247,25 +250,26 @@ func (m *Model) encodeImages(ctx context.Context, studies []Study) (*radgen.Tens
 	return patches, err
 }
 
-func (m *Model) strategy(o genOptions, eos int) decode.Strategy {
-	switch o.strategy {
-	case "greedy":
-		return decode.Greedy{MaxLen: o.maxLen, BlockTrigrams: o.trigrams, Attention: o.attention}
-	case "sample":
-		return decode.Sample{MaxLen: o.maxLen, Temperature: o.temp, TopK: o.topK, TopP: float64(o.topP), Seed: o.seed, Attention: o.attention}
+// genOptions applies opts to the model's defaults (beam 3, reports of up to
+// the configured length, batches of 16) and checks them.
+func (m *Model) genOptions(opts []GenerateOption) (genOptions, error) {
+	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.maxSeqLen(), batch: 16}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
 	}
-	return decode.BeamSearch{Size: o.beam, MaxLen: o.maxLen, Attention: o.attention}
+	if limit := m.cfg.maxDecodeLen(); o.maxLen > limit {
+		return o, fmt.Errorf("%w: maximum length %d beyond the positional table (%d)", decode.ErrMaxLen, o.maxLen, limit)
+	}
+	if o.strategy == "beam" && o.beam > m.cfg.vocab() {
+		return o, fmt.Errorf("%w: beam size %d exceeds the vocabulary (%d)", decode.ErrBeamSize, o.beam, m.cfg.vocab())
+	}
+	return o, nil
 }
 
 func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.Tensor, o genOptions) ([]Report, error) {
-	if o.strategy == "beam" && o.beam > m.cfg.Transformer.Vocab {
-		return nil, fmt.Errorf("%w: beam size %d exceeds the vocabulary (%d)", decode.ErrBeamSize, o.beam, m.cfg.Transformer.Vocab)
-	}
-	dec, err := m.transformer.StartDecoding(feats)
-	if err != nil {
-		return nil, err
-	}
-	hyps, err := m.strategy(o, 0).Decode(ctx, dec)
+	res, width, err := m.net.decodeStudies(ctx, feats, o)
 	if err != nil {
 		return nil, err
 	}
@@ -273,12 +277,15 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	grid := int(math.Round(math.Sqrt(float64(patches))))
 	out := make([]Report, len(studies))
 	for i, s := range studies {
-		h := hyps[i][0]
-		r := Report{StudyID: s.ID, Tokens: h.Tokens, LogProb: h.Score, TokenLogProbs: h.LogProbs, Text: m.tokenizer.Decode(h.Tokens), Grid: grid}
+		h := res[i].best
+		r := Report{StudyID: s.ID, Tokens: h.Tokens, LogProb: h.Score, TokenLogProbs: h.LogProbs, Text: m.tokenizer.Decode(h.Tokens), Grid: grid,
+			Expert: res[i].expert, Votes: res[i].scores}
+		for _, c := range res[i].candidates {
+			r.Candidates = append(r.Candidates, m.tokenizer.Decode(c.Tokens))
+		}
 		if o.attention {
-			a := dec.AttentionWidth()
 			for t := range h.Tokens {
-				r.Attention = append(r.Attention, h.Attention[t*a:(t+1)*a])
+				r.Attention = append(r.Attention, h.Attention[t*width:(t+1)*width])
 			}
 		}
 		out[i] = r
@@ -291,18 +298,16 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 // gives them or as cached by a frozen-extractor trainer. ids names the
 // studies (len B).
 func (m *Model) GenerateFeatures(ctx context.Context, ids []string, feats *radgen.Tensor, opts ...GenerateOption) ([]Report, error) {
-	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.Transformer.MaxSeqLen, batch: 16}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o, err := m.genOptions(opts)
+	if err != nil {
+		return nil, err
 	}
-	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(ids) || feats.Dim(2) != m.cfg.Transformer.DVisual {
+	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(ids) || feats.Dim(2) != m.cfg.visualWidth() {
 		shape := []int(nil)
 		if feats != nil {
 			shape = feats.Shape()
 		}
-		return nil, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrStudy, shape, len(ids), m.cfg.Transformer.DVisual)
+		return nil, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrStudy, shape, len(ids), m.cfg.visualWidth())
 	}
 	for i, v := range feats.Data() {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {

@@ -15,8 +15,15 @@ import (
 // ModelConfig is the whole architecture of a report generator: the visual
 // extractor, the encoder–decoder and how images are prepared. It is saved
 // with the weights.
+//
+// Exactly one encoder–decoder is configured (see [ModelConfig.Architecture]):
+// Transformer, R2Gen and the variants its Config composes; or M2, the
+// Meshed-Memory Transformer; or METrans, METransformer. The other two stay
+// zero.
 type ModelConfig struct {
-	Transformer Config              `json:"transformer"`
+	Transformer Config              `json:"transformer,omitzero"`
+	M2          *M2Config           `json:"m2,omitempty"`
+	METrans     *METransConfig      `json:"metrans,omitempty"`
 	Vision      vision.ResNetConfig `json:"vision"`
 	Corpus      data.Corpus         `json:"corpus"`     // report cleaner and tokenizer defaults
 	Views       int                 `json:"views"`      // images per study (2 for IU X-Ray)
@@ -48,20 +55,20 @@ func TinyConfig(vocab int) ModelConfig {
 
 // Validate reports the first inconsistency in c.
 func (c ModelConfig) Validate() error {
-	if err := c.Transformer.Validate(); err != nil {
-		return err
-	}
-	if err := c.Vision.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if c.Vision.OutChannels() != c.Transformer.DVisual {
-		return fmt.Errorf("%w: the extractor gives %d channels, the transformer wants d_vf %d", ErrConfig, c.Vision.OutChannels(), c.Transformer.DVisual)
-	}
 	if c.Views <= 0 || c.Views > 16 {
 		return fmt.Errorf("%w: %d views per study", ErrConfig, c.Views)
 	}
 	if c.ImageSize < 32 || c.ImageSize > 4096 || c.ResizeTo < c.ImageSize || c.ResizeTo > 4096 {
 		return fmt.Errorf("%w: image size %d, training resize %d", ErrConfig, c.ImageSize, c.ResizeTo)
+	}
+	if err := c.validateArchitecture(); err != nil {
+		return err
+	}
+	if err := c.Vision.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Vision.OutChannels() != c.visualWidth() {
+		return fmt.Errorf("%w: the extractor gives %d channels, the %s encoder–decoder wants %d", ErrConfig, c.Vision.OutChannels(), c.Architecture(), c.visualWidth())
 	}
 	if c.Corpus != data.IUXray && c.Corpus != data.MIMICCXR {
 		return fmt.Errorf("%w: unknown corpus %q", ErrConfig, c.Corpus)
@@ -69,8 +76,9 @@ func (c ModelConfig) Validate() error {
 	return nil
 }
 
-// Model is a report generator: a visual extractor, R2Gen's memory-driven
-// encoder–decoder and the tokenizer that maps its ids to words.
+// Model is a report generator: a visual extractor, an encoder–decoder
+// (R2Gen's memory-driven Transformer or a variant, M² or METransformer; see
+// [ModelConfig]) and the tokenizer that maps its ids to words.
 //
 // A Model is safe for concurrent use: any number of goroutines may call
 // Generate at once. Training (a Trainer) takes the model exclusively while it
@@ -78,7 +86,8 @@ func (c ModelConfig) Validate() error {
 type Model struct {
 	cfg         ModelConfig
 	extractor   *vision.Extractor
-	transformer *Transformer
+	net         encoderDecoder
+	transformer *Transformer // net, for ArchR2Gen; nil otherwise
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
 	maxPixels   int64
@@ -122,25 +131,26 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 	if tok == nil {
 		return nil, errors.New("memtrans: nil tokenizer")
 	}
-	if cfg.Transformer.Vocab != tok.Len()+1 {
-		return nil, fmt.Errorf("%w: vocabulary %d for a tokenizer of %d tokens (want %d)", ErrConfig, cfg.Transformer.Vocab, tok.Len(), tok.Len()+1)
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.vocab() != tok.Len()+1 {
+		return nil, fmt.Errorf("%w: vocabulary %d for a tokenizer of %d tokens (want %d)", ErrConfig, cfg.vocab(), tok.Len(), tok.Len()+1)
 	}
 	ext, err := vision.NewExtractor(cfg.Vision, rand.New(rand.NewPCG(seed, 0x76697331)))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := NewTransformer(cfg.Transformer, seed)
+	net, err := newEncoderDecoder(cfg, seed)
 	if err != nil {
 		return nil, err
 	}
-	return newModel(cfg, ext, tr, tok, opts)
+	return newModel(cfg, ext, net, tok, opts)
 }
 
-func newModel(cfg ModelConfig, ext *vision.Extractor, tr *Transformer, tok *data.Tokenizer, opts []Option) (*Model, error) {
-	m := &Model{cfg: cfg, extractor: ext, transformer: tr, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels}
+func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
+	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels}
+	m.transformer, _ = net.(*Transformer)
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			return nil, err
@@ -155,18 +165,41 @@ func (m *Model) Config() ModelConfig { return m.cfg }
 // Tokenizer returns the model's tokenizer.
 func (m *Model) Tokenizer() *data.Tokenizer { return m.tokenizer }
 
-// Transformer returns the encoder–decoder (for research use; do not modify
-// it while the model serves requests).
+// Transformer returns the R2Gen encoder–decoder (for research use; do not
+// modify it while the model serves requests), or nil when the model is of
+// another architecture.
 func (m *Model) Transformer() *Transformer { return m.transformer }
+
+// M2 returns the Meshed-Memory Transformer of an ArchM2 model (for research
+// use, as Transformer), or nil.
+func (m *Model) M2() *M2Transformer {
+	if f, ok := m.net.(m2Facade); ok {
+		return f.M2Transformer
+	}
+	return nil
+}
+
+// METransformer returns the METransformer of an ArchMETransformer model
+// (for research use, as Transformer), or nil.
+func (m *Model) METransformer() *METransformer {
+	mt, _ := m.net.(*METransformer)
+	return mt
+}
+
+// EncoderDecoder returns the model's encoder–decoder, whatever its
+// architecture, as a module: its parameters by their names under
+// "encoder_decoder." in the model's state_dict.
+func (m *Model) EncoderDecoder() radgen.Module { return m.net }
 
 // Extractor returns the visual extractor.
 func (m *Model) Extractor() *vision.Extractor { return m.extractor }
 
 // VisitParams implements radgen.Module with the names of R2Gen's full
-// state_dict: "visual_extractor.model.…" and "encoder_decoder.…".
+// state_dict: "visual_extractor.model.…" and "encoder_decoder.…" (for M²
+// and METransformer, their own names under the same prefix).
 func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.extractor.VisitParams(radgen.Prefixed("visual_extractor.", visit))
-	m.transformer.VisitParams(radgen.Prefixed("encoder_decoder.", visit))
+	m.net.VisitParams(radgen.Prefixed("encoder_decoder.", visit))
 }
 
 // Close releases the model. It waits for Generate calls in flight; later

@@ -326,7 +326,7 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 	// 3. Standardise what att_embed sees: fold each channel's mean μ and
 	// std σ over the cached features into its weights, W' = W/σ,
 	// b' = b − W'μ.
-	feat := m.cfg.Transformer.DVisual
+	feat := m.cfg.visualWidth()
 	sum := make([]float64, feat)
 	sq := make([]float64, feat)
 	count := 0
@@ -342,8 +342,9 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 	}
 	if count > 1 {
 		m.mu.Lock()
-		w, bias := m.transformer.AttEmbed.Weight.Data(), m.transformer.AttEmbed.Bias.Data()
-		out := m.transformer.AttEmbed.Weight.Dim(0)
+		emb := m.net.visualEmbedding()
+		w, bias := emb.Weight.Data(), emb.Bias.Data()
+		out := emb.Weight.Dim(0)
 		for c := 0; c < feat; c++ {
 			mu := sum[c] / float64(count)
 			sd := math.Sqrt(max(sq[c]/float64(count)-mu*mu, 0)) + 1e-3
@@ -405,13 +406,9 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		targets = append(targets, row[1:]...)
 		mask = append(mask, b.Masks[i*T+1:(i+1)*T]...)
 	}
-	f, err := m.transformer.TeacherForce(g, feats, in, B, T-1)
+	loss, err := m.net.trainingLoss(g, feats, in, targets, mask, B, T-1)
 	if err != nil {
 		return 0, err
-	}
-	loss := Loss(g, f.LogProbs, targets, mask)
-	if aux := m.transformer.AuxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
-		loss = g.Add(loss, aux)
 	}
 	lv := float64(loss.Data()[0])
 	if math.IsNaN(lv) || math.IsInf(lv, 0) {

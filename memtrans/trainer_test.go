@@ -15,6 +15,13 @@ import (
 // and a loader over its training split.
 func synthSetup(t testing.TB, n int, seed uint64) (*Model, *data.Loader, *data.Annotation, string) {
 	t.Helper()
+	return synthSetupConfig(t, n, seed, TinyConfig)
+}
+
+// synthSetupConfig is synthSetup with the model configuration of
+// configure(vocab).
+func synthSetupConfig(t testing.TB, n int, seed uint64, configure func(vocab int) ModelConfig) (*Model, *data.Loader, *data.Annotation, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ann, err := data.WriteSynthetic(context.Background(), dir, data.SynthConfig{Train: n, Val: 8, Test: 8, Width: 64, Height: 64, Seed: seed})
 	if err != nil {
@@ -29,7 +36,7 @@ func synthSetup(t testing.TB, n int, seed uint64) (*Model, *data.Loader, *data.A
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := configure(tok.Len() + 1)
 	m, err := New(cfg, tok, seed)
 	if err != nil {
 		t.Fatal(err)
