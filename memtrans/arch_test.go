@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"testing"
-
 )
 
 // Every architecture is a configuration of the facade: trained by the
