@@ -86,11 +86,13 @@ func TinyM2Config(vocab int) ModelConfig {
 }
 
 // TinyMETransConfig returns TinyConfig's extractor and images with a small
-// METransformer (TinyMETrans) in place of R2Gen's encoder–decoder. After
+// METransformer in place of R2Gen's encoder–decoder, as wide and deep as
+// TinyConfig's decoder (d_model 64, 2 decoder layers; 3 experts). After
 // changing ImageSize or Views, set METrans.Patches to PatchesPerStudy.
 func TinyMETransConfig(vocab int) ModelConfig {
 	c := TinyConfig(vocab)
 	mt := TinyMETrans(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
+	mt.DModel, mt.DFF, mt.DMid = c.Transformer.DModel, 2*c.Transformer.DModel, c.Transformer.DModel/2
 	mt.MaxSeqLen = c.Transformer.MaxSeqLen
 	c.Transformer, c.METrans = Config{}, &mt
 	return c
@@ -129,9 +131,9 @@ func (c ModelConfig) visualWidth() int {
 	return c.Transformer.DVisual
 }
 
-// maxSeqLen returns the longest report (in tokens) the model is trained on
-// and writes by default.
-func (c ModelConfig) maxSeqLen() int {
+// MaxSeqLen returns the longest report, in tokens, that the model is
+// trained on and writes by default (R2Gen's max_seq_length).
+func (c ModelConfig) MaxSeqLen() int {
 	switch c.Architecture() {
 	case ArchM2:
 		return c.M2.MaxLen - 1

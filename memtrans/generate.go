@@ -253,7 +253,7 @@ func (m *Model) encodeImages(ctx context.Context, studies []Study) (*radgen.Tens
 // genOptions applies opts to the model's defaults (beam 3, reports of up to
 // the configured length, batches of 16) and checks them.
 func (m *Model) genOptions(opts []GenerateOption) (genOptions, error) {
-	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.maxSeqLen(), batch: 16}
+	o := genOptions{strategy: "beam", beam: 3, maxLen: m.cfg.MaxSeqLen(), batch: 16}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, err

@@ -31,7 +31,7 @@ func BLEUValidator(ann *data.Annotation, split, imageDir string, beam int) (Vali
 				return 0, nil, err
 			}
 			in = append(in, st)
-			refs = append(refs, []string{tok.Reference(s.Report, m.cfg.maxSeqLen())})
+			refs = append(refs, []string{tok.Reference(s.Report, m.cfg.MaxSeqLen())})
 		}
 		reps, err := m.Generate(ctx, in, WithBeamSize(beam))
 		if err != nil {

@@ -9,15 +9,14 @@ import (
 	"github.com/radgen/radgen/internal/synthrun"
 )
 
-// The command prints one table with a row per configuration run and the
-// configurations the facade lacks.
+// The command prints one table with a row per configuration run.
 func TestRunPrintsTable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains two models; skipped with -short")
+		t.Skip("trains four models; skipped with -short")
 	}
 	o := synthrun.Options{Train: 24, Test: 6, Size: 64, Epochs: 3, BatchSize: 8, Seed: 3}
 	var out bytes.Buffer
-	if err := run(context.Background(), &out, t.TempDir(), "multi-view GCA (continued)", o); err != nil {
+	if err := run(context.Background(), &out, t.TempDir(), "multi-view GCA (continued),M²,METransformer", o); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()

@@ -20,14 +20,18 @@ import (
 
 // Options describe a run. Zero fields take the defaults of Defaults.
 type Options struct {
-	Dir              string // working directory (required)
-	Train, Test      int    // synthetic studies per split
-	Size             int    // film size in pixels
-	Epochs           int
-	BatchSize        int
-	LR               float64
-	Seed             uint64
-	Variant          memtrans.Variant
+	Dir         string // working directory (required)
+	Train, Test int    // synthetic studies per split
+	Size        int    // film size in pixels
+	Epochs      int
+	BatchSize   int
+	LR          float64
+	Seed        uint64
+	Variant     memtrans.Variant
+	// Architecture selects the encoder–decoder (the zero value is R2Gen's,
+	// configured by Variant and Configure; M² and METransformer take their
+	// tiny configurations, memtrans.TinyM2Config and TinyMETransConfig).
+	Architecture     memtrans.Architecture
 	Beam             int
 	Progress         func(memtrans.Progress)
 	AttentionExample bool // generate with attention maps
@@ -122,13 +126,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	var cfg memtrans.ModelConfig
+	switch o.Architecture {
+	case memtrans.ArchM2:
+		cfg = memtrans.TinyM2Config(tok.Len() + 1)
+	case memtrans.ArchMETransformer:
+		cfg = memtrans.TinyMETransConfig(tok.Len() + 1)
+	case "", memtrans.ArchR2Gen:
+		cfg = memtrans.TinyConfig(tok.Len() + 1)
+		cfg.Transformer.Variant = o.Variant
+		// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
+		cfg.Transformer.EmbedDrop = 0.1
+		if o.Configure != nil {
+			o.Configure(&cfg.Transformer)
+		}
+	default:
+		return nil, fmt.Errorf("synthrun: unknown architecture %q", o.Architecture)
+	}
 	cfg.ImageSize, cfg.ResizeTo = o.Size, o.Size
-	cfg.Transformer.Variant = o.Variant
-	// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
-	cfg.Transformer.EmbedDrop = 0.1
-	if o.Configure != nil {
-		o.Configure(&cfg.Transformer)
+	if cfg.METrans != nil {
+		cfg.METrans.Patches = cfg.PatchesPerStudy()
 	}
 	model, err := memtrans.New(cfg, tok, o.Seed)
 	if err != nil {
@@ -143,7 +160,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		calibrate = 0
 	}
 	res := &Result{Model: model}
-	for _, p := range radgen.Trainable(model.Transformer()) {
+	for _, p := range radgen.Trainable(model.EncoderDecoder()) {
 		res.Params += p.Tensor.Len()
 	}
 
@@ -186,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		res.Studies = append(res.Studies, st)
-		ref := tok.Reference(s.Report, cfg.Transformer.MaxSeqLen)
+		ref := tok.Reference(s.Report, cfg.MaxSeqLen())
 		res.References = append(res.References, ref)
 		refs = append(refs, []string{ref})
 		truth = append(truth, FindingLabels(s.Labels))
@@ -231,6 +248,9 @@ func continueFrom(m, prev *memtrans.Model) error {
 		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
 	}
 	m.Extractor().ResNet.Refold()
+	if m.Transformer() == nil || prev.Transformer() == nil {
+		return fmt.Errorf("synthrun: continued learning needs two R2Gen models")
+	}
 	if err := m.Transformer().ContinueFrom(radgen.StateDict(prev.Transformer(), ""), ""); err != nil {
 		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
 	}

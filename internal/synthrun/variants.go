@@ -12,9 +12,10 @@ import (
 // Spec is one row of the variant comparison: a configuration of the
 // memory-driven Transformer.
 type Spec struct {
-	Name      string
-	Variant   memtrans.Variant
-	Configure func(*memtrans.Config) // nil: the variant as it is
+	Name         string
+	Architecture memtrans.Architecture // zero: R2Gen's, configured by Variant and Configure
+	Variant      memtrans.Variant
+	Configure    func(*memtrans.Config) // nil: the variant as it is
 	// ContinueFrom names an earlier Spec of the same comparison whose
 	// trained model this one continues (continued learning) for
 	// ContinueEpochs epochs instead of training from scratch, at a tenth of
@@ -27,12 +28,12 @@ type Spec struct {
 // in the comparison's Mem2Mem rows.
 const Mem2MemPenalty = 0.1
 
-// Specs returns the comparison of issue 9 that the facade can build:
-// R2Gen's ablations (Chen et al. Table 2), layer-wise multi-view decoding
-// with GCA, trained from scratch with the same budget and continued from
-// the trained R2Gen row for a third of it more (the paper's recipe), and
-// R2Gen with Mem2Mem in place of the relational memory. epochs is the
-// budget of a run from scratch.
+// Specs returns the comparison of issue 9: R2Gen's ablations (Chen et al.
+// Table 2), layer-wise multi-view decoding with GCA, trained from scratch
+// with the same budget and continued from the trained R2Gen row for a third
+// of it more (the paper's recipe), R2Gen with Mem2Mem in place of the
+// relational memory, the Meshed-Memory Transformer and METransformer.
+// epochs is the budget of a run from scratch.
 func Specs(epochs int) []Spec {
 	gca := func(c *memtrans.Config) { c.Routing = mesh.RoutingGCA }
 	return []Spec{
@@ -45,6 +46,8 @@ func Specs(epochs int) []Spec {
 		{Name: "Mem2Mem", Variant: memtrans.VariantR2Gen, Configure: func(c *memtrans.Config) {
 			c.Memory, c.Mem2MemPenalty = memtrans.MemoryMem2Mem, Mem2MemPenalty
 		}},
+		{Name: "M²", Architecture: memtrans.ArchM2},
+		{Name: "METransformer", Architecture: memtrans.ArchMETransformer},
 	}
 }
 
@@ -79,7 +82,7 @@ func Compare(ctx context.Context, o Options, specs []Spec, report func(Row)) ([]
 	var rows []Row
 	for _, s := range specs {
 		run := o
-		run.Variant, run.Configure, run.Init = s.Variant, s.Configure, nil
+		run.Architecture, run.Variant, run.Configure, run.Init = s.Architecture, s.Variant, s.Configure, nil
 		total := o.Epochs
 		if s.ContinueFrom != "" {
 			prev, ok := trained[s.ContinueFrom]
