@@ -44,7 +44,7 @@ func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 	enc.Padding = c.Padding
 	dec := mesh.NewMeshedDecoder(mesh.DecoderConfig{
 		Vocab: c.Vocab, MaxLen: c.MaxLen, Pad: c.Pad, D: c.DModel, DK: c.DK, DV: c.DV, Heads: c.Heads,
-		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout,
+		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout, Routing: c.Routing,
 	}, rng)
 	return &M2Transformer{Config: c, Encoder: enc, Decoder: dec}, nil
 }

@@ -30,6 +30,11 @@ type M2Config struct {
 	// Padding is the encoder's masking rule. The zero value is the
 	// published code's (see mesh.PadAfterNorm).
 	Padding mesh.PaddingRule `json:"padding"`
+
+	// Routing, when set, replaces the meshed connectivity with layer-wise
+	// multi-view routing (see mesh.MeshedDecoder); it needs DecLayers ≤
+	// EncLayers. The zero value is M²'s mesh.
+	Routing mesh.Routing `json:"routing,omitempty"`
 }
 
 // M2COCO returns the configuration of the released M² captioner
@@ -78,6 +83,12 @@ func (c M2Config) Validate() error {
 	case mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone:
 	default:
 		return bad("unknown %v", c.Padding)
+	}
+	if !c.Routing.Valid() {
+		return bad("unknown routing %q", c.Routing)
+	}
+	if c.Routing != mesh.RoutingNone && c.DecLayers > c.EncLayers {
+		return bad("routing %s of %d decoder layers over %d encoder levels", c.Routing, c.DecLayers, c.EncLayers)
 	}
 	return nil
 }

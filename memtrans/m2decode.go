@@ -168,7 +168,10 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 	if levels.Is64() {
 		levels = levels.To32()
 	}
-	b, n, r := levels.Dim(0), levels.Dim(1), levels.Dim(2)
+	// Each layer's source: the levels themselves (meshed) or, with a
+	// multi-view routing, its soft-integrated view as one level.
+	sources := m.Decoder.Sources(radgen.NoGrad(), levels)
+	b, n, r := levels.Dim(0), sources[0].Dim(1), levels.Dim(2)
 	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n,
 		words: m.Decoder.WordEmb.Data(), pos: m.Decoder.PosEmb.Data(), out: m2DenseOf(m.Decoder.FC)}
 	for _, l := range m.Decoder.Layers {
@@ -184,8 +187,8 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 			s.encMask[i] = v != 0
 		}
 	}
-	data := levels.Data()
-	for _, l := range m.Decoder.Layers {
+	for i, l := range m.Decoder.Layers {
+		data := sources[i].Data()
 		att := l.EncAtt.Attention
 		k := make([]float32, b*n*r*att.Heads*att.DK)
 		v := make([]float32, b*n*r*att.Heads*att.DV)

@@ -127,13 +127,22 @@ func (l *MeshedLayer) Mesh(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tenso
 // regenerated: the published code builds a sinusoid table and its
 // init_weights then overwrites it with Xavier-uniform values, so a
 // checkpoint carries a random table. Names: word_emb.weight,
-// pos_emb.weight, layers.i.*, fc.weight.
+// pos_emb.weight, layers.i.*, fc.weight, and with routing views.i.*.
+//
+// With a multi-view Routing (Liu et al., layer-wise multi-view decoding),
+// layer-wise routing takes the place of the mesh: decoder layer i reads a
+// single source, LN(g_i(S) + S_N) (Liu et al. Eq. 8) over the encoder
+// levels S, through the same gated cross-attention (Eqs. 6–8 with N = 1).
+// The two papers do not combine the schemes; this is the combination in
+// which a routing strategy decides what each decoder layer sees, as it does
+// in R2Gen's decoder.
 type MeshedDecoder struct {
 	WordEmb *radgen.Tensor // (V, D)
 	PosEmb  *radgen.Tensor // (P, D), P = max_len + 1; row 0 is the padding position
 	Layers  []*MeshedLayer
 	FC      *radgen.Linear // D → V, no bias
 	Pad     int            // padding token id (1 in M²'s vocabulary)
+	Views   []*MultiView   // per layer, with a multi-view routing; nil: meshed
 }
 
 // DecoderConfig sizes a [MeshedDecoder].
@@ -148,6 +157,7 @@ type DecoderConfig struct {
 	Layers  int     // decoder layers (3)
 	Levels  int     // encoder levels N read by every layer (3)
 	Dropout float64 // 0.1
+	Routing Routing // layer-wise multi-view routing; RoutingNone: meshed (M²)
 }
 
 // NewMeshedDecoder returns a decoder initialised as M² leaves it: word
@@ -155,7 +165,8 @@ type DecoderConfig struct {
 // published init_weights re-initialises every matrix, which also undoes
 // nn.Embedding's zero padding row and the sinusoid table).
 func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
-	if c.Vocab <= 0 || c.MaxLen <= 0 || c.Layers <= 0 || c.Pad < 0 || c.Pad >= c.Vocab {
+	if c.Vocab <= 0 || c.MaxLen <= 0 || c.Layers <= 0 || c.Pad < 0 || c.Pad >= c.Vocab || !c.Routing.Valid() ||
+		c.Routing != RoutingNone && c.Layers > c.Levels {
 		panic(fmt.Sprintf("mesh: decoder config %+v", c))
 	}
 	dec := &MeshedDecoder{
@@ -167,8 +178,15 @@ func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
 	radgen.XavierUniform(dec.WordEmb, rng)
 	radgen.XavierUniform(dec.PosEmb, rng)
 	radgen.XavierUniform(dec.FC.Weight, rng)
+	levels := c.Levels
+	if c.Routing != RoutingNone {
+		levels = 1
+	}
 	for range c.Layers {
-		dec.Layers = append(dec.Layers, NewMeshedLayer(c.D, c.DK, c.DV, c.Heads, c.DFF, c.Levels, c.Dropout, rng))
+		dec.Layers = append(dec.Layers, NewMeshedLayer(c.D, c.DK, c.DV, c.Heads, c.DFF, levels, c.Dropout, rng))
+	}
+	if c.Routing != RoutingNone {
+		dec.Views = NewMultiViews(c.Routing, c.Layers, c.Levels, c.D, rng)
 	}
 	return dec
 }
@@ -184,6 +202,32 @@ func (dec *MeshedDecoder) VisitParams(visit func(string, *radgen.Tensor)) {
 		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
 	}
 	dec.FC.VisitParams(radgen.Prefixed("fc.", visit))
+	for i, v := range dec.Views {
+		v.VisitParams(radgen.Prefixed(fmt.Sprintf("views.%d.", i), visit))
+	}
+}
+
+// Sources returns what each decoder layer reads, (B, N', R, D): the encoder
+// levels (B, N, R, D) themselves for every layer when meshed, or with a
+// routing layer i's soft-integrated source LN(g_i(S) + S_N) as a single
+// level (N' = 1; Liu et al. Eq. 8).
+func (dec *MeshedDecoder) Sources(g *radgen.Graph, levels *radgen.Tensor) []*radgen.Tensor {
+	out := make([]*radgen.Tensor, len(dec.Layers))
+	if dec.Views == nil {
+		for i := range out {
+			out[i] = levels
+		}
+		return out
+	}
+	b, n, r, d := levels.Dim(0), levels.Dim(1), levels.Dim(2), levels.Dim(3)
+	s := make([]*radgen.Tensor, n)
+	for j := range s {
+		s[j] = g.Reshape(g.Slice(levels, 1, j, j+1), b, r, d)
+	}
+	for i, v := range dec.Views {
+		out[i] = g.Reshape(v.Forward(g, s), b, 1, r, d)
+	}
+	return out
 }
 
 // MaxLen returns the longest input the positional table covers.
@@ -227,8 +271,8 @@ func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, level
 		pad, selfMask = pad.To64(), selfMask.To64()
 	}
 	y := g.Add(g.Embedding(dec.WordEmb, tokens, b, t), g.Embedding(dec.PosEmb, positions, b, t))
-	for _, l := range dec.Layers {
-		y = l.Forward(g, y, levels, pad, selfMask, encMask)
+	for i, src := range dec.Sources(g, levels) {
+		y = dec.Layers[i].Forward(g, y, src, pad, selfMask, encMask)
 	}
 	return g.LogSoftmax(dec.FC.Forward(g, y))
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// Variant and the run's defaults are applied: the way to select the
 	// other papers' variants (memtrans.Config's Routing, Memory, Mem2Mem…).
 	Configure func(*memtrans.Config)
+	// ConfigureModel, when set, edits the whole model configuration last:
+	// the way to configure M² and METransformer (memtrans.ModelConfig's M2
+	// and METrans).
+	ConfigureModel func(*memtrans.ModelConfig)
 	// Init, when set, is a trained model of the same data and tokenizer
 	// that the run continues from (continued learning, Liu et al. §3.3.2):
 	// its frozen extractor and every tensor of the single-view R2Gen
@@ -146,6 +150,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg.ImageSize, cfg.ResizeTo = o.Size, o.Size
 	if cfg.METrans != nil {
 		cfg.METrans.Patches = cfg.PatchesPerStudy()
+	}
+	if o.ConfigureModel != nil {
+		o.ConfigureModel(&cfg)
 	}
 	model, err := memtrans.New(cfg, tok, o.Seed)
 	if err != nil {

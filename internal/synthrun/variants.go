@@ -16,6 +16,8 @@ type Spec struct {
 	Architecture memtrans.Architecture // zero: R2Gen's, configured by Variant and Configure
 	Variant      memtrans.Variant
 	Configure    func(*memtrans.Config) // nil: the variant as it is
+	// ConfigureModel edits the whole model configuration (M², METransformer).
+	ConfigureModel func(*memtrans.ModelConfig)
 	// ContinueFrom names an earlier Spec of the same comparison whose
 	// trained model this one continues (continued learning) for
 	// ContinueEpochs epochs instead of training from scratch, at a tenth of
@@ -32,7 +34,8 @@ const Mem2MemPenalty = 0.1
 // Table 2), layer-wise multi-view decoding with GCA, trained from scratch
 // with the same budget and continued from the trained R2Gen row for a third
 // of it more (the paper's recipe), R2Gen with Mem2Mem in place of the
-// relational memory, the Meshed-Memory Transformer and METransformer.
+// relational memory, the Meshed-Memory Transformer, meshed and with GCA
+// routing in place of the mesh, and METransformer.
 // epochs is the budget of a run from scratch.
 func Specs(epochs int) []Spec {
 	gca := func(c *memtrans.Config) { c.Routing = mesh.RoutingGCA }
@@ -47,6 +50,9 @@ func Specs(epochs int) []Spec {
 			c.Memory, c.Mem2MemPenalty = memtrans.MemoryMem2Mem, Mem2MemPenalty
 		}},
 		{Name: "M²", Architecture: memtrans.ArchM2},
+		{Name: "M² multi-view GCA", Architecture: memtrans.ArchM2, ConfigureModel: func(c *memtrans.ModelConfig) {
+			c.M2.Routing = mesh.RoutingGCA
+		}},
 		{Name: "METransformer", Architecture: memtrans.ArchMETransformer},
 	}
 }
@@ -82,7 +88,7 @@ func Compare(ctx context.Context, o Options, specs []Spec, report func(Row)) ([]
 	var rows []Row
 	for _, s := range specs {
 		run := o
-		run.Architecture, run.Variant, run.Configure, run.Init = s.Architecture, s.Variant, s.Configure, nil
+		run.Architecture, run.Variant, run.Configure, run.ConfigureModel, run.Init = s.Architecture, s.Variant, s.Configure, s.ConfigureModel, nil
 		total := o.Epochs
 		if s.ContinueFrom != "" {
 			prev, ok := trained[s.ContinueFrom]
