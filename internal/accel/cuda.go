@@ -1,0 +1,97 @@
+//go:build cuda
+
+package accel
+
+import (
+	"fmt"
+
+	"github.com/radgen/radgen/internal/cuda"
+)
+
+// cudaEngine adapts internal/cuda's engine, whose methods this package's
+// interface mirrors, to Engine.
+type cudaEngine struct{ e *cuda.Engine }
+
+// OpenCUDA opens GPU ordinal (its primary context, a stream, cuBLAS and the
+// kernels). Without a driver or device it returns an error matching
+// cuda.ErrNoDriver or cuda.ErrNoDevice.
+func OpenCUDA(ordinal int) (Engine, error) {
+	e, err := cuda.NewEngine(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return cudaEngine{e}, nil
+}
+
+func (c cudaEngine) Name() string {
+	i := c.e.Info()
+	return fmt.Sprintf("%s (GPU %d, compute %d.%d)", i.Name, i.Ordinal, i.Major, i.Minor)
+}
+
+func (c cudaEngine) AllocPtr(size int64) (Ptr, error) {
+	p, err := c.e.AllocPtr(size)
+	return Ptr(p), err
+}
+
+func (c cudaEngine) FreePtr(p Ptr) error                 { return c.e.FreePtr(cuda.Ptr(p)) }
+func (c cudaEngine) CopyIn(dst Ptr, src []float32) error { return c.e.CopyIn(cuda.Ptr(dst), src) }
+func (c cudaEngine) CopyInInt32(dst Ptr, src []int32) error {
+	return c.e.CopyInInt32(cuda.Ptr(dst), src)
+}
+func (c cudaEngine) CopyOut(dst []float32, src Ptr) error { return c.e.CopyOut(dst, cuda.Ptr(src)) }
+func (c cudaEngine) CopyDevice(dst, src Ptr, n int64) error {
+	return c.e.CopyDevice(cuda.Ptr(dst), cuda.Ptr(src), n)
+}
+
+func (c cudaEngine) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a Ptr, lda, strideA int, b Ptr, ldb, strideB int, beta float32, cc Ptr, ldc, strideC int) error {
+	return c.e.GemmStrided(transA, transB, batch, m, n, k, alpha, cuda.Ptr(a), lda, strideA, cuda.Ptr(b), ldb, strideB, beta, cuda.Ptr(cc), ldc, strideC)
+}
+
+func (c cudaEngine) Linear(y, x, w, bias Ptr, rows, in, out int) error {
+	return c.e.Linear(cuda.Ptr(y), cuda.Ptr(x), cuda.Ptr(w), cuda.Ptr(bias), rows, in, out)
+}
+
+func (c cudaEngine) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
+	return c.e.Add(cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), rows, cols, cuda.Broadcast{Rows: bc.Rows, Div: bc.Div})
+}
+
+func (c cudaEngine) ReLU(dst, src Ptr, n int) error { return c.e.ReLU(cuda.Ptr(dst), cuda.Ptr(src), n) }
+func (c cudaEngine) Tanh(dst, src Ptr, n int) error { return c.e.Tanh(cuda.Ptr(dst), cuda.Ptr(src), n) }
+func (c cudaEngine) Softmax(dst, src Ptr, rows, cols int) error {
+	return c.e.Softmax(cuda.Ptr(dst), cuda.Ptr(src), rows, cols, nil)
+}
+func (c cudaEngine) LogSoftmax(dst, src Ptr, rows, cols int) error {
+	return c.e.LogSoftmax(cuda.Ptr(dst), cuda.Ptr(src), rows, cols)
+}
+
+func normKind(k NormKind) cuda.NormKind {
+	if k == NormStandard {
+		return cuda.NormStandard
+	}
+	return cuda.NormR2Gen
+}
+
+func (c cudaEngine) LayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
+	return c.e.LayerNorm(cuda.Ptr(dst), cuda.Ptr(src), cuda.Ptr(gamma), cuda.Ptr(beta), rows, cols, eps, normKind(kind))
+}
+
+func (c cudaEngine) CondLayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
+	return c.e.CondLayerNorm(cuda.Ptr(dst), cuda.Ptr(src), cuda.Ptr(gamma), cuda.Ptr(beta), rows, cols, eps, normKind(kind))
+}
+
+func (c cudaEngine) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) error {
+	return c.e.Gather(cuda.Ptr(dst), cuda.Ptr(table), cuda.Ptr(ids), n, vocab, dim, scale)
+}
+
+func (c cudaEngine) RMGate(dst, next, mem, gw, gu Ptr, batch, slots, d int) error {
+	return c.e.RMGate(cuda.Ptr(dst), cuda.Ptr(next), cuda.Ptr(mem), cuda.Ptr(gw), cuda.Ptr(gu), batch, slots, d)
+}
+
+func (c cudaEngine) AppendHeads(dst, src Ptr, b, t, h, dk, ld, colOff, capacity, pos int) error {
+	return c.e.AppendHeads(cuda.Ptr(dst), cuda.Ptr(src), b, t, h, dk, ld, colOff, capacity, pos)
+}
+
+func (c cudaEngine) Sync() error  { return c.e.Sync() }
+func (c cudaEngine) Close() error { return c.e.Close() }
+
+var _ Engine = cudaEngine{}

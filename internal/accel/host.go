@@ -1,0 +1,303 @@
+package accel
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/radgen/radgen/internal/f32"
+	"github.com/radgen/radgen/internal/kernels"
+)
+
+// hostShift places buffer i's bytes at i << hostShift: a buffer holds at
+// most 64 GiB, and pointer arithmetic within it is plain addition.
+const hostShift = 36
+
+// Host is an Engine whose device is the CPU: buffers are Go slices and
+// every operation runs at once with radgen's CPU kernels. It is the
+// reference implementation of the interface. The zero value is not usable;
+// call NewHost.
+type Host struct {
+	mu   sync.RWMutex
+	bufs [][]float32 // by id; nil when freed; id 0 unused so that 0 is no buffer
+	free []int
+}
+
+// NewHost returns a host engine.
+func NewHost() *Host { return &Host{bufs: make([][]float32, 1)} }
+
+// Name implements Engine.
+func (h *Host) Name() string { return "host" }
+
+// AllocPtr implements Engine.
+func (h *Host) AllocPtr(size int64) (Ptr, error) {
+	if size < 0 || size >= 1<<hostShift {
+		return 0, fmt.Errorf("accel: host buffer of %d bytes", size)
+	}
+	buf := make([]float32, (size+3)/4)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var id int
+	if n := len(h.free); n > 0 {
+		id, h.free = h.free[n-1], h.free[:n-1]
+		h.bufs[id] = buf
+	} else {
+		id = len(h.bufs)
+		h.bufs = append(h.bufs, buf)
+	}
+	return Ptr(uint64(id) << hostShift), nil
+}
+
+// FreePtr implements Engine.
+func (h *Host) FreePtr(p Ptr) error {
+	id := int(uint64(p) >> hostShift)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if uint64(p)&(1<<hostShift-1) != 0 || id <= 0 || id >= len(h.bufs) || h.bufs[id] == nil {
+		return fmt.Errorf("accel: free of %#x, not a buffer of this engine", uintptr(p))
+	}
+	h.bufs[id] = nil
+	h.free = append(h.free, id)
+	return nil
+}
+
+// view returns the n floats at p.
+func (h *Host) view(p Ptr, n int) []float32 {
+	id, off := int(uint64(p)>>hostShift), int(uint64(p)&(1<<hostShift-1))
+	h.mu.RLock()
+	var buf []float32
+	if id > 0 && id < len(h.bufs) {
+		buf = h.bufs[id]
+	}
+	h.mu.RUnlock()
+	check(buf != nil && off%4 == 0 && n >= 0 && off/4+n <= len(buf),
+		"host pointer %#x (+%d floats) outside its buffer", uintptr(p), n)
+	return buf[off/4 : off/4+n]
+}
+
+// CopyIn implements Engine.
+func (h *Host) CopyIn(dst Ptr, src []float32) error {
+	copy(h.view(dst, len(src)), src)
+	return nil
+}
+
+// CopyInInt32 implements Engine: ids are stored by their bits.
+func (h *Host) CopyInInt32(dst Ptr, src []int32) error {
+	d := h.view(dst, len(src))
+	for i, v := range src {
+		d[i] = math.Float32frombits(uint32(v))
+	}
+	return nil
+}
+
+// CopyOut implements Engine.
+func (h *Host) CopyOut(dst []float32, src Ptr) error {
+	copy(dst, h.view(src, len(dst)))
+	return nil
+}
+
+// CopyDevice implements Engine.
+func (h *Host) CopyDevice(dst, src Ptr, n int64) error {
+	check(n%4 == 0, "CopyDevice of %d bytes", n)
+	copy(h.view(dst, int(n/4)), h.view(src, int(n/4)))
+	return nil
+}
+
+// span returns the floats a strided batch of (rows, cols) matrices with
+// leading dimension ld covers.
+func span(batch, stride, rows, cols, ld int) int {
+	if batch == 0 || rows == 0 || cols == 0 {
+		return 0
+	}
+	return (batch-1)*stride + (rows-1)*ld + cols
+}
+
+// GemmStrided implements Engine.
+func (h *Host) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float32, a Ptr, lda, strideA int, b Ptr, ldb, strideB int, beta float32, c Ptr, ldc, strideC int) error {
+	check(batch >= 0 && m >= 0 && n >= 0 && k >= 0, "GemmStrided: sizes %d %d %d %d", batch, m, n, k)
+	if batch == 0 || m == 0 || n == 0 {
+		return nil
+	}
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	f32.GemmStrided(transA, transB, batch, m, n, k, alpha,
+		h.view(a, span(batch, strideA, ar, ac, lda)), lda, strideA,
+		h.view(b, span(batch, strideB, br, bc, ldb)), ldb, strideB,
+		beta, h.view(c, span(batch, strideC, m, n, ldc)), ldc, strideC)
+	return nil
+}
+
+// Linear implements Engine.
+func (h *Host) Linear(y, x, w, bias Ptr, rows, in, out int) error {
+	check(rows >= 0 && in > 0 && out > 0, "Linear: sizes %d %d %d", rows, in, out)
+	if rows == 0 {
+		return nil
+	}
+	yv := h.view(y, rows*out)
+	f32.Gemm(false, true, rows, out, in, 1, h.view(x, rows*in), in, h.view(w, out*in), in, 0, yv, out)
+	if bias != 0 {
+		bv := h.view(bias, out)
+		for r := range rows {
+			addRow(yv[r*out:(r+1)*out], yv[r*out:(r+1)*out], bv)
+		}
+	}
+	return nil
+}
+
+// Add implements Engine.
+func (h *Host) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
+	check(rows >= 0 && cols >= 0 && bc.Rows > 0 && bc.Div > 0, "Add: rows=%d cols=%d broadcast=%+v", rows, cols, bc)
+	d, av, bv := h.view(dst, rows*cols), h.view(a, rows*cols), h.view(b, bc.Rows*cols)
+	for r := range rows {
+		br := (r / bc.Div) % bc.Rows
+		addRow(d[r*cols:(r+1)*cols], av[r*cols:(r+1)*cols], bv[br*cols:(br+1)*cols])
+	}
+	return nil
+}
+
+func addRow(dst, a, b []float32) {
+	for i, v := range a {
+		dst[i] = v + b[i]
+	}
+}
+
+// ReLU implements Engine.
+func (h *Host) ReLU(dst, src Ptr, n int) error {
+	d, s := h.view(dst, n), h.view(src, n)
+	for i, v := range s {
+		d[i] = max(v, 0)
+	}
+	return nil
+}
+
+// Tanh implements Engine.
+func (h *Host) Tanh(dst, src Ptr, n int) error {
+	d, s := h.view(dst, n), h.view(src, n)
+	for i, v := range s {
+		d[i] = float32(math.Tanh(float64(v)))
+	}
+	return nil
+}
+
+// Softmax implements Engine.
+func (h *Host) Softmax(dst, src Ptr, rows, cols int) error {
+	check(rows >= 0 && cols >= 0, "Softmax: rows=%d cols=%d", rows, cols)
+	d, s := h.view(dst, rows*cols), h.view(src, rows*cols)
+	for r := range rows {
+		kernels.Softmax(d[r*cols:(r+1)*cols], s[r*cols:(r+1)*cols], cols)
+	}
+	return nil
+}
+
+// LogSoftmax implements Engine.
+func (h *Host) LogSoftmax(dst, src Ptr, rows, cols int) error {
+	check(rows >= 0 && cols >= 0, "LogSoftmax: rows=%d cols=%d", rows, cols)
+	kernels.LogSoftmax(h.view(dst, rows*cols), h.view(src, rows*cols), cols)
+	return nil
+}
+
+func (h *Host) layerNorm(dst, src, gamma, beta Ptr, rows, cols, stride int, eps float32, kind NormKind) {
+	check(rows >= 0 && cols > 0 && (kind == NormR2Gen || kind == NormStandard), "LayerNorm: rows=%d cols=%d kind=%d", rows, cols, kind)
+	d, s := h.view(dst, rows*cols), h.view(src, rows*cols)
+	gn := cols + stride*(rows-1)
+	g, b := h.view(gamma, gn), h.view(beta, gn)
+	k := kernels.NormR2Gen
+	if kind == NormStandard {
+		k = kernels.NormStandard
+	}
+	inv := make([]float32, rows)
+	kernels.Normalize(d, inv, s, cols, float64(eps), k)
+	for r := range rows {
+		row, gr, br := d[r*cols:(r+1)*cols], g[r*stride:r*stride+cols], b[r*stride:r*stride+cols]
+		for i := range row {
+			row[i] = row[i]*gr[i] + br[i]
+		}
+	}
+}
+
+// LayerNorm implements Engine.
+func (h *Host) LayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
+	h.layerNorm(dst, src, gamma, beta, rows, cols, 0, eps, kind)
+	return nil
+}
+
+// CondLayerNorm implements Engine.
+func (h *Host) CondLayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
+	h.layerNorm(dst, src, gamma, beta, rows, cols, cols, eps, kind)
+	return nil
+}
+
+// Gather implements Engine.
+func (h *Host) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) error {
+	check(n >= 0 && vocab >= 0 && dim >= 0, "Gather: n=%d vocab=%d dim=%d", n, vocab, dim)
+	d, t, idv := h.view(dst, n*dim), h.view(table, vocab*dim), h.view(ids, n)
+	for i := range n {
+		row := d[i*dim : (i+1)*dim]
+		id := int(int32(math.Float32bits(idv[i])))
+		if id < 0 || id >= vocab {
+			clear(row)
+			continue
+		}
+		for j, v := range t[id*dim : (id+1)*dim] {
+			row[j] = scale * v
+		}
+	}
+	return nil
+}
+
+// RMGate implements Engine.
+func (h *Host) RMGate(dst, next, mem, gw, gu Ptr, batch, slots, d int) error {
+	check(batch >= 0 && slots > 0 && d >= 0, "RMGate: batch=%d slots=%d d=%d", batch, slots, d)
+	n := batch * slots * d
+	out, nx, m := h.view(dst, n), h.view(next, n), h.view(mem, n)
+	w, u := h.view(gw, batch*2*d), h.view(gu, batch*slots*2*d)
+	sig := func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+	for b := range batch {
+		for s := range slots {
+			row := b*slots + s
+			for j := range d {
+				ig := sig(w[b*2*d+j] + u[row*2*d+j])
+				fg := sig(w[b*2*d+d+j] + u[row*2*d+d+j])
+				out[row*d+j] = ig*float32(math.Tanh(float64(nx[row*d+j]))) + fg*m[row*d+j]
+			}
+		}
+	}
+	return nil
+}
+
+// AppendHeads implements Engine.
+func (h *Host) AppendHeads(dst, src Ptr, b, t, heads, dk, ld, colOff, capacity, pos int) error {
+	check(b >= 0 && t >= 0 && heads >= 0 && dk >= 0 && colOff+heads*dk <= ld && pos+t <= capacity && pos >= 0,
+		"AppendHeads: b=%d t=%d h=%d dk=%d ld=%d colOff=%d capacity=%d pos=%d", b, t, heads, dk, ld, colOff, capacity, pos)
+	if b*t*heads*dk == 0 {
+		return nil
+	}
+	d, s := h.view(dst, b*heads*capacity*dk), h.view(src, (b*t-1)*ld+colOff+heads*dk)
+	for i := range b {
+		for j := range t {
+			for hd := range heads {
+				copy(d[((i*heads+hd)*capacity+pos+j)*dk:][:dk], s[(i*t+j)*ld+colOff+hd*dk:][:dk])
+			}
+		}
+	}
+	return nil
+}
+
+// Sync implements Engine: host work is done when its call returns.
+func (h *Host) Sync() error { return nil }
+
+// Close implements Engine: it releases every buffer.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bufs, h.free = make([][]float32, 1), nil
+	return nil
+}
+
+var _ Engine = (*Host)(nil)
