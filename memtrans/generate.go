@@ -269,7 +269,14 @@ func (m *Model) genOptions(opts []GenerateOption) (genOptions, error) {
 }
 
 func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.Tensor, o genOptions) ([]Report, error) {
-	res, width, err := m.net.decodeStudies(ctx, feats, o)
+	var res []studyResult
+	var width int
+	var err error
+	if m.dev != nil {
+		res, width, err = m.decodeOnDevice(ctx, feats, o)
+	} else {
+		res, width, err = m.net.decodeStudies(ctx, feats, o)
+	}
 	if err != nil {
 		return nil, err
 	}

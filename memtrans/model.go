@@ -91,6 +91,8 @@ type Model struct {
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
 	maxPixels   int64
+	device      Device
+	dev         *deviceState // nil on the CPU
 
 	mu     sync.RWMutex
 	closed bool
@@ -156,6 +158,9 @@ func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *d
 			return nil, err
 		}
 	}
+	if err := m.openDevice(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -207,7 +212,13 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
 	m.closed = true
+	if m.dev != nil {
+		return m.dev.close()
+	}
 	return nil
 }
 

@@ -433,6 +433,9 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		p.Tensor.ZeroGrad()
 	}
 	m.extractor.ResNet.Refold()
+	if m.dev != nil {
+		m.dev.markStale()
+	}
 	t.step++
 	return lv, nil
 }

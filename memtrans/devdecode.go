@@ -1,0 +1,582 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/accel"
+)
+
+// devDecoding is the incremental decoding state of a batch of studies on a
+// device: the same computation as Decoding, step for step, with every
+// tensor in device memory. It implements decode.Model; only the tokens go
+// in and the log-probabilities come out at each step.
+//
+// Unlike Decoding's ancestry table, Reorder moves the rows of the
+// key/value caches and the memory on the device (one gather each), which
+// is cheap there and keeps every attention a strided batched GEMM:
+//
+//	self-attention   (R·H) × [1 × dk]·[dk × (t+1)]      over (R, H, P, dk) caches
+//	cross-attention  H × G × [k × dk]·[dk × N]          G studies of k rows each
+//	memory attention H × R × [S × dk]·[dk × (S+1)]     over [M; y] per row
+//
+// A devDecoding belongs to one goroutine.
+type devDecoding struct {
+	m       *Transformer
+	w       *devWeights
+	e       accel.Engine
+	studies int
+	rows    int
+	t       int
+	n       int     // patches per study
+	study   []int32 // row → study (host)
+
+	rowCap, posCap int
+	selfK, selfV   []accel.Ptr // per layer (rowCap, H, posCap, dk)
+	cacheSpare     accel.Ptr   // a spare cache-sized buffer for reordering
+	crossK, crossV []accel.Ptr // per layer (B, N, D)
+	memory, memAlt accel.Ptr   // (rowCap, S·D)
+
+	// scratch, sized for rowCap rows
+	ids, tokIDs, kvIDs                    accel.Ptr // int32: reorder and gather (rowCap), tokens (rowCap), [M; y] rows (rowCap·(S+1))
+	x, h, q, k, v, ctx, tmp, gamma, beta  accel.Ptr
+	hid, ff, logits, scores, crossScores  accel.Ptr
+	rowK, rowV                            accel.Ptr // per-row cross K/V when rows are not grouped by study
+	rmCat, rmIn, rmK, rmV, rmQ, rmScores  accel.Ptr
+	rmCtx, rmHid, rmOut, rmTanh, rmU, rmW accel.Ptr
+	scoresLen, crossLen, rowKVLen, idsLen int
+	kvIdsRows                             int // rows the memory's gather ids were written for
+	owned                                 []accel.Ptr
+	hostIDs                               []int32
+	hostAttn                              []float32
+}
+
+var (
+	_ decode.Model             = (*devDecoding)(nil)
+	_ decode.AttentionRecorder = (*devDecoding)(nil)
+)
+
+// decodeOnDevice is decodeStudies of the R2Gen Transformer with the
+// decoder steps on the model's device.
+func (m *Model) decodeOnDevice(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
+	w, err := m.dev.current(m.transformer)
+	if err != nil {
+		return nil, 0, err
+	}
+	dec, err := m.transformer.startDeviceDecoding(w, feats)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer dec.Close()
+	hyps, err := strategyFor(o, 0, 0, decode.R2Gen).Decode(ctx, dec)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, err := bestOf(hyps)
+	return res, dec.AttentionWidth(), err
+}
+
+// startDeviceDecoding encodes feats on the CPU and returns a device
+// decoding state with one row per study.
+func (m *Transformer) startDeviceDecoding(w *devWeights, feats *radgen.Tensor) (*devDecoding, error) {
+	c := m.Config
+	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
+		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
+	}
+	if feats.Is64() {
+		feats = feats.To32()
+	}
+	g := radgen.NoGrad()
+	enc := m.Encode(g, feats)
+	b, n := feats.Dim(0), feats.Dim(1)
+	s := &devDecoding{m: m, w: w, e: w.e, studies: b, rows: b, n: n}
+	fail := func(err error) (*devDecoding, error) {
+		s.Close()
+		return nil, err
+	}
+	// Cross-attention keys and values once per study, on the CPU as
+	// Decoding computes them (the source of layer i is the encoder output
+	// or its multi-view LN(g_i(S) + S_N)), then copied.
+	for i, l := range m.Decoder.Layers {
+		src := enc.Sources[i]
+		for _, dst := range []*[]accel.Ptr{&s.crossK, &s.crossV} {
+			lin := l.SrcAttn.Linears[1]
+			if dst == &s.crossV {
+				lin = l.SrcAttn.Linears[2]
+			}
+			p, err := s.upload(lin.Forward(g, src).Data())
+			if err != nil {
+				return fail(err)
+			}
+			*dst = append(*dst, p)
+		}
+	}
+	s.study = make([]int32, b)
+	for i := range s.study {
+		s.study[i] = int32(i)
+	}
+	if err := s.ensure(b, c.MaxSeqLen+1); err != nil {
+		return fail(err)
+	}
+	if m.Memory != nil {
+		if err := s.e.CopyIn(s.memory, m.Memory.InitMemory(b).Data()); err != nil {
+			return fail(err)
+		}
+	}
+	return s, nil
+}
+
+// upload copies host floats to a new device buffer owned by s.
+func (s *devDecoding) upload(x []float32) (accel.Ptr, error) {
+	p, err := s.alloc(len(x))
+	if err != nil {
+		return 0, err
+	}
+	return p, s.e.CopyIn(p, x)
+}
+
+func (s *devDecoding) alloc(n int) (accel.Ptr, error) {
+	p, err := s.e.AllocPtr(f32Bytes(max(n, 1)))
+	if err != nil {
+		return 0, err
+	}
+	s.owned = append(s.owned, p)
+	return p, nil
+}
+
+// release frees one owned buffer.
+func (s *devDecoding) release(p accel.Ptr) {
+	for i, q := range s.owned {
+		if q == p {
+			s.owned = append(s.owned[:i], s.owned[i+1:]...)
+			s.e.FreePtr(p)
+			return
+		}
+	}
+}
+
+// Close frees the state's device memory. Generate calls it; a decode
+// strategy does not need to.
+func (s *devDecoding) Close() {
+	for _, p := range s.owned {
+		s.e.FreePtr(p)
+	}
+	s.owned = nil
+}
+
+func (s *devDecoding) sizes() (d, heads, dk, slots, dff, vocab int) {
+	c := s.m.Config
+	d, heads = c.DModel, s.w.layers[0].heads
+	if s.w.memory != nil {
+		slots = s.w.memory.slots
+	}
+	return d, heads, d / heads, slots, s.w.layers[0].ff1.out, c.Vocab
+}
+
+// ensure sizes every buffer for rows rows and positions positions,
+// keeping the caches and memory of the current rows and positions.
+func (s *devDecoding) ensure(rows, positions int) error {
+	if rows <= s.rowCap && positions <= s.posCap {
+		return nil
+	}
+	d, heads, dk, slots, dff, vocab := s.sizes()
+	rc, pc := max(rows, s.rowCap), max(positions, s.posCap)
+	cache := rc * heads * pc * dk
+	// Caches: re-lay out the filled positions of the current rows.
+	grow := func(old accel.Ptr) (accel.Ptr, error) {
+		p, err := s.alloc(cache)
+		if err != nil || old == 0 {
+			return p, err
+		}
+		if pc == s.posCap { // rows only: the old layout is a prefix
+			err = s.e.CopyDevice(p, old, f32Bytes(s.rows*heads*s.posCap*dk))
+		} else {
+			for r := 0; r < s.rows*heads && err == nil; r++ {
+				err = s.e.CopyDevice(p.Add(r*pc*dk), old.Add(r*s.posCap*dk), f32Bytes(s.t*dk))
+			}
+		}
+		s.release(old)
+		return p, err
+	}
+	for l := range s.w.layers {
+		if l >= len(s.selfK) {
+			s.selfK, s.selfV = append(s.selfK, 0), append(s.selfV, 0)
+		}
+		var err error
+		if s.selfK[l], err = grow(s.selfK[l]); err != nil {
+			return err
+		}
+		if s.selfV[l], err = grow(s.selfV[l]); err != nil {
+			return err
+		}
+	}
+	var err error
+	realloc := func(p *accel.Ptr, n int, keep int) {
+		if err != nil {
+			return
+		}
+		var q accel.Ptr
+		if q, err = s.alloc(n); err != nil {
+			return
+		}
+		if *p != 0 {
+			if keep > 0 {
+				err = s.e.CopyDevice(q, *p, f32Bytes(keep))
+			}
+			s.release(*p)
+		}
+		*p = q
+	}
+	realloc(&s.cacheSpare, cache, 0)
+	sd := max(slots, 1) * d
+	realloc(&s.memory, rc*sd, s.rows*sd)
+	realloc(&s.memAlt, rc*sd, 0)
+	for _, p := range []*accel.Ptr{&s.x, &s.h, &s.q, &s.k, &s.v, &s.ctx, &s.tmp, &s.gamma, &s.beta, &s.hid} {
+		realloc(p, rc*d, 0)
+	}
+	realloc(&s.ff, rc*dff, 0)
+	realloc(&s.logits, rc*vocab, 0)
+	realloc(&s.scores, rc*heads*pc, 0)
+	realloc(&s.crossScores, rc*heads*s.n, 0)
+	realloc(&s.ids, rc, 0)
+	realloc(&s.tokIDs, rc, 0)
+	realloc(&s.kvIDs, rc*(slots+1), 0)
+	if slots > 0 {
+		mh := s.w.memory.heads
+		realloc(&s.rmCat, rc*(slots+1)*d, 0)
+		realloc(&s.rmIn, rc*(slots+1)*d, 0)
+		realloc(&s.rmK, rc*(slots+1)*d, 0)
+		realloc(&s.rmV, rc*(slots+1)*d, 0)
+		realloc(&s.rmQ, rc*sd, 0)
+		realloc(&s.rmScores, rc*mh*slots*(slots+1), 0)
+		for _, p := range []*accel.Ptr{&s.rmCtx, &s.rmHid, &s.rmOut, &s.rmTanh} {
+			realloc(p, rc*sd, 0)
+		}
+		realloc(&s.rmU, rc*slots*2*d, 0)
+		realloc(&s.rmW, rc*2*d, 0)
+		s.kvIdsRows = 0
+	}
+	if err != nil {
+		return err
+	}
+	s.rowCap, s.posCap = rc, pc
+	return nil
+}
+
+// VocabSize implements decode.Model.
+func (s *devDecoding) VocabSize() int { return s.m.Config.Vocab }
+
+// Rows implements decode.Model.
+func (s *devDecoding) Rows() int { return s.rows }
+
+// AttentionWidth implements decode.AttentionRecorder.
+func (s *devDecoding) AttentionWidth() int { return s.n }
+
+// Attention implements decode.AttentionRecorder: the last layer's
+// cross-attention of the last step, averaged over heads.
+func (s *devDecoding) Attention(dst []float32) error {
+	R, n := s.rows, s.n
+	_, heads, _, _, _, _ := s.sizes()
+	if len(dst) < R*n {
+		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), R, n)
+	}
+	if cap(s.hostAttn) < heads*R*n {
+		s.hostAttn = make([]float32, heads*R*n)
+	}
+	all := s.hostAttn[:heads*R*n]
+	if err := s.e.CopyOut(all, s.crossScores); err != nil {
+		return err
+	}
+	// Scores are (H, R, N) whichever grouping the step used.
+	clear(dst[:R*n])
+	for h := range heads {
+		for i, v := range all[h*R*n : (h+1)*R*n] {
+			dst[i] += v / float32(heads)
+		}
+	}
+	return nil
+}
+
+// Reorder implements decode.Model: row i becomes a copy of row src[i].
+func (s *devDecoding) Reorder(src []int) error {
+	if len(src) == 0 {
+		return fmt.Errorf("%w: reorder to zero rows", decode.ErrShape)
+	}
+	for _, r := range src {
+		if r < 0 || r >= s.rows {
+			return fmt.Errorf("%w: reorder index %d of %d rows", decode.ErrShape, r, s.rows)
+		}
+	}
+	if err := s.ensure(len(src), s.t+1); err != nil {
+		return err
+	}
+	s.hostIDs = s.hostIDs[:0]
+	study := make([]int32, len(src))
+	for i, r := range src {
+		s.hostIDs = append(s.hostIDs, int32(r))
+		study[i] = s.study[r]
+	}
+	if err := s.e.CopyInInt32(s.ids, s.hostIDs); err != nil {
+		return err
+	}
+	d, heads, dk, slots, _, _ := s.sizes()
+	per := heads * s.posCap * dk
+	for l := range s.selfK {
+		for _, c := range []*accel.Ptr{&s.selfK[l], &s.selfV[l]} {
+			if err := s.e.Gather(s.cacheSpare, *c, s.ids, len(src), s.rows, per, 1); err != nil {
+				return err
+			}
+			*c, s.cacheSpare = s.cacheSpare, *c
+		}
+	}
+	if slots > 0 {
+		if err := s.e.Gather(s.memAlt, s.memory, s.ids, len(src), s.rows, slots*d, 1); err != nil {
+			return err
+		}
+		s.memory, s.memAlt = s.memAlt, s.memory
+	}
+	s.study, s.rows = study, len(src)
+	return nil
+}
+
+// Step implements decode.Model.
+func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := s.m.Config
+	R, V := s.rows, c.Vocab
+	if len(tokens) != R || len(dst) < R*V {
+		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), R)
+	}
+	for _, tok := range tokens {
+		if tok < 0 || tok >= V {
+			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, V)
+		}
+	}
+	if s.t >= c.PositionLen {
+		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", s.t, c.PositionLen)
+	}
+	if err := s.ensure(R, s.t+1); err != nil {
+		return err
+	}
+	d := c.DModel
+	e := s.e
+	// Embedding: lut(y)·√D + PE(t).
+	s.hostIDs = s.hostIDs[:0]
+	for _, tok := range tokens {
+		s.hostIDs = append(s.hostIDs, int32(tok))
+	}
+	try := newTry()
+	try.do(e.CopyInInt32(s.tokIDs, s.hostIDs))
+	try.do(e.Gather(s.x, s.w.table, s.tokIDs, R, V, d, sqrtOf(d)))
+	try.do(e.Add(s.x, s.x, s.w.pos.Add(s.t*d), R, d, accel.RowVector))
+	if s.w.memory != nil && try.err == nil {
+		try.do(s.memoryStep())
+	}
+	for l := range s.w.layers {
+		if try.err != nil {
+			break
+		}
+		try.do(s.layerStep(l))
+		try.do(ctx.Err())
+	}
+	try.do(s.norm(s.h, s.x, s.w.final))
+	try.do(s.w.linear(s.logits, s.h, R, s.w.logit))
+	try.do(e.LogSoftmax(s.logits, s.logits, R, V))
+	try.do(e.CopyOut(dst[:R*V], s.logits))
+	if try.err != nil {
+		return try.err
+	}
+	s.t++
+	return nil
+}
+
+// try keeps the first error of a sequence of queued operations.
+type try struct{ err error }
+
+func newTry() *try { return &try{} }
+
+func (t *try) do(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// norm applies n to R rows of x: MCLN with γ̂ = γ + mlpγ(M_t) and
+// β̂ = β + mlpβ(M_t) (Chen et al. 2020, Eqs. 11–15), or a plain norm.
+func (s *devDecoding) norm(dst, x accel.Ptr, n devNorm) error {
+	R, d, e := s.rows, s.m.Config.DModel, s.e
+	if !n.cond {
+		return e.LayerNorm(dst, x, n.gamma, n.beta, R, d, n.eps, n.kind)
+	}
+	t := newTry()
+	for _, p := range []struct {
+		out      accel.Ptr
+		l0, l2   devLinear
+		constant accel.Ptr
+	}{{s.gamma, n.gamma0, n.gamma2, n.gamma}, {s.beta, n.beta0, n.beta2, n.beta}} {
+		t.do(s.w.linear(s.hid, s.memory, R, p.l0)) // memory (R, S·D) → (R, D)
+		t.do(e.ReLU(s.hid, s.hid, R*p.l0.out))
+		t.do(s.w.linear(p.out, s.hid, R, p.l2))
+		t.do(e.Add(p.out, p.out, p.constant, R, d, accel.RowVector))
+	}
+	t.do(e.CondLayerNorm(dst, x, s.gamma, s.beta, R, d, n.eps, accel.NormR2Gen))
+	return t.err
+}
+
+// layerStep runs decoder layer l on s.x in place.
+func (s *devDecoding) layerStep(l int) error {
+	R, d, e := s.rows, s.m.Config.DModel, s.e
+	L := s.w.layers[l]
+	heads := L.heads
+	dk := d / heads
+	scale := 1 / sqrtOf(dk)
+	t, pc := s.t, s.posCap
+	try := newTry()
+
+	// Self-attention over the cache, this position appended.
+	try.do(s.norm(s.h, s.x, L.norms[0]))
+	try.do(s.w.linear(s.q, s.h, R, L.selfQ))
+	try.do(s.w.linear(s.k, s.h, R, L.selfK))
+	try.do(s.w.linear(s.v, s.h, R, L.selfV))
+	try.do(e.AppendHeads(s.selfK[l], s.k, R, 1, heads, dk, d, 0, pc, t))
+	try.do(e.AppendHeads(s.selfV[l], s.v, R, 1, heads, dk, d, 0, pc, t))
+	try.do(e.GemmStrided(false, true, R*heads, 1, t+1, dk, scale, s.q, dk, dk, s.selfK[l], dk, pc*dk, 0, s.scores, t+1, t+1))
+	try.do(e.Softmax(s.scores, s.scores, R*heads, t+1))
+	try.do(e.GemmStrided(false, false, R*heads, 1, dk, t+1, 1, s.scores, t+1, t+1, s.selfV[l], dk, pc*dk, 0, s.ctx, dk, dk))
+	try.do(s.w.linear(s.tmp, s.ctx, R, L.selfO))
+	try.do(e.Add(s.x, s.x, s.tmp, R, d, accel.Same(R)))
+
+	// Cross-attention over the study's patches. Rows grouped by study
+	// (study-major, the same number each: every strategy's layout) share
+	// their study's keys in one batched GEMM per head; otherwise each
+	// row's keys are gathered first.
+	try.do(s.norm(s.h, s.x, L.norms[1]))
+	try.do(s.w.linear(s.q, s.h, R, L.srcQ))
+	keys, vals, groups, per, err := s.crossSource(l)
+	try.do(err)
+	n := s.n
+	for h := 0; h < heads && try.err == nil; h++ {
+		try.do(e.GemmStrided(false, true, groups, per, n, dk, scale, s.q.Add(h*dk), d, per*d, keys.Add(h*dk), d, n*d, 0,
+			s.crossScores.Add(h*R*n), n, per*n))
+	}
+	try.do(e.Softmax(s.crossScores, s.crossScores, heads*R, n))
+	for h := 0; h < heads && try.err == nil; h++ {
+		try.do(e.GemmStrided(false, false, groups, per, dk, n, 1, s.crossScores.Add(h*R*n), n, per*n, vals.Add(h*dk), d, n*d, 0,
+			s.ctx.Add(h*dk), d, per*d))
+	}
+	try.do(s.w.linear(s.tmp, s.ctx, R, L.srcO))
+	try.do(e.Add(s.x, s.x, s.tmp, R, d, accel.Same(R)))
+
+	// Feed-forward.
+	try.do(s.norm(s.h, s.x, L.norms[2]))
+	try.do(s.w.linear(s.ff, s.h, R, L.ff1))
+	try.do(e.ReLU(s.ff, s.ff, R*L.ff1.out))
+	try.do(s.w.linear(s.tmp, s.ff, R, L.ff2))
+	try.do(e.Add(s.x, s.x, s.tmp, R, d, accel.Same(R)))
+	return try.err
+}
+
+// crossSource returns the cross-attention keys and values of layer l for
+// the current rows as groups of per rows sharing one (N, D) block.
+func (s *devDecoding) crossSource(l int) (keys, vals accel.Ptr, groups, per int, err error) {
+	R, B := s.rows, s.studies
+	if R%B == 0 {
+		per = R / B
+		grouped := true
+		for r, st := range s.study {
+			if int(st) != r/per {
+				grouped = false
+				break
+			}
+		}
+		if grouped {
+			return s.crossK[l], s.crossV[l], B, per, nil
+		}
+	}
+	// One block per row, gathered from its study's.
+	nd := s.n * s.m.Config.DModel
+	if s.rowKVLen < R*nd {
+		if s.rowK != 0 {
+			s.release(s.rowK)
+			s.release(s.rowV)
+		}
+		if s.rowK, err = s.alloc(s.rowCap * nd); err != nil {
+			return
+		}
+		if s.rowV, err = s.alloc(s.rowCap * nd); err != nil {
+			return
+		}
+		s.rowKVLen = s.rowCap * nd
+	}
+	s.hostIDs = append(s.hostIDs[:0], s.study...)
+	if err = s.e.CopyInInt32(s.ids, s.hostIDs); err != nil {
+		return
+	}
+	if err = s.e.Gather(s.rowK, s.crossK[l], s.ids, R, B, nd, 1); err != nil {
+		return
+	}
+	if err = s.e.Gather(s.rowV, s.crossV[l], s.ids, R, B, nd, 1); err != nil {
+		return
+	}
+	return s.rowK, s.rowV, R, 1, nil
+}
+
+// memoryStep advances every row's relational memory by the step's input
+// s.x (Chen et al. 2020, Eqs. 6–10; relmem.Relational.Step).
+func (s *devDecoding) memoryStep() error {
+	R, d, e := s.rows, s.m.Config.DModel, s.e
+	rm := s.w.memory
+	S, heads := rm.slots, rm.heads
+	dk := d / heads
+	scale := 1 / sqrtOf(dk)
+	t := newTry()
+	// [M; y] per row: R·S memory rows then R inputs, gathered row-major.
+	if s.kvIdsRows != R {
+		ids := make([]int32, 0, R*(S+1))
+		for r := range R {
+			for j := range S {
+				ids = append(ids, int32(r*S+j))
+			}
+			ids = append(ids, int32(R*S+r))
+		}
+		t.do(e.CopyInInt32(s.kvIDs, ids))
+		s.kvIdsRows = R
+	}
+	t.do(e.CopyDevice(s.rmCat, s.memory, f32Bytes(R*S*d)))
+	t.do(e.CopyDevice(s.rmCat.Add(R*S*d), s.x, f32Bytes(R*d)))
+	t.do(e.Gather(s.rmIn, s.rmCat, s.kvIDs, R*(S+1), R*S+R, d, 1))
+	t.do(s.w.linear(s.rmK, s.rmIn, R*(S+1), rm.k))
+	t.do(s.w.linear(s.rmV, s.rmIn, R*(S+1), rm.v))
+	t.do(s.w.linear(s.rmQ, s.memory, R*S, rm.q))
+	for h := 0; h < heads && t.err == nil; h++ {
+		t.do(e.GemmStrided(false, true, R, S, S+1, dk, scale, s.rmQ.Add(h*dk), d, S*d, s.rmK.Add(h*dk), d, (S+1)*d, 0,
+			s.rmScores.Add(h*R*S*(S+1)), S+1, S*(S+1)))
+	}
+	t.do(e.Softmax(s.rmScores, s.rmScores, heads*R*S, S+1))
+	for h := 0; h < heads && t.err == nil; h++ {
+		t.do(e.GemmStrided(false, false, R, S, dk, S+1, 1, s.rmScores.Add(h*R*S*(S+1)), S+1, S*(S+1), s.rmV.Add(h*dk), d, (S+1)*d, 0,
+			s.rmCtx.Add(h*dk), d, S*d))
+	}
+	// next = M + Attn; next += ReLU(mlp.2(ReLU(mlp.0(next)))).
+	next := s.memAlt
+	t.do(s.w.linear(next, s.rmCtx, R*S, rm.o))
+	t.do(e.Add(next, next, s.memory, R*S, d, accel.Same(R*S)))
+	t.do(s.w.linear(s.rmHid, next, R*S, rm.mlp0))
+	t.do(e.ReLU(s.rmHid, s.rmHid, R*S*d))
+	t.do(s.w.linear(s.rmOut, s.rmHid, R*S, rm.mlp2))
+	t.do(e.ReLU(s.rmOut, s.rmOut, R*S*d))
+	t.do(e.Add(next, next, s.rmOut, R*S, d, accel.Same(R*S)))
+	// Gates W·y + U·tanh(M), and M_t = σ(G_i)·tanh(next) + σ(G_f)·M_{t−1}.
+	t.do(e.Tanh(s.rmTanh, s.memory, R*S*d))
+	t.do(s.w.linear(s.rmU, s.rmTanh, R*S, rm.u))
+	t.do(s.w.linear(s.rmW, s.x, R, rm.w))
+	t.do(e.RMGate(next, next, s.memory, s.rmW, s.rmU, R, S, d))
+	if t.err == nil {
+		s.memory, s.memAlt = s.memAlt, s.memory
+	}
+	return t.err
+}

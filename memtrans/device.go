@@ -1,0 +1,308 @@
+package memtrans
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/mcln"
+)
+
+// Device selects where a Model runs its decoder steps: the CPU (the zero
+// value), a CUDA GPU, or the reference device. See [WithDevice].
+type Device struct {
+	kind    deviceKind
+	ordinal int
+}
+
+type deviceKind int
+
+const (
+	deviceCPU deviceKind = iota
+	deviceCUDA
+	deviceReference
+)
+
+// CPU is the default device: every computation in Go on the CPU.
+var CPU = Device{}
+
+// CUDA returns GPU ordinal (0 is the first). It needs a build with the cuda
+// tag and an NVIDIA driver; WithDevice reports otherwise.
+func CUDA(ordinal int) Device { return Device{kind: deviceCUDA, ordinal: ordinal} }
+
+// ReferenceDevice runs the device code path on the CPU with the host
+// reference engine (internal/accel.Host): the same operations, in the same
+// order, as on a GPU. It is for testing device support anywhere; it is
+// slower than CPU.
+func ReferenceDevice() Device { return Device{kind: deviceReference} }
+
+// String returns "cpu", "cuda:N" or "reference".
+func (d Device) String() string {
+	switch d.kind {
+	case deviceCUDA:
+		return fmt.Sprintf("cuda:%d", d.ordinal)
+	case deviceReference:
+		return "reference"
+	}
+	return "cpu"
+}
+
+// ErrDevice is wrapped by errors about a device: none available, or a model
+// the device path does not support.
+var ErrDevice = errors.New("memtrans: device")
+
+// WithDevice runs the model's decoder steps on d. The extractor and the
+// encoder run on the CPU once per study; every decoding step — embeddings,
+// relational memory, MCLN, self- and cross-attention with a key/value
+// cache, feed-forward, logits — runs on the device, and only the
+// log-probabilities come back for the decode strategy. Supported: R2Gen's
+// Transformer (VariantR2Gen, VariantBase), with or without multi-view
+// routing; other architectures and variants are refused with ErrDevice.
+//
+// The weights are copied to the device when the model is built, after each
+// Trainer step, and by SyncDevice; Close releases the device.
+func WithDevice(d Device) Option {
+	return func(m *Model) error {
+		if d.kind == deviceCUDA && d.ordinal < 0 {
+			return fmt.Errorf("%w: GPU ordinal %d", ErrDevice, d.ordinal)
+		}
+		m.device = d
+		return nil
+	}
+}
+
+// Device returns the device the model decodes on.
+func (m *Model) Device() Device { return m.device }
+
+// openDevice opens the model's device and copies the weights to it.
+func (m *Model) openDevice() error {
+	if m.device.kind == deviceCPU {
+		return nil
+	}
+	tr := m.transformer
+	if tr == nil {
+		return fmt.Errorf("%w: %s decodes on the CPU only", ErrDevice, m.cfg.Architecture())
+	}
+	if err := deviceSupports(tr.Config); err != nil {
+		return err
+	}
+	var e accel.Engine
+	switch m.device.kind {
+	case deviceReference:
+		e = accel.NewHost()
+	case deviceCUDA:
+		var err error
+		if e, err = accel.OpenCUDA(m.device.ordinal); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDevice, m.device, err)
+		}
+	}
+	w, err := uploadWeights(e, tr)
+	if err != nil {
+		e.Close()
+		return fmt.Errorf("%w: %s: %w", ErrDevice, m.device, err)
+	}
+	m.dev = &deviceState{engine: e, weights: w}
+	m.logger.Info("decoding on a device", "device", m.device.String(), "engine", e.Name())
+	return nil
+}
+
+// deviceSupports reports whether the device path implements c.
+func deviceSupports(c Config) error {
+	if c.Variant != VariantR2Gen && c.Variant != VariantBase {
+		return fmt.Errorf("%w: variant %s decodes on the CPU only", ErrDevice, c.Variant)
+	}
+	if c.Memory == MemoryMem2Mem {
+		return fmt.Errorf("%w: Mem2Mem decodes on the CPU only", ErrDevice)
+	}
+	return nil
+}
+
+// deviceState is a model's engine and its copy of the weights.
+type deviceState struct {
+	engine accel.Engine
+
+	mu      sync.Mutex // guards weights and stale
+	weights *devWeights
+	stale   bool // the host weights changed since the copy
+}
+
+// current returns the device weights, copying the host weights first if
+// they changed. The caller holds the model for reading.
+func (d *deviceState) current(tr *Transformer) (*devWeights, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stale {
+		if err := d.weights.refresh(tr); err != nil {
+			return nil, err
+		}
+		d.stale = false
+	}
+	return d.weights, nil
+}
+
+func (d *deviceState) markStale() {
+	d.mu.Lock()
+	d.stale = true
+	d.mu.Unlock()
+}
+
+func (d *deviceState) close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.engine.Close()
+}
+
+// SyncDevice copies the model's weights to its device again; call it after
+// changing them other than through a Trainer (which does it itself). It is
+// a no-op on the CPU.
+func (m *Model) SyncDevice() error {
+	if err := m.acquire(); err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	if m.dev == nil {
+		return nil
+	}
+	m.dev.markStale()
+	_, err := m.dev.current(m.transformer)
+	return err
+}
+
+// ---- weights on the device ---------------------------------------------------------
+
+type devLinear struct {
+	w, b    accel.Ptr
+	in, out int
+	src     *radgen.Linear
+}
+
+type devNorm struct {
+	gamma, beta accel.Ptr
+	eps         float32
+	kind        accel.NormKind
+	// MCLN: γ̂ = γ + mlpγ(M), β̂ = β + mlpβ(M) (Chen et al. 2020, Eqs. 11–15)
+	cond                         bool
+	gamma0, gamma2, beta0, beta2 devLinear
+}
+
+type devLayer struct {
+	selfQ, selfK, selfV, selfO devLinear
+	srcQ, srcO                 devLinear
+	ff1, ff2                   devLinear
+	norms                      [3]devNorm
+	heads                      int
+}
+
+type devMemory struct {
+	q, k, v, o, mlp0, mlp2, w, u devLinear
+	heads, slots                 int
+}
+
+// devWeights is a Transformer's decoder on a device.
+type devWeights struct {
+	e          accel.Engine
+	table, pos accel.Ptr
+	layers     []devLayer
+	final      devNorm
+	logit      devLinear
+	memory     *devMemory
+	tensors    []devTensor // every copied tensor, for refresh
+}
+
+type devTensor struct {
+	p accel.Ptr
+	t *radgen.Tensor
+}
+
+// uploadWeights copies tr's decoder weights to e.
+func uploadWeights(e accel.Engine, tr *Transformer) (*devWeights, error) {
+	w := &devWeights{e: e}
+	var err error
+	put := func(t *radgen.Tensor) accel.Ptr {
+		if err != nil || t == nil {
+			return 0
+		}
+		var p accel.Ptr
+		if p, err = e.AllocPtr(int64(4 * t.Len())); err != nil {
+			return 0
+		}
+		w.tensors = append(w.tensors, devTensor{p, t})
+		err = e.CopyIn(p, t.Data())
+		return p
+	}
+	lin := func(l *radgen.Linear) devLinear {
+		return devLinear{w: put(l.Weight), b: put(l.Bias), in: l.Weight.Dim(1), out: l.Weight.Dim(0), src: l}
+	}
+	w.table, w.pos = put(tr.Embed.Table), put(tr.Embed.Position)
+	for _, l := range tr.Decoder.Layers {
+		dl := devLayer{
+			selfQ: lin(l.SelfAttn.Linears[0]), selfK: lin(l.SelfAttn.Linears[1]), selfV: lin(l.SelfAttn.Linears[2]), selfO: lin(l.SelfAttn.Linears[3]),
+			srcQ: lin(l.SrcAttn.Linears[0]), srcO: lin(l.SrcAttn.Linears[3]),
+			ff1: lin(l.FeedForward.W1), ff2: lin(l.FeedForward.W2), heads: l.SelfAttn.Heads,
+		}
+		for i, n := range l.norms {
+			if n.cond != nil {
+				dl.norms[i] = devNorm{gamma: put(n.cond.Gamma), beta: put(n.cond.Beta), eps: float32(n.cond.Eps), cond: true,
+					gamma0: lin(n.cond.MLPGamma.L0), gamma2: lin(n.cond.MLPGamma.L2), beta0: lin(n.cond.MLPBeta.L0), beta2: lin(n.cond.MLPBeta.L2)}
+			} else {
+				dl.norms[i] = plainDevNorm(n.plain, put)
+			}
+		}
+		w.layers = append(w.layers, dl)
+	}
+	w.final = plainDevNorm(tr.Decoder.Norm, put)
+	w.logit = lin(tr.Logit)
+	if rm := tr.Memory; rm != nil {
+		a := rm.Attn.Linears
+		w.memory = &devMemory{q: lin(a[0]), k: lin(a[1]), v: lin(a[2]), o: lin(a[3]), mlp0: lin(rm.MLP0), mlp2: lin(rm.MLP2),
+			w: lin(rm.W), u: lin(rm.U), heads: rm.Attn.Heads, slots: rm.Slots}
+	}
+	if err == nil {
+		err = e.Sync()
+	}
+	if err != nil {
+		w.free()
+		return nil, err
+	}
+	return w, nil
+}
+
+// plainDevNorm copies a LayerNorm with shared γ, β.
+func plainDevNorm(n *mcln.LayerNorm, put func(*radgen.Tensor) accel.Ptr) devNorm {
+	k := accel.NormR2Gen
+	if n.Kind == radgen.NormStandard {
+		k = accel.NormStandard
+	}
+	return devNorm{gamma: put(n.Gamma), beta: put(n.Beta), eps: float32(n.Eps), kind: k}
+}
+
+// refresh copies the host tensors again (same shapes: a model's
+// architecture does not change).
+func (w *devWeights) refresh(*Transformer) error {
+	for _, t := range w.tensors {
+		if err := w.e.CopyIn(t.p, t.t.Data()); err != nil {
+			return err
+		}
+	}
+	return w.e.Sync()
+}
+
+func (w *devWeights) free() {
+	for _, t := range w.tensors {
+		w.e.FreePtr(t.p)
+	}
+	w.tensors = nil
+}
+
+// linear runs l on rows rows of x into y.
+func (w *devWeights) linear(y, x accel.Ptr, rows int, l devLinear) error {
+	return w.e.Linear(y, x, l.w, l.b, rows, l.in, l.out)
+}
+
+// f32Bytes is the size of n float32s.
+func f32Bytes(n int) int64 { return 4 * int64(n) }
+
+func sqrtOf(n int) float32 { return float32(math.Sqrt(float64(n))) }

@@ -1,0 +1,229 @@
+package memtrans
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/mesh"
+)
+
+// deviceTestModel returns a tiny Transformer of variant v whose every
+// parameter is random, so that no term is trivially neutral.
+func deviceTestModel(t testing.TB, configure func(*Config)) *Transformer {
+	t.Helper()
+	c := Tiny(31, 24)
+	c.Dropout, c.EmbedDrop = 0, 0
+	if configure != nil {
+		configure(&c)
+	}
+	m, err := NewTransformer(c, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, p := range radgen.Params(m) {
+		if p.Tensor.Rank() == 1 {
+			radgen.Uniform(p.Tensor, rng, 0.3)
+		}
+	}
+	return m
+}
+
+// stepBoth drives the CPU Decoding and the device decoding through the
+// same tokens and reorders and returns the largest |Δ log p|.
+func stepBoth(t *testing.T, cpu *Decoding, dev *devDecoding, steps int, reorder func(step, rows int) []int) float64 {
+	t.Helper()
+	ctx := context.Background()
+	V := cpu.VocabSize()
+	var worst float64
+	rng := rand.New(rand.NewPCG(9, 9))
+	for step := range steps {
+		if reorder != nil {
+			if src := reorder(step, cpu.Rows()); src != nil {
+				if err := cpu.Reorder(src); err != nil {
+					t.Fatal(err)
+				}
+				if err := dev.Reorder(src); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		R := cpu.Rows()
+		tokens := make([]int, R)
+		for i := range tokens {
+			tokens[i] = rng.IntN(V)
+		}
+		a, b := make([]float32, R*V), make([]float32, R*V)
+		if err := cpu.Step(ctx, tokens, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Step(ctx, tokens, b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range a {
+			worst = math.Max(worst, math.Abs(float64(a[i]-b[i])))
+		}
+		aa, ba := make([]float32, R*cpu.AttentionWidth()), make([]float32, R*dev.AttentionWidth())
+		if err := cpu.Attention(aa); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Attention(ba); err != nil {
+			t.Fatal(err)
+		}
+		for i := range aa {
+			worst = math.Max(worst, math.Abs(float64(aa[i]-ba[i])))
+		}
+	}
+	return worst
+}
+
+// The device code path, run on the host reference engine, computes what
+// the CPU decoder computes: the same log-probabilities and attention at
+// every step, through reorders that keep rows grouped by study (beams) and
+// that do not.
+func TestDeviceDecodingMatchesCPU(t *testing.T) {
+	e := accel.NewHost()
+	defer e.Close()
+	for name, configure := range map[string]func(*Config){
+		"r2gen": nil,
+		"base":  func(c *Config) { c.Variant = VariantBase },
+		"gca":   func(c *Config) { c.Routing = mesh.RoutingGCA },
+		"ama":   func(c *Config) { c.Routing = mesh.RoutingAMA },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := deviceTestModel(t, configure)
+			w, err := uploadWeights(e, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.free()
+			feats := randomFeats(3, 5, 24, 7)
+			cpu, err := m.StartDecoding(feats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev, err := m.startDeviceDecoding(w, feats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			worst := stepBoth(t, cpu, dev, 12, func(step, rows int) []int {
+				switch step {
+				case 1: // beams: 3 rows per study, study-major
+					return []int{0, 0, 0, 1, 1, 1, 2, 2, 2}
+				case 4: // a beam reorder within studies
+					return []int{2, 0, 0, 3, 5, 4, 8, 8, 6}
+				case 7: // rows no longer grouped by study
+					return []int{8, 0, 4, 1}
+				case 9: // more rows than before, positions kept
+					return []int{3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2}
+				}
+				return nil
+			})
+			t.Logf("max |Δ| over log-probs and attention: %.3g", worst)
+			if worst > 2e-5 {
+				t.Errorf("device path differs from the CPU by %.3g", worst)
+			}
+		})
+	}
+}
+
+// Through the facade: a model with the reference device writes the same
+// reports as on the CPU, also after training steps change its weights.
+func TestModelOnReferenceDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains two tiny models")
+	}
+	ctx := context.Background()
+	cpu, loader, ann, dir := synthSetup(t, 16, 4)
+	defer cpu.Close()
+	// The same seed gives the same weights.
+	dev, err := New(cpu.cfg, cpu.tokenizer, 4, WithDevice(ReferenceDevice()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if dev.Device().String() != "reference" || cpu.Device() != CPU {
+		t.Fatalf("devices %v and %v", dev.Device(), cpu.Device())
+	}
+	test, _ := ann.Split("test")
+	var studies []Study
+	for _, s := range test[:3] {
+		st, err := cpu.StudyFromAnnotation(s, dir+"/images")
+		if err != nil {
+			t.Fatal(err)
+		}
+		studies = append(studies, st)
+	}
+	same := func(when string) {
+		t.Helper()
+		for _, opts := range [][]GenerateOption{{WithBeamSize(3), WithMaxLength(15)}, {WithGreedy(false), WithMaxLength(15), WithAttention()}} {
+			a, err := cpu.Generate(ctx, studies, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := dev.Generate(ctx, studies, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if a[i].Text != b[i].Text || math.Abs(a[i].LogProb-b[i].LogProb) > 1e-4 || len(a[i].Attention) != len(b[i].Attention) {
+					t.Fatalf("%s, report %d: CPU %q (%v), device %q (%v)", when, i, a[i].Text, a[i].LogProb, b[i].Text, b[i].LogProb)
+				}
+			}
+		}
+	}
+	same("untrained")
+	cfg := TrainConfig{Epochs: 1, LR: 2e-3, Seed: 3, FreezeExtractor: true}
+	for _, m := range []*Model{cpu, dev} {
+		tr, err := NewTrainer(m, cfg, loader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same("trained")
+}
+
+// Architectures and variants without a device path are refused, not run
+// on the CPU behind the caller's back.
+func TestDeviceRefusals(t *testing.T) {
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion or pneumothorax."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := tok.Len() + 1
+	base := TinyConfig(v)
+	baseRM := TinyConfig(v)
+	baseRM.Transformer.Variant = VariantBaseRM
+	m2m := TinyConfig(v)
+	m2m.Transformer.Memory = MemoryMem2Mem
+	for name, c := range map[string]ModelConfig{"base+rm": baseRM, "mem2mem": m2m, "m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
+		if _, err := New(c, tok, 1, WithDevice(ReferenceDevice())); !errors.Is(err, ErrDevice) {
+			t.Errorf("%s: %v, want ErrDevice", name, err)
+		}
+	}
+	if _, err := New(base, tok, 1, WithDevice(CUDA(-1))); !errors.Is(err, ErrDevice) {
+		t.Errorf("GPU -1: %v", err)
+	}
+	m, err := New(base, tok, 1, WithDevice(CUDA(0)))
+	switch {
+	case errors.Is(err, accel.ErrNoCUDA):
+		t.Logf("built without cuda: %v", err)
+	case err != nil:
+		if !errors.Is(err, ErrDevice) {
+			t.Errorf("CUDA(0) failed without ErrDevice: %v", err)
+		}
+		t.Logf("no GPU: %v", err)
+	default:
+		m.Close()
+	}
+}
