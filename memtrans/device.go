@@ -62,8 +62,8 @@ var ErrDevice = errors.New("memtrans: device")
 // Transformer (VariantR2Gen, VariantBase), with or without multi-view
 // routing; other architectures and variants are refused with ErrDevice.
 //
-// The weights are copied to the device when the model is built, after each
-// Trainer step, and by SyncDevice; Close releases the device.
+// The weights are copied to the device at the first generation, again
+// after Trainer steps, and by SyncDevice; Close releases the device.
 func WithDevice(d Device) Option {
 	return func(m *Model) error {
 		if d.kind == deviceCUDA && d.ordinal < 0 {
@@ -99,12 +99,9 @@ func (m *Model) openDevice() error {
 			return fmt.Errorf("%w: %s: %w", ErrDevice, m.device, err)
 		}
 	}
-	w, err := uploadWeights(e, tr)
-	if err != nil {
-		e.Close()
-		return fmt.Errorf("%w: %s: %w", ErrDevice, m.device, err)
-	}
-	m.dev = &deviceState{engine: e, weights: w}
+	// The weights are copied at the first generation: loaders fill them
+	// in after the model is built.
+	m.dev = &deviceState{engine: e, stale: true}
 	m.logger.Info("decoding on a device", "device", m.device.String(), "engine", e.Name())
 	return nil
 }
@@ -134,7 +131,14 @@ type deviceState struct {
 func (d *deviceState) current(tr *Transformer) (*devWeights, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.stale {
+	switch {
+	case d.weights == nil:
+		w, err := uploadWeights(d.engine, tr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: copying the weights: %w", ErrDevice, err)
+		}
+		d.weights, d.stale = w, false
+	case d.stale:
 		if err := d.weights.refresh(tr); err != nil {
 			return nil, err
 		}
@@ -156,8 +160,8 @@ func (d *deviceState) close() error {
 }
 
 // SyncDevice copies the model's weights to its device again; call it after
-// changing them other than through a Trainer (which does it itself). It is
-// a no-op on the CPU.
+// changing them other than through a Trainer or a loader (which see to it).
+// It is a no-op on the CPU.
 func (m *Model) SyncDevice() error {
 	if err := m.acquire(); err != nil {
 		return err

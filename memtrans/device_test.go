@@ -5,6 +5,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -226,4 +230,70 @@ func TestDeviceRefusals(t *testing.T) {
 	default:
 		m.Close()
 	}
+}
+
+// testDevice is the device of the device tests: RADGEN_DEVICE=cuda:N on a
+// GPU machine, the reference device otherwise.
+func testDevice(t *testing.T) Device {
+	v := os.Getenv("RADGEN_DEVICE")
+	switch {
+	case v == "" || v == "reference":
+		return ReferenceDevice()
+	case strings.HasPrefix(v, "cuda:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "cuda:"))
+		if err != nil {
+			t.Fatalf("RADGEN_DEVICE=%q", v)
+		}
+		return CUDA(n)
+	}
+	t.Fatalf("RADGEN_DEVICE=%q: want reference or cuda:N", v)
+	return CPU
+}
+
+// The published model's beam-3 reports of the golden studies, decoded on
+// the device (RADGEN_DEVICE), from concurrent callers: the decode issue's
+// parity on the device.
+func TestDeviceReproducesGoldenBeam3(t *testing.T) {
+	dev := testDevice(t)
+	m, g := goldenModel(t, WithDevice(dev))
+	defer m.Close()
+	cpu, _ := goldenModel(t)
+	defer cpu.Close()
+	feats := g.tensor(t, "att_feats")
+	seq, shape := g.ints(t, "beam3_seq")
+	ids := []string{"a", "b", "c", "d"}[:shape[0]]
+	want, err := cpu.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var worst float64
+			for i, r := range reps {
+				if golden := m.Tokenizer().Decode(seq[i*shape[1] : (i+1)*shape[1]]); r.Text != golden {
+					t.Errorf("%s, study %d:\n got %q\nwant %q", dev, i, r.Text, golden)
+				}
+				if len(r.TokenLogProbs) != len(want[i].TokenLogProbs) {
+					t.Errorf("%s, study %d: %d tokens, the CPU wrote %d", dev, i, len(r.TokenLogProbs), len(want[i].TokenLogProbs))
+					continue
+				}
+				for j, lp := range r.TokenLogProbs {
+					worst = math.Max(worst, math.Abs(float64(lp-want[i].TokenLogProbs[j])))
+				}
+			}
+			if worst > 1e-4 {
+				t.Errorf("%s: token log-probs differ from the CPU's by %.3g", dev, worst)
+			}
+			t.Logf("%s: golden beam-3 reports reproduced; token log-probs within %.3g of the CPU", dev, worst)
+		}()
+	}
+	wg.Wait()
 }

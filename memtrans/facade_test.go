@@ -41,7 +41,7 @@ func (s r2genSource) Float32(name string) ([]float32, []int, error) {
 
 // goldenModel loads the shared golden through the facade, with the
 // tokenizer rebuilt from the IU X-Ray annotation as R2Gen does.
-func goldenModel(t *testing.T) (*Model, *golden) {
+func goldenModel(t *testing.T, opts ...Option) (*Model, *golden) {
 	g := loadGolden(t)
 	ext := openSafetensors(t, filepath.Join(g.dir, "extractor.safetensors"))
 	annPath := testutil.File(t, "RADGEN_IU_ANNOTATION", "data/iu_xray/annotation.json")
@@ -61,7 +61,7 @@ func goldenModel(t *testing.T) (*Model, *golden) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadR2Gen(r2genSource{g.model, ext}, tok, 2, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"))
+	m, err := LoadR2Gen(r2genSource{g.model, ext}, tok, 2, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
