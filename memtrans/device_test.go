@@ -234,7 +234,7 @@ func TestDeviceRefusals(t *testing.T) {
 
 // testDevice is the device of the device tests: RADGEN_DEVICE=cuda:N on a
 // GPU machine, the reference device otherwise.
-func testDevice(t *testing.T) Device {
+func testDevice(t testing.TB) Device {
 	v := os.Getenv("RADGEN_DEVICE")
 	switch {
 	case v == "" || v == "reference":

@@ -115,6 +115,12 @@ type Engine interface {
 	Close() error
 }
 
+// PeakBandwidther is implemented by engines that know their device's
+// theoretical memory bandwidth, in bytes/s (0 when unknown).
+type PeakBandwidther interface {
+	PeakBandwidth() float64
+}
+
 // ErrNoCUDA is returned by OpenCUDA in a build without the cuda tag.
 var ErrNoCUDA = errors.New("accel: built without CUDA support (build with -tags cuda)")
 

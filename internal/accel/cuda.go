@@ -28,6 +28,9 @@ func (c cudaEngine) Name() string {
 	return fmt.Sprintf("%s (GPU %d, compute %d.%d)", i.Name, i.Ordinal, i.Major, i.Minor)
 }
 
+// PeakBandwidth implements PeakBandwidther.
+func (c cudaEngine) PeakBandwidth() float64 { return c.e.Info().PeakBandwidth }
+
 func (c cudaEngine) AllocPtr(size int64) (Ptr, error) {
 	p, err := c.e.AllocPtr(size)
 	return Ptr(p), err
