@@ -17,11 +17,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
+	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -50,8 +53,10 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
-  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3] [-o reports.json]
+  cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer]
+               [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
+  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3]
+               [-device cpu|cuda:N|reference] [-o reports.json]
   cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]`)
 	os.Exit(2)
 }
@@ -82,7 +87,9 @@ func train(ctx context.Context, args []string) error {
 	annPath := fs.String("ann", "", "annotation.json")
 	images := fs.String("images", "", "image directory")
 	out := fs.String("out", "", "checkpoint directory (best.radgen, last.radgen)")
-	config := fs.String("config", "tiny", "architecture: tiny, iu (R2Gen IU X-Ray) or mimic (R2Gen MIMIC-CXR)")
+	config := fs.String("config", "tiny", "size: tiny, iu (the papers' IU X-Ray sizes) or mimic (MIMIC-CXR)")
+	arch := fs.String("arch", "r2gen", "encoder–decoder: r2gen, m2 (Meshed-Memory Transformer) or metransformer")
+	routing := fs.String("routing", "", "layer-wise multi-view routing of r2gen or m2: gca, gpa, fga, fma or ama")
 	corpus := fs.String("corpus", "iu_xray", "report cleaner and tokenizer defaults: iu_xray or mimic_cxr")
 	epochs := fs.Int("epochs", 0, "epochs (default: R2Gen's for the corpus)")
 	batch := fs.Int("batch", 16, "batch size")
@@ -111,17 +118,9 @@ func train(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var cfg memtrans.ModelConfig
-	switch *config {
-	case "tiny":
-		cfg = memtrans.TinyConfig(tok.Len() + 1)
-		cfg.Corpus, cfg.Views = c, c.Views()
-	case "iu":
-		cfg = memtrans.R2GenIUXray(tok.Len() + 1)
-	case "mimic":
-		cfg = memtrans.R2GenMIMICCXR(tok.Len() + 1)
-	default:
-		return fmt.Errorf("unknown -config %q", *config)
+	cfg, err := modelConfig(*config, memtrans.Architecture(*arch), mesh.Routing(*routing), c, tok.Len()+1)
+	if err != nil {
+		return err
 	}
 	transform := vision.TrainTransform(cfg.ResizeTo, cfg.ImageSize)
 	if *freeze {
@@ -187,6 +186,84 @@ func train(ctx context.Context, args []string) error {
 	return nil
 }
 
+// modelConfig assembles the architecture the train flags name.
+func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, c data.Corpus, vocab int) (memtrans.ModelConfig, error) {
+	var cfg memtrans.ModelConfig
+	switch size {
+	case "tiny":
+		switch arch {
+		case memtrans.ArchR2Gen:
+			cfg = memtrans.TinyConfig(vocab)
+		case memtrans.ArchM2:
+			cfg = memtrans.TinyM2Config(vocab)
+		case memtrans.ArchMETransformer:
+			cfg = memtrans.TinyMETransConfig(vocab)
+		}
+		cfg.Corpus, cfg.Views = c, c.Views()
+	case "iu", "mimic":
+		switch arch {
+		case memtrans.ArchR2Gen:
+			cfg = memtrans.R2GenIUXray(vocab)
+			if size == "mimic" {
+				cfg = memtrans.R2GenMIMICCXR(vocab)
+			}
+		case memtrans.ArchM2:
+			cfg = memtrans.M2IUXray(vocab)
+		case memtrans.ArchMETransformer:
+			cfg = memtrans.METransIUXray(vocab)
+		}
+		if size == "mimic" && arch != memtrans.ArchR2Gen {
+			// One view and reports of up to MIMIC-CXR's length.
+			mimic := memtrans.R2GenMIMICCXR(vocab)
+			cfg.Corpus, cfg.Views = mimic.Corpus, mimic.Views
+			if cfg.M2 != nil {
+				m2 := cfg.M2.ForReports(vocab, mimic.Transformer.MaxSeqLen)
+				cfg.M2 = &m2
+			}
+			if cfg.METrans != nil {
+				cfg.METrans.MaxSeqLen = mimic.Transformer.MaxSeqLen
+			}
+		}
+	default:
+		return cfg, fmt.Errorf("unknown -config %q", size)
+	}
+	if cfg.Views == 0 {
+		return cfg, fmt.Errorf("unknown -arch %q (r2gen, m2 or metransformer)", arch)
+	}
+	if cfg.METrans != nil {
+		cfg.METrans.Patches = cfg.PatchesPerStudy()
+	}
+	if routing != mesh.RoutingNone {
+		switch {
+		case !routing.Valid():
+			return cfg, fmt.Errorf("unknown -routing %q", routing)
+		case cfg.M2 != nil:
+			cfg.M2.Routing = routing
+		case cfg.METrans != nil:
+			return cfg, errors.New("-routing applies to r2gen and m2")
+		default:
+			cfg.Transformer.Routing = routing
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+// parseDevice reads -device.
+func parseDevice(s string) (memtrans.Device, error) {
+	switch {
+	case s == "cpu":
+		return memtrans.CPU, nil
+	case s == "reference":
+		return memtrans.ReferenceDevice(), nil
+	case strings.HasPrefix(s, "cuda:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(s, "cuda:"))
+		if err == nil && n >= 0 {
+			return memtrans.CUDA(n), nil
+		}
+	}
+	return memtrans.CPU, fmt.Errorf("unknown -device %q (cpu, cuda:N or reference)", s)
+}
+
 type generated struct {
 	ID     string  `json:"id"`
 	Report string  `json:"report"`
@@ -201,11 +278,16 @@ func generate(ctx context.Context, args []string) error {
 	split := fs.String("split", "test", "split of the annotation")
 	beam := fs.Int("beam", 3, "beam size (1 = greedy)")
 	outPath := fs.String("o", "", "write reports as JSON to this file (default: print)")
+	device := fs.String("device", "cpu", "where to decode: cpu, cuda:N (a build with -tags cuda) or reference")
 	fs.Parse(args)
 	if *modelPath == "" {
 		return errors.New("-model is required")
 	}
-	model, err := memtrans.LoadFile(*modelPath)
+	dev, err := parseDevice(*device)
+	if err != nil {
+		return err
+	}
+	model, err := memtrans.LoadFile(*modelPath, memtrans.WithModelOptions(memtrans.WithDevice(dev)))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/mesh"
+)
+
+// Every size, architecture and routing the flags name is a valid model
+// configuration; nonsense is refused.
+func TestModelConfig(t *testing.T) {
+	for _, size := range []string{"tiny", "iu", "mimic"} {
+		for _, arch := range []memtrans.Architecture{memtrans.ArchR2Gen, memtrans.ArchM2, memtrans.ArchMETransformer} {
+			for _, r := range []mesh.Routing{mesh.RoutingNone, mesh.RoutingGCA} {
+				c := data.IUXray
+				if size == "mimic" {
+					c = data.MIMICCXR
+				}
+				cfg, err := modelConfig(size, arch, r, c, 100)
+				if arch == memtrans.ArchMETransformer && r != mesh.RoutingNone {
+					if err == nil {
+						t.Errorf("%s/%s/%s: routing accepted", size, arch, r)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s/%s/%s: %v", size, arch, r, err)
+					continue
+				}
+				if cfg.Architecture() != arch || (size == "mimic") != (cfg.Views == 1) {
+					t.Errorf("%s/%s/%s: architecture %s, %d views", size, arch, r, cfg.Architecture(), cfg.Views)
+				}
+			}
+		}
+	}
+	for _, bad := range [][3]string{{"huge", "r2gen", ""}, {"tiny", "lstm", ""}, {"tiny", "m2", "zigzag"}} {
+		if _, err := modelConfig(bad[0], memtrans.Architecture(bad[1]), mesh.Routing(bad[2]), data.IUXray, 100); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	for _, s := range []string{"gpu", "cuda:x", "cuda:-1"} {
+		if _, err := parseDevice(s); err == nil {
+			t.Errorf("-device %q accepted", s)
+		}
+	}
+}
+
+// The commands end to end on synthetic films: train an M² with GCA routing
+// for one epoch, then generate: refused on the reference device (M²
+// decodes on the CPU only), written on the CPU.
+func TestTrainAndGenerateM2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := data.WriteSynthetic(ctx, dir, data.SynthConfig{Train: 16, Val: 4, Test: 4, Width: 64, Height: 64, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ann, images, out := filepath.Join(dir, "annotation.json"), filepath.Join(dir, "images"), filepath.Join(dir, "run")
+	if err := train(ctx, []string{"-ann", ann, "-images", images, "-out", out, "-arch", "m2", "-routing", "gca", "-epochs", "1", "-freeze", "-batch", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(out, "best.radgen")
+	m, err := memtrans.LoadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.M2() == nil || m.Config().M2.Routing != mesh.RoutingGCA {
+		t.Fatalf("trained %s, routing %v", m.Config().Architecture(), m.Config().M2)
+	}
+	m.Close()
+	if err := generate(ctx, []string{"-model", model, "-ann", ann, "-images", images, "-device", "reference"}); err == nil {
+		t.Error("M² on the reference device: no error")
+	}
+	reports := filepath.Join(dir, "reports.json")
+	if err := generate(ctx, []string{"-model", model, "-ann", ann, "-images", images, "-o", reports}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(reports); err != nil || len(b) < 10 {
+		t.Fatalf("reports: %d bytes, %v", len(b), err)
+	}
+}
