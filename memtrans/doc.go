@@ -22,6 +22,21 @@
 // each word's attention over the image patches ([RenderAttention]).
 // A Model is safe for concurrent use.
 //
+// A Model's encoder–decoder is any of the three architectures
+// ([ModelConfig.Architecture]): R2Gen and the variants its Config composes;
+// the Meshed-Memory Transformer (ModelConfig.M2, [M2IUXray]), its beam
+// search following M²'s rules and, with M2Config.Routing, layer-wise
+// multi-view routing in place of the mesh; METransformer (ModelConfig.METrans,
+// [METransIUXray]), whose experts' candidate reports are put to a vote
+// (Report.Candidates, Report.Votes). All three are trained by the same
+// [Trainer] and saved and loaded in the same format.
+//
+// # Devices
+//
+// [WithDevice] moves R2Gen's decoder steps to a GPU ([CUDA], in a build with
+// the cuda tag) through package internal/accel; [ReferenceDevice] runs the
+// same device code on the CPU, which is how the tests check it everywhere.
+//
 // # Decoding
 //
 // Generation is incremental ([Transformer.StartDecoding]): per-layer
