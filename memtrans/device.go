@@ -89,21 +89,30 @@ func (m *Model) openDevice() error {
 	if err := deviceSupports(tr.Config); err != nil {
 		return err
 	}
-	var e accel.Engine
-	switch m.device.kind {
-	case deviceReference:
-		e = accel.NewHost()
-	case deviceCUDA:
-		var err error
-		if e, err = accel.OpenCUDA(m.device.ordinal); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrDevice, m.device, err)
-		}
+	e, err := openEngine(m.device)
+	if err != nil {
+		return err
 	}
 	// The weights are copied at the first generation: loaders fill them
 	// in after the model is built.
 	m.dev = &deviceState{engine: e, stale: true}
 	m.logger.Info("decoding on a device", "device", m.device.String(), "engine", e.Name())
 	return nil
+}
+
+// openEngine opens the engine of a device other than the CPU.
+func openEngine(d Device) (accel.Engine, error) {
+	switch d.kind {
+	case deviceReference:
+		return accel.NewHost(), nil
+	case deviceCUDA:
+		e, err := accel.OpenCUDA(d.ordinal)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrDevice, d, err)
+		}
+		return e, nil
+	}
+	return nil, fmt.Errorf("%w: %s has no engine", ErrDevice, d)
 }
 
 // deviceSupports reports whether the device path implements c.

@@ -297,3 +297,57 @@ func TestDeviceReproducesGoldenBeam3(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The published model's teacher-forced log-probabilities (the core issue's
+// golden) from the device decoder fed the golden tokens one step at a
+// time: every word at every position the loss counts (beyond the end,
+// teacher forcing masks the padding keys, which step-wise decoding never
+// sees), max |Δ| ≤ 1e-4.
+func TestDeviceParityLogProbs(t *testing.T) {
+	dev := testDevice(t)
+	g := loadGolden(t)
+	m := g.transformer(t)
+	feats, in, _, mask, b, steps := g.caseBatch(t)
+	want := g.tensor(t, "logprobs") // (B, T, V)
+	e, err := openEngine(dev)
+	if err != nil {
+		t.Skipf("%s: %v", dev, err)
+	}
+	defer e.Close()
+	w, err := uploadWeights(e, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.free()
+	s, err := m.startDeviceDecoding(w, feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	V := m.Config.Vocab
+	out := make([]float32, b*V)
+	var worst float64
+	counted := 0
+	for p := range steps {
+		tokens := make([]int, b)
+		for i := range b {
+			tokens[i] = in[i*steps+p]
+		}
+		if err := s.Step(context.Background(), tokens, out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range b {
+			if mask[i*steps+p] == 0 {
+				continue
+			}
+			counted++
+			for v := range V {
+				worst = math.Max(worst, math.Abs(float64(out[i*V+v])-want.At(i, p, v)))
+			}
+		}
+	}
+	t.Logf("%s: logprobs at %d positions of %d studies, max |Δ| = %.3g", dev, counted, b, worst)
+	if worst > 1e-4 {
+		t.Errorf("max |Δ| = %.3g > 1e-4", worst)
+	}
+}
