@@ -281,7 +281,10 @@ func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *rad
 // Forward picks its path from the graph:
 //   - a NoGrad graph that is not training runs the inference path: every batch
 //     norm is folded into the convolution before it (W' = W·γ/sqrt(σ²+eps),
-//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached;
+//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached. In float32 the
+//     folded network runs on its own engine (resnet_infer.go): channels last,
+//     weights packed once, bias, ReLU and residual sums fused into the
+//     products, 3×3 stride-1 convolutions by Winograd's F(2×2, 3×3);
 //   - any other graph runs the differentiable path with explicit batch norms.
 //     They use the running statistics, unless the graph is training (built
 //     with radgen.Train) and FreezeBatchNorm is false, in which case they use
@@ -459,10 +462,13 @@ func features(g *radgen.Graph, fm *radgen.Tensor) (patches, avg *radgen.Tensor) 
 // weights other than through a training forward or [LoadResNet].
 func (r *ResNet) Refold() { r.folded.Store(nil) }
 
-// foldedConv is a convolution with its batch norm folded in.
+// foldedConv is a convolution with its batch norm folded in: in float32 as
+// a packedConv for the inference engine, in float64 as the tensors of a
+// Conv2d.
 type foldedConv struct {
-	w, b *radgen.Tensor
-	p    radgen.Conv2dParams
+	w, b   *radgen.Tensor // float64 only
+	p      radgen.Conv2dParams
+	packed *packedConv // float32 only
 }
 
 type foldedBlock struct {
@@ -473,6 +479,7 @@ type foldedBlock struct {
 type foldedNet struct {
 	stem   foldedConv
 	blocks []foldedBlock
+	is64   bool
 }
 
 // fold returns the cached folded network, building it on first use.
@@ -485,7 +492,7 @@ func (r *ResNet) fold() *foldedNet {
 	if f := r.folded.Load(); f != nil {
 		return f
 	}
-	f := &foldedNet{stem: foldConvBN(r.Stem)}
+	f := &foldedNet{stem: foldConvBN(r.Stem), is64: r.Stem.Weight.Is64()}
 	for _, blocks := range r.Layers {
 		for _, b := range blocks {
 			fb := foldedBlock{}
@@ -522,12 +529,11 @@ func foldConvBN(c *ConvBN) foldedConv {
 		}
 		bias[o] = beta[o] - mean[o]*s
 	}
-	wt := radgen.FromFloat64(w, c.Weight.Shape()...)
-	bt := radgen.FromFloat64(bias, cout)
 	if !c.Weight.Is64() {
-		wt, bt = wt.To32(), bt.To32()
+		s := c.Weight.Shape()
+		return foldedConv{p: c.params(), packed: newPackedConv(w, bias, s[1], s[2], s[3], c.Stride)}
 	}
-	return foldedConv{w: wt, b: bt, p: c.params()}
+	return foldedConv{w: radgen.FromFloat64(w, c.Weight.Shape()...), b: radgen.FromFloat64(bias, cout), p: c.params()}
 }
 
 func (f *foldedConv) apply(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
@@ -535,6 +541,12 @@ func (f *foldedConv) apply(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
 }
 
 func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (*radgen.Tensor, error) {
+	if !f.is64 {
+		if x.Is64() {
+			panic(fmt.Sprintf("vision: ResNet input %v for float32 weights", x))
+		}
+		return f.forward32(ctx, x)
+	}
 	y := g.ReLU(f.stem.apply(g, x))
 	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
 	for _, b := range f.blocks {

@@ -155,15 +155,21 @@ const (
 // (r and nr fixed by the kernel):
 //
 //	for i < r, j < nr: acc[i][j] = Σ_{p<k} a[p*r+i] · b[p*bs+j]
-//	c[i*ldc+j] = acc[i][j]                    if beta == 0 (c is not read)
-//	c[i*ldc+j] = beta·c[i*ldc+j] + acc[i][j]   otherwise
+//	v = acc[i][j]                    if beta == 0 (c is not read)
+//	v = beta·c[i*ldc+j] + acc[i][j]   otherwise
+//	v += bias[j]                      if bias != nil (len(bias) ≥ nr)
+//	v = max(v, 0)                     if relu (a NaN stays NaN)
+//	c[i*ldc+j] = v
 //
 // k ≥ 1. bs is nr for a packed B panel, or ldb when the kernel reads B in
 // place.
 //
 // pf is a prefetch distance in bytes: at each step p the kernel may prefetch
 // the line at b[p*bs] + pf (the next strips of B when it is read in place).
-type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int)
+//
+// bias and relu are the epilogue of a fused layer (see GemmPacked); the
+// plain products pass nil and false.
+type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool)
 
 // dotKernel computes r×4 dot products along k (r fixed by the kernel):
 //
@@ -199,6 +205,12 @@ type kernelSet struct {
 	// Cache blocking (BLIS's names): a kc×nr panel of B stays in L1 while
 	// the mc×kc block of A streams from L2; the kc×nc block of B sits in L3.
 	mc, kc, nc int
+	// seqRows is the fewest rows whose kernel sums along k in order, one
+	// accumulator per element: kernels of fewer rows alternate two sets of
+	// accumulators (to hide the FMA latency) and round differently.
+	// GemmPacked runs a panel of fewer rows on the seqRows kernel, so that
+	// a row's result does not depend on its place among the rows.
+	seqRows int
 }
 
 // workspace holds one goroutine's packing buffers.
@@ -219,14 +231,7 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	if m < 0 || n < 0 || k < 0 {
 		panic("f32: negative matrix size")
 	}
-	check := func(what string, x []float32, rows, cols, ld int) {
-		if ld < max(1, cols) {
-			panic("f32: bad leading dimension of " + what)
-		}
-		if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
-			panic("f32: " + what + " is too short")
-		}
-	}
+	check := checkMatrix
 	if transA {
 		check("A", a, k, m, lda)
 	} else {
@@ -238,6 +243,16 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 		check("B", b, k, n, ldb)
 	}
 	check("C", c, m, n, ldc)
+}
+
+// checkMatrix panics unless x holds a rows×cols matrix with row stride ld.
+func checkMatrix(what string, x []float32, rows, cols, ld int) {
+	if ld < max(1, cols) {
+		panic("f32: bad leading dimension of " + what)
+	}
+	if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
+		panic("f32: " + what + " is too short")
+	}
 }
 
 // gemm is Gemm after the checks, with the kernel set and the number of
@@ -486,10 +501,10 @@ func (j *job) tiles(w *workspace, packed []float32, jc, pc, kb, ic, mb, j0, j1 i
 			ap := w.a[ir*kb:]
 			cp := j.c[(ic+ir)*j.ldc+jc+jr:]
 			if cols == nr {
-				ks.kern[r-1](kb, ap, bp, bs, cp, j.ldc, bet, pf)
+				ks.kern[r-1](kb, ap, bp, bs, cp, j.ldc, bet, pf, nil, false)
 			} else {
-				ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0, 0)
-				mergeTile(cp, j.ldc, w.t, nr, r, cols, bet)
+				ks.kern[r-1](kb, ap, bp, nr, w.t, nr, 0, 0, nil, false)
+				mergeTile(cp, j.ldc, w.t, nr, r, cols, bet, nil, false)
 			}
 		}
 	}
@@ -600,19 +615,35 @@ func packB(ks *kernelSet, dst []float32, transB bool, b []float32, ldb, pc, jc, 
 }
 
 // mergeTile writes the rows×cols corner of the tile t (row stride ldt) into
-// C: c = t if beta is 0, else c = beta·c + t.
-func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta float32) {
+// C: c = t if beta is 0, else c = beta·c + t, then the epilogue of
+// microKernel (bias, if not nil, holds cols entries).
+func mergeTile(c []float32, ldc int, t []float32, ldt, rows, cols int, beta float32, bias []float32, relu bool) {
 	for i := 0; i < rows; i++ {
 		cr := c[i*ldc:][:cols]
 		tr := t[i*ldt:][:cols]
-		if beta == 0 {
+		if beta == 0 && bias == nil && !relu {
 			copy(cr, tr)
 			continue
 		}
 		for j, v := range tr {
-			cr[j] = beta*cr[j] + v
+			if beta != 0 {
+				v += beta * cr[j]
+			}
+			cr[j] = epilogue(v, bias, j, relu)
 		}
 	}
+}
+
+// epilogue returns v + bias[j] (if bias is not nil), then max(v, 0) if
+// relu, keeping NaN as the kernels do.
+func epilogue(v float32, bias []float32, j int, relu bool) float32 {
+	if bias != nil {
+		v += bias[j]
+	}
+	if relu && v < 0 {
+		v = 0
+	}
+	return v
 }
 
 // skinny is a product of few rows, shared out by columns among the
@@ -866,7 +897,8 @@ func parallelRanges(workers, n int, f func(lo, hi int)) {
 
 // selfCheck reports whether ks reproduces goKernels exactly on small
 // products that exercise every row count of its micro-kernels, edge strips,
-// packed and in-place B, the dot kernels and the packing kernels. The
+// packed and in-place B, the dot kernels, the packing kernels and the fused
+// epilogue of GemmPacked (bias, beta and ReLU). The
 // entries are small integers, so every summation order gives the same
 // result.
 func selfCheck(ks *kernelSet) bool {
@@ -902,9 +934,27 @@ func selfCheck(ks *kernelSet) bool {
 		for i := range c {
 			c[i] = float32(i%9 - 4)
 		}
+		c0 := append([]float32(nil), c...)
 		want := append([]float32(nil), c...)
 		gemm(&goKernels, 1, s.transA, s.transB, s.m, s.n, s.k, 2, a, lda, b, ldb, 0.5, want, ldc)
 		gemm(ks, 1, s.transA, s.transB, s.m, s.n, s.k, 2, a, lda, b, ldb, 0.5, c, ldc)
+		for i := range c {
+			if c[i] != want[i] {
+				return false
+			}
+		}
+		if s.transA {
+			continue
+		}
+		// The fused product, with its epilogue.
+		bias := make([]float32, s.n)
+		for j := range bias {
+			bias[j] = float32(j%5 - 3)
+		}
+		copy(c, c0)
+		copy(want, c0)
+		gemmPacked(1, s.m, a, lda, packBWith(&goKernels, s.transB, s.k, s.n, b, ldb), 0.5, want, ldc, bias, true)
+		gemmPacked(1, s.m, a, lda, packBWith(ks, s.transB, s.k, s.n, b, ldb), 0.5, c, ldc, bias, true)
 		for i := range c {
 			if c[i] != want[i] {
 				return false

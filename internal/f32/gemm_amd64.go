@@ -20,6 +20,7 @@ var (
 		packCols:  packCols16,
 		packColsT: packColsT16,
 		mc:        144, kc: 256, nc: 4080,
+		seqRows: 4,
 	}
 	avx512Kernels = kernelSet{
 		name: "avx512",
@@ -31,6 +32,7 @@ var (
 		packCols:  packCols32,
 		packColsT: packColsT32,
 		mc:        144, kc: 192, nc: 4064,
+		seqRows: 7,
 	}
 
 	// The assembly sets are used only once they have reproduced goKernels
@@ -76,4 +78,58 @@ func packColsT16(k int, b []float32, ldb int, dst []float32) {
 func packColsT32(k int, b []float32, ldb int, dst []float32) {
 	_, _ = b[31*ldb+k-1], dst[32*k-1]
 	packColsT32AVX2(k, &b[0], ldb, &dst[0])
+}
+
+// winoInKernel and winoOutKernel choose the Winograd transforms (see
+// winograd.go) from the CPU's features, on every call as pickKernels does.
+func winoInKernel() winoIn {
+	if cpu.HasAVX2FMA() {
+		return winoInAVX2
+	}
+	return goWinoIn
+}
+
+func winoOutKernel() winoOut {
+	if cpu.HasAVX2FMA() {
+		return winoOutAVX2
+	}
+	return goWinoOut
+}
+
+// winoInAVX2 runs winoIn8AVX2 on the channels in whole groups of eight and
+// goWinoIn on the rest.
+func winoInAVX2(c int, src []float32, rs, ps int, dst []float32, ds int) {
+	c8 := c &^ 7
+	if c8 > 0 {
+		_, _ = src[3*rs+3*ps+c8-1], dst[15*ds+c8-1]
+		winoIn8AVX2(c8, &src[0], rs, ps, &dst[0], ds)
+	}
+	if c8 < c {
+		goWinoIn(c-c8, src[c8:], rs, ps, dst[c8:], ds)
+	}
+}
+
+// winoOutAVX2 runs winoOut8AVX2 on the channels in whole groups of eight
+// and goWinoOut on the rest.
+func winoOutAVX2(c int, src []float32, ms int, dst []float32, rs, ps int, bias []float32, beta float32, relu bool) {
+	c8 := c &^ 7
+	if c8 > 0 {
+		_, _ = src[15*ms+c8-1], dst[rs+ps+c8-1]
+		var bp *float32
+		if bias != nil {
+			_ = bias[c8-1]
+			bp = &bias[0]
+		}
+		if beta == 0 {
+			beta = 0 // -0 becomes +0: the kernel tests beta's bits
+		}
+		winoOut8AVX2(c8, &src[0], ms, &dst[0], rs, ps, bp, beta, relu)
+	}
+	if c8 < c {
+		var rest []float32
+		if bias != nil {
+			rest = bias[c8:]
+		}
+		goWinoOut(c-c8, src[c8:], ms, dst[c8:], rs, ps, rest, beta, relu)
+	}
 }

@@ -7,168 +7,258 @@ package f32
 // gemmKernel1x16AVX2 computes a 1×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel1x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel1x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel2x16AVX2 computes a 2×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel2x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel2x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel3x16AVX2 computes a 3×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel3x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel3x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel4x16AVX2 computes a 4×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel4x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel4x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel5x16AVX2 computes a 5×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel5x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel5x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel6x16AVX2 computes a 6×16 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel6x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel6x16AVX2(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 var kernelsAVX2 = []microKernel{
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[1*k-1], b[(k-1)*bs+15], c[0*ldc+15]
-		gemmKernel1x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel1x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[2*k-1], b[(k-1)*bs+15], c[1*ldc+15]
-		gemmKernel2x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel2x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[3*k-1], b[(k-1)*bs+15], c[2*ldc+15]
-		gemmKernel3x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel3x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[4*k-1], b[(k-1)*bs+15], c[3*ldc+15]
-		gemmKernel4x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel4x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[5*k-1], b[(k-1)*bs+15], c[4*ldc+15]
-		gemmKernel5x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel5x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[6*k-1], b[(k-1)*bs+15], c[5*ldc+15]
-		gemmKernel6x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[15]
+			bp = &bias[0]
+		}
+		gemmKernel6x16AVX2(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
 }
 
 // gemmKernel1x32AVX512 computes a 1×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel1x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel1x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel2x32AVX512 computes a 2×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel2x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel2x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel3x32AVX512 computes a 3×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel3x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel3x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel4x32AVX512 computes a 4×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel4x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel4x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel5x32AVX512 computes a 5×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel5x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel5x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel6x32AVX512 computes a 6×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel6x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel6x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel7x32AVX512 computes a 7×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel7x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel7x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel8x32AVX512 computes a 8×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel8x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel8x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel9x32AVX512 computes a 9×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel9x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel9x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel10x32AVX512 computes a 10×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel10x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel10x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel11x32AVX512 computes a 11×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel11x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel11x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 // gemmKernel12x32AVX512 computes a 12×32 tile; see microKernel and goKernel for the loop.
 //
 //go:noescape
-func gemmKernel12x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)
+func gemmKernel12x32AVX512(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)
 
 var kernelsAVX512 = []microKernel{
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[1*k-1], b[(k-1)*bs+31], c[0*ldc+31]
-		gemmKernel1x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel1x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[2*k-1], b[(k-1)*bs+31], c[1*ldc+31]
-		gemmKernel2x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel2x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[3*k-1], b[(k-1)*bs+31], c[2*ldc+31]
-		gemmKernel3x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel3x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[4*k-1], b[(k-1)*bs+31], c[3*ldc+31]
-		gemmKernel4x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel4x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[5*k-1], b[(k-1)*bs+31], c[4*ldc+31]
-		gemmKernel5x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel5x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[6*k-1], b[(k-1)*bs+31], c[5*ldc+31]
-		gemmKernel6x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel6x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[7*k-1], b[(k-1)*bs+31], c[6*ldc+31]
-		gemmKernel7x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel7x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[8*k-1], b[(k-1)*bs+31], c[7*ldc+31]
-		gemmKernel8x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel8x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[9*k-1], b[(k-1)*bs+31], c[8*ldc+31]
-		gemmKernel9x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel9x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[10*k-1], b[(k-1)*bs+31], c[9*ldc+31]
-		gemmKernel10x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel10x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[11*k-1], b[(k-1)*bs+31], c[10*ldc+31]
-		gemmKernel11x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel11x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
-	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
+	func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
 		_, _, _ = a[12*k-1], b[(k-1)*bs+31], c[11*ldc+31]
-		gemmKernel12x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)
+		var bp *float32
+		if bias != nil {
+			_ = bias[31]
+			bp = &bias[0]
+		}
+		gemmKernel12x32AVX512(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)
 	},
 }
 
@@ -247,3 +337,13 @@ func packColsT16AVX2(k int, b *float32, ldb int, dst *float32)
 //
 //go:noescape
 func packColsT32AVX2(k int, b *float32, ldb int, dst *float32)
+
+// winoIn8AVX2 is the input transform of a Winograd tile; see winoIn and goWinoIn.
+//
+//go:noescape
+func winoIn8AVX2(c int, src *float32, rs, ps int, dst *float32, ds int)
+
+// winoOut8AVX2 is the output transform of a Winograd tile; see winoOut and goWinoOut.
+//
+//go:noescape
+func winoOut8AVX2(c int, src *float32, ms int, dst *float32, rs, ps int, bias *float32, beta float32, relu bool)

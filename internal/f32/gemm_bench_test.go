@@ -111,3 +111,39 @@ func BenchmarkSgemmStrided(b *testing.B) {
 	}
 	b.ReportMetric(2*2*heads*t*t*d*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
+
+// convShapes are the products of ResNet-101's convolutions on the two 224²
+// views of an IU X-Ray study as the inference engine runs them, channels
+// last: m = output pixels of both views, n = output channels, k = input
+// channels × kernel area; a 3×3, stride-1 convolution is 16 products of
+// m = 2×2 tiles, k = input channels (Winograd's F(2×2, 3×3)).
+var convShapes = [][3]int{
+	{25088, 64, 147}, // conv1, 7×7/2 at 112²
+	// layer1 at 56²: 1×1 64→64 and 256→64, 3×3 64→64 (Winograd), 1×1 64→256
+	{6272, 64, 64}, {6272, 64, 256}, {1568, 64, 64}, {6272, 256, 64},
+	// layer2 at 28²: 1×1 256→128 (at 56²), 3×3/2 128→128, 1×1 512→128,
+	// 3×3 128→128 (Winograd), 1×1 128→512, 1×1/2 256→512
+	{6272, 128, 256}, {1568, 128, 1152}, {1568, 128, 512}, {392, 128, 128}, {1568, 512, 128}, {1568, 512, 256},
+	// layer3 at 14²: 3×3/2 256→256, 1×1 1024→256, 3×3 256→256 (Winograd), 1×1 256→1024
+	{392, 256, 2304}, {392, 256, 1024}, {98, 256, 256}, {392, 1024, 256},
+	// layer4 at 7²: 3×3/2 512→512, 1×1 2048→512, 3×3 512→512 (Winograd), 1×1 512→2048
+	{98, 512, 4608}, {98, 512, 2048}, {32, 512, 512}, {98, 2048, 512},
+}
+
+// BenchmarkGemmPacked measures the fused product of the inference engine
+// (weights packed once, bias and ReLU in the epilogue) on convShapes.
+func BenchmarkGemmPacked(b *testing.B) {
+	for _, s := range convShapes {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(b *testing.B) {
+			a, bm, c := benchOperands(m, n, k)
+			pb := PackB(false, k, n, bm, n)
+			bias := make([]float32, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				GemmPacked(m, a, k, pb, 0, c, n, bias, true)
+			}
+			b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -9,12 +9,13 @@ var goKernels = kernelSet{
 	mr:   4, nr: 4,
 	kern: []microKernel{goKernel(1), goKernel(2), goKernel(3), goKernel4x4},
 	mc:   128, kc: 256, nc: 1024,
+	seqRows: 1,
 }
 
 // goKernel returns the r×4 micro-kernel for r < 4: the reference loop of
 // microKernel, written out.
 func goKernel(r int) microKernel {
-	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
+	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int, bias []float32, relu bool) {
 		var acc [4][4]float32
 		for p := 0; p < k; p++ {
 			ap := a[p*r:][:r]
@@ -28,18 +29,18 @@ func goKernel(r int) microKernel {
 		for i := 0; i < r; i++ {
 			cr := c[i*ldc:][:4]
 			for j := range cr {
-				if beta == 0 {
-					cr[j] = acc[i][j]
-				} else {
-					cr[j] = beta*cr[j] + acc[i][j]
+				v := acc[i][j]
+				if beta != 0 {
+					v += beta * cr[j]
 				}
+				cr[j] = epilogue(v, bias, j, relu)
 			}
 		}
 	}
 }
 
 // goKernel4x4 is the full-size tile of goKernels, see microKernel.
-func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
+func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int, bias []float32, relu bool) {
 	var c00, c01, c02, c03, c10, c11, c12, c13 float32
 	var c20, c21, c22, c23, c30, c31, c32, c33 float32
 	a = a[:4*k]
@@ -73,12 +74,16 @@ func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float
 	}
 	for i := range rows {
 		cr := c[i*ldc:][:4]
-		if beta == 0 {
+		if beta == 0 && bias == nil && !relu {
 			copy(cr, rows[i][:])
 			continue
 		}
 		for j := range cr {
-			cr[j] = beta*cr[j] + rows[i][j]
+			v := rows[i][j]
+			if beta != 0 {
+				v += beta * cr[j]
+			}
+			cr[j] = epilogue(v, bias, j, relu)
 		}
 	}
 }

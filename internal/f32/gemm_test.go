@@ -495,8 +495,8 @@ func TestSelfCheck(t *testing.T) {
 	bad.name = "bad"
 	bad.kern = append([]microKernel(nil), goKernels.kern...)
 	good := bad.kern[2]
-	bad.kern[2] = func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {
-		good(k, a, b, bs, c, ldc, beta, pf)
+	bad.kern[2] = func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {
+		good(k, a, b, bs, c, ldc, beta, pf, bias, relu)
 		c[ldc+1]++
 	}
 	if selfCheck(&bad) {
@@ -506,7 +506,7 @@ func TestSelfCheck(t *testing.T) {
 
 // genericKernel is microKernel's reference loop for any tile size.
 func genericKernel(r, nr int) microKernel {
-	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int) {
+	return func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, _ int, bias []float32, relu bool) {
 		acc := make([]float32, r*nr)
 		for p := 0; p < k; p++ {
 			for i := 0; i < r; i++ {
@@ -517,11 +517,11 @@ func genericKernel(r, nr int) microKernel {
 		}
 		for i := 0; i < r; i++ {
 			for j := 0; j < nr; j++ {
-				if beta == 0 {
-					c[i*ldc+j] = acc[i*nr+j]
-				} else {
-					c[i*ldc+j] = beta*c[i*ldc+j] + acc[i*nr+j]
+				v := acc[i*nr+j]
+				if beta != 0 {
+					v += beta * c[i*ldc+j]
 				}
+				c[i*ldc+j] = epilogue(v, bias, j, relu)
 			}
 		}
 	}

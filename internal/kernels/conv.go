@@ -95,6 +95,106 @@ func Im2col[T Float](dst []T, ldd int, x []T, c int, g ConvGeom) {
 	}
 }
 
+// Im2colNHWC unfolds the output rows [lo, hi) of images x (B, H, W, C),
+// channels last, into the column matrix dst (B·Ho·Wo, KH·KW·C): the row of
+// output pixel (oy, ox) of image b, (b·Ho + oy)·Wo + ox, holds its window
+// tap by tap, channels innermost:
+//
+//	dst[((b·Ho+oy)·Wo+ox)·KH·KW·C + (ky·KW+kx)·C + c] = x[b][oy·s−p+ky·d][ox·s−p+kx·d][c]
+//
+// or 0 in the padding. A row index r in [lo, hi) is b·Ho + oy, so that
+// goroutines can share out the rows. Then a convolution is the product of
+// dst with its weight laid out (KH·KW·C, Cout), tap-major, and the product
+// is (B·Ho·Wo, Cout), channels last again. With an undilated window the
+// taps of a window row are one contiguous run of x, copied at once.
+func Im2colNHWC[T Float](dst, x []T, c int, g ConvGeom, lo, hi int) {
+	ho, wo := g.OutH(), g.OutW()
+	k := g.KH * g.KW * c
+	if hi > lo && (len(dst) < hi*wo*k || len(x) < ((hi-1)/max(ho, 1)+1)*g.H*g.W*c) {
+		panic("kernels: Im2colNHWC buffer too short")
+	}
+	for r := lo; r < hi; r++ {
+		b, oy := r/ho, r%ho
+		img := x[b*g.H*g.W*c : (b+1)*g.H*g.W*c]
+		for ox := 0; ox < wo; ox++ {
+			row := dst[(r*wo+ox)*k : (r*wo+ox+1)*k]
+			ix0 := ox*g.StrideW - g.PadW
+			// The taps kx in [kxLo, kxHi) fall inside the image.
+			kxLo, kxHi := validRange(g.KW, g.W, g.DilW, ix0)
+			for ky := 0; ky < g.KH; ky++ {
+				seg := row[ky*g.KW*c : (ky+1)*g.KW*c]
+				iy := oy*g.StrideH - g.PadH + ky*g.DilH
+				if iy < 0 || iy >= g.H || kxLo >= kxHi {
+					clear(seg)
+					continue
+				}
+				src := img[iy*g.W*c : (iy+1)*g.W*c]
+				clear(seg[:kxLo*c])
+				if g.DilW == 1 {
+					copy(seg[kxLo*c:kxHi*c], src[(ix0+kxLo)*c:(ix0+kxHi)*c])
+				} else {
+					for kx := kxLo; kx < kxHi; kx++ {
+						ix := ix0 + kx*g.DilW
+						copy(seg[kx*c:(kx+1)*c], src[ix*c:(ix+1)*c])
+					}
+				}
+				clear(seg[kxHi*c:])
+			}
+		}
+	}
+}
+
+// MaxPoolNHWC writes into the output rows [lo, hi) of dst (B, Ho, Wo, C)
+// the maximum of each window of x (B, H, W, C), channels last, as MaxPool
+// does without the argmax (inference): padding never wins, NaN propagates,
+// and a window of padding only yields −∞. A row index r is b·Ho + oy.
+func MaxPoolNHWC[T Float](dst, x []T, c int, g ConvGeom, lo, hi int) {
+	ho, wo := g.OutH(), g.OutW()
+	if hi > lo && (len(dst) < hi*wo*c || len(x) < ((hi-1)/max(ho, 1)+1)*g.H*g.W*c) {
+		panic("kernels: MaxPoolNHWC buffer too short")
+	}
+	for r := lo; r < hi; r++ {
+		b, oy := r/ho, r%ho
+		img := x[b*g.H*g.W*c : (b+1)*g.H*g.W*c]
+		for ox := 0; ox < wo; ox++ {
+			d := dst[(r*wo+ox)*c : (r*wo+ox+1)*c]
+			ix0 := ox*g.StrideW - g.PadW
+			kxLo, kxHi := validRange(g.KW, g.W, g.DilW, ix0)
+			first := true
+			for ky := 0; ky < g.KH; ky++ {
+				iy := oy*g.StrideH - g.PadH + ky*g.DilH
+				if iy < 0 || iy >= g.H {
+					continue
+				}
+				for kx := kxLo; kx < kxHi; kx++ {
+					ix := ix0 + kx*g.DilW
+					src := img[(iy*g.W+ix)*c : (iy*g.W+ix+1)*c]
+					if first {
+						copy(d, src)
+						first = false
+						continue
+					}
+					maxInto(d, src)
+				}
+			}
+			if first {
+				for i := range d {
+					d[i] = T(math.Inf(-1))
+				}
+			}
+		}
+	}
+}
+
+// maxInto sets d[i] = max(d[i], s[i]), where a NaN, once in d or from s,
+// stays (the built-in max, which compiles without branches).
+func maxInto[T Float](d, s []T) {
+	s = s[:len(d)]
+	for i, v := range s {
+		d[i] = max(d[i], v)
+	}
+}
+
 // validRange returns [lo, hi): the output indices o < nOut with
 // 0 ≤ o·s + off < nIn.
 func validRange(nOut, nIn, s, off int) (lo, hi int) {

@@ -79,6 +79,88 @@ func TestIm2colDefinitionAndGuards(t *testing.T) {
 	}
 }
 
+// toNHWC returns the images x (B, C, H, W) channels last, (B, H, W, C).
+func toNHWC(x []float64, b, c, h, w int) []float64 {
+	out := make([]float64, len(x))
+	for bi := range b {
+		for ch := range c {
+			for i := range h * w {
+				out[(bi*h*w+i)*c+ch] = x[(bi*c+ch)*h*w+i]
+			}
+		}
+	}
+	return out
+}
+
+// TestIm2colNHWC checks the channels-last unfolding against Im2col over the
+// geometries and two images, filling the rows in two ranges.
+func TestIm2colNHWC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const b, c = 2, 3
+	for _, g := range geoms() {
+		ho, wo := g.OutH(), g.OutW()
+		n, k := ho*wo, c*g.KH*g.KW
+		x := make([]float64, b*c*g.H*g.W)
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		dst := make([]float64, b*n*k+5)
+		for i := range dst {
+			dst[i] = math.NaN()
+		}
+		xl := toNHWC(x, b, c, g.H, g.W)
+		Im2colNHWC(dst, xl, c, g, 0, b*ho/2)
+		Im2colNHWC(dst, xl, c, g, b*ho/2, b*ho)
+		for bi := range b {
+			col := make([]float64, k*n)
+			Im2col(col, n, x[bi*c*g.H*g.W:], c, g)
+			for ch := range c {
+				for tap := range g.KH * g.KW {
+					for p := range n {
+						want := col[(ch*g.KH*g.KW+tap)*n+p]
+						if got := dst[(bi*n+p)*k+tap*c+ch]; got != want {
+							t.Fatalf("%+v: image %d pixel %d tap %d channel %d: %v, want %v", g, bi, p, tap, ch, got, want)
+						}
+					}
+				}
+			}
+		}
+		for _, v := range dst[b*n*k:] {
+			if !math.IsNaN(v) {
+				t.Fatalf("%+v: Im2colNHWC wrote past the matrix", g)
+			}
+		}
+	}
+}
+
+// TestMaxPoolNHWC checks the channels-last pooling against MaxPool, with a
+// NaN that must propagate.
+func TestMaxPoolNHWC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const b, c = 2, 5
+	for _, g := range geoms() {
+		if 2*g.PadH > g.DilH*(g.KH-1)+1 || 2*g.PadW > g.DilW*(g.KW-1)+1 {
+			continue // MaxPool2d refuses such padding
+		}
+		ho, wo := g.OutH(), g.OutW()
+		x := make([]float64, b*c*g.H*g.W)
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		x[len(x)/2] = math.NaN()
+		want := make([]float64, b*c*ho*wo)
+		MaxPool(want, make([]int32, len(want)), x, b*c, g)
+		got := make([]float64, len(want))
+		MaxPoolNHWC(got, toNHWC(x, b, c, g.H, g.W), c, g, 0, b*ho)
+		wl := toNHWC(want, b, c, ho, wo)
+		for i := range wl {
+			if got[i] != wl[i] && !(math.IsNaN(got[i]) && math.IsNaN(wl[i])) {
+				t.Fatalf("%+v: [%d] = %v, want %v", g, i, got[i], wl[i])
+			}
+		}
+	}
+}
+
 // TestCol2imIsAdjoint checks ⟨Im2col(x), y⟩ = ⟨x, Col2im(y)⟩.
 func TestCol2imIsAdjoint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))

@@ -48,11 +48,18 @@ var (
 //			}
 //		}
 //	}
-//	c[i*ldc+j] = acc[i][j]                 if beta == 0 (c is not read)
-//	c[i*ldc+j] = beta*c[i*ldc+j] + acc[i][j] otherwise
+//	v := acc[i][j]                         if beta == 0 (c is not read)
+//	v := beta*c[i*ldc+j] + acc[i][j]       otherwise (one rounding: an FMA)
+//	v += bias[j]                           if bias != nil
+//	v = max(v, 0)                          if relu (NaN stays NaN)
+//	c[i*ldc+j] = v
+//
+// The bias and ReLU are the epilogue of a fused convolution: they are
+// applied to the accumulators before the single store of the tile.
 //
 // Rows with few accumulators use two alternating sets of them, so that the
-// FMA latency does not bound a k step.
+// FMA latency does not bound a k step (seqRows in gemm_amd64.go is the
+// fewest rows with one set: 4 for AVX2, 7 for AVX-512).
 func kernel(g *gen, s isa, mr int) {
 	nr := 2 * s.lanes
 	name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
@@ -66,8 +73,8 @@ func kernel(g *gen, s isa, mr int) {
 	bc := func(i int) string { return fmt.Sprintf("%s%d", s.reg, s.nregs-2+i%2) }
 	vb := 4 * s.lanes // bytes per register
 
-	g.p("// func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("// func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-73", name)
 	g.p("\tMOVQ pf+56(FP), R12")
 	g.p("\tMOVQ k+0(FP), CX")
 	g.p("\tMOVQ a+8(FP), SI")
@@ -139,19 +146,41 @@ func kernel(g *gen, s isa, mr int) {
 	}
 	g.p("\tMOVL beta+48(FP), AX")
 	g.p("\tANDL $0x7fffffff, AX")
-	g.p("\tJZ %s_store", name)
+	g.p("\tJZ %s_bias", name)
 	g.p("\tVBROADCASTSS beta+48(FP), %s", b0)
+	g.p("\tMOVQ DI, R10")
 	for i := 0; i < mr; i++ {
-		g.p("\tVFMADD231PS (DI), %s, %s", b0, acc(0, i, 0))
-		g.p("\tVFMADD231PS %d(DI), %s, %s", vb, b0, acc(0, i, 1))
-		g.p("\tVMOVUPS %s, (DI)", acc(0, i, 0))
-		g.p("\tVMOVUPS %s, %d(DI)", acc(0, i, 1), vb)
+		g.p("\tVFMADD231PS (R10), %s, %s", b0, acc(0, i, 0))
+		g.p("\tVFMADD231PS %d(R10), %s, %s", vb, b0, acc(0, i, 1))
 		if i < mr-1 {
-			g.p("\tADDQ R9, DI")
+			g.p("\tADDQ R9, R10")
 		}
 	}
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.p("%s_bias:", name)
+	g.p("\tMOVQ bias+64(FP), AX")
+	g.p("\tTESTQ AX, AX")
+	g.p("\tJZ %s_relu", name)
+	g.p("\tVMOVUPS (AX), %s", b0)
+	g.p("\tVMOVUPS %d(AX), %s", vb, b1)
+	for i := 0; i < mr; i++ {
+		g.p("\tVADDPS %s, %s, %s", b0, acc(0, i, 0), acc(0, i, 0))
+		g.p("\tVADDPS %s, %s, %s", b1, acc(0, i, 1), acc(0, i, 1))
+	}
+	g.p("%s_relu:", name)
+	g.p("\tMOVBLZX relu+72(FP), AX")
+	g.p("\tTESTL AX, AX")
+	g.p("\tJZ %s_store", name)
+	if s.reg == "Z" {
+		g.p("\tVPXORD %s, %s, %s", b0, b0, b0)
+	} else {
+		g.p("\tVXORPS %s, %s, %s", b0, b0, b0)
+	}
+	// max(0, v) with v the second source: a NaN v is returned as is.
+	for i := 0; i < mr; i++ {
+		for v := 0; v < 2; v++ {
+			g.p("\tVMAXPS %s, %s, %s", acc(0, i, v), b0, acc(0, i, v))
+		}
+	}
 	g.p("%s_store:", name)
 	for i := 0; i < mr; i++ {
 		g.p("\tVMOVUPS %s, (DI)", acc(0, i, 0))
@@ -246,15 +275,20 @@ func decls() []byte {
 			g.p("// %s computes a %d×%d tile; see microKernel and goKernel for the loop.", name, mr, nr)
 			g.p("//")
 			g.p("//go:noescape")
-			g.p("func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int)", name)
+			g.p("func %s(k int, a, b *float32, bs int, c *float32, ldc int, beta float32, pf int, bias *float32, relu bool)", name)
 			g.p("")
 		}
 		g.p("var kernels%s = []microKernel{", s.name)
 		for mr := 1; mr <= s.maxMR; mr++ {
 			name := fmt.Sprintf("gemmKernel%dx%d%s", mr, nr, s.name)
-			g.p("\tfunc(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int) {")
+			g.p("\tfunc(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool) {")
 			g.p("\t\t_, _, _ = a[%d*k-1], b[(k-1)*bs+%d], c[%d*ldc+%d]", mr, nr-1, mr-1, nr-1)
-			g.p("\t\t%s(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf)", name)
+			g.p("\t\tvar bp *float32")
+			g.p("\t\tif bias != nil {")
+			g.p("\t\t\t_ = bias[%d]", nr-1)
+			g.p("\t\t\tbp = &bias[0]")
+			g.p("\t\t}")
+			g.p("\t\t%s(k, &a[0], &b[0], bs, &c[0], ldc, beta, pf, bp, relu)", name)
 			g.p("\t},")
 		}
 		g.p("}")
@@ -313,6 +347,16 @@ func decls() []byte {
 		g.p("//go:noescape")
 		g.p("func packColsT%dAVX2(k int, b *float32, ldb int, dst *float32)", nr)
 	}
+	g.p("")
+	g.p("// winoIn8AVX2 is the input transform of a Winograd tile; see winoIn and goWinoIn.")
+	g.p("//")
+	g.p("//go:noescape")
+	g.p("func winoIn8AVX2(c int, src *float32, rs, ps int, dst *float32, ds int)")
+	g.p("")
+	g.p("// winoOut8AVX2 is the output transform of a Winograd tile; see winoOut and goWinoOut.")
+	g.p("//")
+	g.p("//go:noescape")
+	g.p("func winoOut8AVX2(c int, src *float32, ms int, dst *float32, rs, ps int, bias *float32, beta float32, relu bool)")
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatal(err)
@@ -524,6 +568,162 @@ func axpy(g *gen, r int) {
 	g.p("")
 }
 
+// winoIn emits winoIn8AVX2, the input transform of a Winograd F(2×2, 3×3)
+// tile, eight channels at a time (c a positive multiple of 8; see winoIn
+// and goWinoIn in winograd.go for the loop): with d[i][j] the 4×4 patch
+// at src + i·rs + j·ps,
+//
+//	t0 = d0 − d2, t1 = d1 + d2, t2 = d2 − d1, t3 = d1 − d3        (rows of d)
+//	dst[(4i+0)·ds] = t[i][0] − t[i][2], dst[(4i+1)·ds] = t[i][1] + t[i][2],
+//	dst[(4i+2)·ds] = t[i][2] − t[i][1], dst[(4i+3)·ds] = t[i][1] − t[i][3]
+func winoIn(g *gen) {
+	const name = "winoIn8AVX2"
+	g.p("// func %s(c int, src *float32, rs, ps int, dst *float32, ds int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ c+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ src+8(FP), R8")
+	g.p("\tMOVQ rs+16(FP), AX")
+	g.p("\tSHLQ $2, AX")
+	g.p("\tLEAQ (R8)(AX*1), R9")
+	g.p("\tLEAQ (R9)(AX*1), R10")
+	g.p("\tLEAQ (R10)(AX*1), R11")
+	g.p("\tMOVQ ps+24(FP), R12")
+	g.p("\tSHLQ $2, R12")
+	g.p("\tLEAQ (R12)(R12*2), R13")
+	g.p("\tMOVQ dst+32(FP), DI")
+	g.p("\tMOVQ ds+40(FP), AX")
+	g.p("\tSHLQ $2, AX")
+	g.p("\tLEAQ (AX)(AX*2), BX")
+	g.p("\tMOVQ AX, DX")
+	g.p("\tSHLQ $2, DX")
+	g.p("%s_loop:", name)
+	g.p("\tMOVQ DI, SI")
+	px := func(r string, j int) string {
+		return []string{"(" + r + ")", "(" + r + ")(R12*1)", "(" + r + ")(R12*2)", "(" + r + ")(R13*1)"}[j]
+	}
+	// Row i of t from two rows of d: t = a op b.
+	rows := []struct{ a, b, op string }{{"R8", "R10", "VSUBPS"}, {"R9", "R10", "VADDPS"}, {"R10", "R9", "VSUBPS"}, {"R9", "R11", "VSUBPS"}}
+	out := []string{"(SI)", "(SI)(AX*1)", "(SI)(AX*2)", "(SI)(BX*1)"}
+	for i, r := range rows {
+		for j := 0; j < 4; j++ {
+			g.p("\tVMOVUPS %s, Y%d", px(r.a, j), j)
+			g.p("\t%s %s, Y%d, Y%d", r.op, px(r.b, j), j, j)
+		}
+		g.p("\tVSUBPS Y2, Y0, Y4")
+		g.p("\tVADDPS Y2, Y1, Y5")
+		g.p("\tVSUBPS Y1, Y2, Y6")
+		g.p("\tVSUBPS Y3, Y1, Y7")
+		for j := 0; j < 4; j++ {
+			g.p("\tVMOVUPS Y%d, %s", 4+j, out[j])
+		}
+		if i < 3 {
+			g.p("\tADDQ DX, SI")
+		}
+	}
+	for _, r := range []string{"R8", "R9", "R10", "R11", "DI"} {
+		g.p("\tADDQ $32, %s", r)
+	}
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// winoOut emits winoOut8AVX2, the output transform of a Winograd
+// F(2×2, 3×3) tile, eight channels at a time (c a positive multiple of 8;
+// see winoOut and goWinoOut in winograd.go): with M[i][j] at
+// src + (4i+j)·ms,
+//
+//	s0 = M0 + M1 + M2, s1 = M1 − M2 − M3                            (rows of M)
+//	Y[i][0] = s[i][0] + s[i][1] + s[i][2], Y[i][1] = s[i][1] − s[i][2] − s[i][3]
+//	v = Y[i][j] + beta·dst[i·rs + j·ps]   if beta ≠ 0 (an FMA; dst is not read otherwise)
+//	v += bias                              if bias != nil
+//	dst[i·rs + j·ps] = max(v, 0) if relu, else v (NaN stays NaN)
+func winoOut(g *gen) {
+	const name = "winoOut8AVX2"
+	g.p("// func %s(c int, src *float32, ms int, dst *float32, rs, ps int, bias *float32, beta float32, relu bool)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-61", name)
+	g.p("\tMOVQ c+0(FP), CX")
+	g.p("\tSHRQ $3, CX")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ms+16(FP), AX")
+	g.p("\tSHLQ $2, AX")
+	g.p("\tLEAQ (AX)(AX*2), BX")
+	g.p("\tMOVQ AX, DX")
+	g.p("\tSHLQ $2, DX")
+	g.p("\tMOVQ dst+24(FP), DI")
+	g.p("\tMOVQ rs+32(FP), R9")
+	g.p("\tSHLQ $2, R9")
+	g.p("\tADDQ DI, R9")
+	g.p("\tMOVQ ps+40(FP), R10")
+	g.p("\tSHLQ $2, R10")
+	g.p("\tMOVQ bias+48(FP), R11")
+	g.p("\tVBROADCASTSS beta+56(FP), Y15")
+	g.p("\tMOVL beta+56(FP), R12")
+	g.p("\tANDL $0x7fffffff, R12")
+	g.p("\tMOVBLZX relu+60(FP), R13")
+	g.p("\tVXORPS Y14, Y14, Y14")
+	g.p("%s_loop:", name)
+	row := func(r string) []string {
+		return []string{"(" + r + ")", "(" + r + ")(AX*1)", "(" + r + ")(AX*2)", "(" + r + ")(BX*1)"}
+	}
+	// M rows 0, 1, 2 into Y0..Y3, Y4..Y7, Y8..Y11.
+	g.p("\tMOVQ SI, R8")
+	for i := 0; i < 3; i++ {
+		for j, m := range row("R8") {
+			g.p("\tVMOVUPS %s, Y%d", m, 4*i+j)
+		}
+		g.p("\tADDQ DX, R8")
+	}
+	for j := 0; j < 4; j++ { // s0 = M0 + M1 + M2, s1 = M1 − M2 − M3
+		g.p("\tVADDPS Y%d, Y%d, Y%d", 4+j, j, j)
+		g.p("\tVADDPS Y%d, Y%d, Y%d", 8+j, j, j)
+		g.p("\tVSUBPS Y%d, Y%d, Y%d", 8+j, 4+j, 4+j)
+		g.p("\tVSUBPS %s, Y%d, Y%d", row("R8")[j], 4+j, 4+j)
+	}
+	for i := 0; i < 2; i++ { // Y[i][0] in Y8+2i, Y[i][1] in Y9+2i
+		s := 4 * i
+		g.p("\tVADDPS Y%d, Y%d, Y%d", s+1, s, 8+2*i)
+		g.p("\tVADDPS Y%d, Y%d, Y%d", s+2, 8+2*i, 8+2*i)
+		g.p("\tVSUBPS Y%d, Y%d, Y%d", s+2, s+1, 9+2*i)
+		g.p("\tVSUBPS Y%d, Y%d, Y%d", s+3, 9+2*i, 9+2*i)
+	}
+	dst := []string{"(DI)", "(DI)(R10*1)", "(R9)", "(R9)(R10*1)"}
+	g.p("\tTESTL R12, R12")
+	g.p("\tJZ %s_bias", name)
+	for k, d := range dst {
+		g.p("\tVFMADD231PS %s, Y15, Y%d", d, 8+k)
+	}
+	g.p("%s_bias:", name)
+	g.p("\tTESTQ R11, R11")
+	g.p("\tJZ %s_relu", name)
+	g.p("\tVMOVUPS (R11), Y12")
+	for k := range dst {
+		g.p("\tVADDPS Y12, Y%d, Y%d", 8+k, 8+k)
+	}
+	g.p("\tADDQ $32, R11")
+	g.p("%s_relu:", name)
+	g.p("\tTESTL R13, R13")
+	g.p("\tJZ %s_store", name)
+	for k := range dst {
+		g.p("\tVMAXPS Y%d, Y14, Y%d", 8+k, 8+k)
+	}
+	g.p("%s_store:", name)
+	for k, d := range dst {
+		g.p("\tVMOVUPS Y%d, %s", 8+k, d)
+	}
+	for _, r := range []string{"SI", "DI", "R9"} {
+		g.p("\tADDQ $32, %s", r)
+	}
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 func main() {
 	out := flag.String("o", "gemm_amd64.s", "output file")
 	goOut := flag.String("go", "gemm_asm_amd64.go", "output file for the Go declarations")
@@ -553,6 +753,8 @@ func main() {
 	pack(g)
 	packT(g, 16)
 	packT(g, 32)
+	winoIn(g)
+	winoOut(g)
 	if err := os.WriteFile(*out, g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
