@@ -67,12 +67,14 @@ func (n noEOS) Step(ctx context.Context, tokens []int, dst []float32) error {
 }
 
 // BenchmarkGenerate decodes 60-token reports (eos forbidden) with the paper's
-// IU configuration, incrementally and with the published code's full-prefix
+// IU configuration, incrementally (with float32 weights, and "half" with a
+// half-precision snapshot) and with the published code's full-prefix
 // recomputation, reporting ms per study and ns per token.
 func BenchmarkGenerate(b *testing.B) {
 	m := paperModel(b)
+	hw := m.HalfWeights()
 	const maxLen = 60
-	for _, mode := range []string{"incremental", "recompute"} {
+	for _, mode := range []string{"incremental", "half", "recompute"} {
 		for _, strat := range []string{"greedy", "beam3"} {
 			for _, batch := range []int{1, 16} {
 				if mode == "recompute" && batch > 1 {
@@ -89,9 +91,12 @@ func BenchmarkGenerate(b *testing.B) {
 					for range b.N {
 						var model decode.Model
 						var err error
-						if mode == "incremental" {
+						switch mode {
+						case "incremental":
 							model, err = m.StartDecoding(feats)
-						} else {
+						case "half":
+							model, err = m.StartDecodingWith(feats, hw)
+						default:
 							model, err = m.StartRecompute(feats)
 						}
 						if err != nil {

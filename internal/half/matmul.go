@@ -1,0 +1,532 @@
+package half
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Weights is an N×K weight matrix, as PyTorch's Linear stores its weight
+// (out × in): either a float32 view (F32, row-major with row stride LD; LD
+// == 0 means K), or a binary16 copy made by NewWeights.
+//
+// A binary16 copy is laid out for the kernels: the rows in groups of four
+// ("panels"), each interleaved in blocks of eight columns, zero-padded to
+// whole groups and blocks, so that a product reads one sequential stream.
+// At returns its values; Update and Matches convert or compare a float32
+// matrix again.
+type Weights struct {
+	N, K, LD int
+	F32      []float32
+	f16      []uint16 // panels: [⌈N/4⌉][⌈K/8⌉][4][8]
+}
+
+// NewWeights returns a binary16 copy of the N×K row-major float32 matrix
+// src, each value rounded to nearest even (see Encode): a snapshot, which
+// later changes to src do not reach.
+func NewWeights(n, k int, src []float32) Weights {
+	if n < 0 || k < 0 {
+		panic("half: negative size")
+	}
+	w := Weights{N: n, K: k, LD: k, f16: make([]uint16, roundUp(n, 4)*roundUp(k, 8))}
+	w.Update(src)
+	return w
+}
+
+// Float32 wraps the N×K row-major float32 matrix data (not copied).
+func Float32(n, k int, data []float32) Weights {
+	return Weights{N: n, K: k, LD: k, F32: data}
+}
+
+func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// kp is the padded row length of the panels.
+func (w *Weights) kp() int { return roundUp(w.K, 8) }
+
+// Half reports whether the weights are a binary16 copy.
+func (w Weights) Half() bool { return w.f16 != nil }
+
+// Bytes returns the size of the stored matrix in bytes.
+func (w Weights) Bytes() int {
+	if w.f16 != nil {
+		return 2 * len(w.f16)
+	}
+	return 4 * w.N * w.K
+}
+
+func (w *Weights) ld() int {
+	if w.LD == 0 {
+		return w.K
+	}
+	return w.LD
+}
+
+// panelIndex is the position of W[j][p] in the panels.
+func (w *Weights) panelIndex(j, p int) int {
+	return (j/4)*4*w.kp() + (p/8)*32 + (j%4)*8 + p%8
+}
+
+// At returns W[j][p] as stored (widened to float32 for a binary16 copy).
+func (w Weights) At(j, p int) float32 {
+	if j < 0 || j >= w.N || p < 0 || p >= w.K {
+		panic("half: index out of range")
+	}
+	if w.f16 != nil {
+		return ToFloat32(w.f16[w.panelIndex(j, p)])
+	}
+	return w.F32[j*w.ld()+p]
+}
+
+// Update converts the N×K row-major float32 matrix src into the binary16
+// copy w, in place. It panics if w is not a binary16 copy or src is short.
+func (w Weights) Update(src []float32) {
+	w.eachRow(src, func(j int, row []uint16) {
+		for p0 := 0; p0 < w.K; p0 += 8 {
+			copy(w.f16[w.panelIndex(j, p0):][:8], row[p0:min(p0+8, w.K)])
+		}
+	})
+}
+
+// Matches reports whether every value of the N×K row-major float32 matrix
+// src converts to the value stored in the binary16 copy w: whether src is
+// (up to rounding) the matrix w was made from.
+func (w Weights) Matches(src []float32) bool {
+	ok := true
+	w.eachRow(src, func(j int, row []uint16) {
+		for p0 := 0; p0 < w.K && ok; p0 += 8 {
+			p1 := min(p0+8, w.K)
+			for i, h := range w.f16[w.panelIndex(j, p0):][:p1-p0] {
+				ok = ok && h == row[p0+i]
+			}
+		}
+	})
+	return ok
+}
+
+// eachRow converts each row of src and passes it to f.
+func (w *Weights) eachRow(src []float32, f func(j int, row []uint16)) {
+	if w.f16 == nil {
+		panic("half: not a binary16 copy")
+	}
+	if len(src) < w.N*w.K {
+		panic(fmt.Sprintf("half: %d values for a %d×%d matrix", len(src), w.N, w.K))
+	}
+	row := make([]uint16, w.K)
+	for j := 0; j < w.N; j++ {
+		Encode(row, src[j*w.K:(j+1)*w.K])
+		f(j, row)
+	}
+}
+
+// Op is one product over M rows of X:
+//
+//	Y[i][j] = act(Σ_{p<K} X[i][p]·W[j][p] + Bias[j])            (Add false)
+//	Y[i][j] = Y[i][j] + act(Σ_{p<K} X[i][p]·W[j][p] + Bias[j])  (Add true)
+//
+// for i < M and j < W.N, where act is max(0, ·) if ReLU is set and the
+// identity otherwise, and Bias may be nil. X is M×K with row stride LDX and
+// Y is M×N with row stride LDY (0 means K and N). Y must not overlap X or W.
+type Op struct {
+	M    int
+	X    []float32
+	LDX  int
+	W    Weights
+	Bias []float32
+	Y    []float32
+	LDY  int
+	ReLU bool
+	Add  bool
+}
+
+// check validates the shapes and fills the default strides.
+func (op *Op) check() {
+	w := op.W
+	if op.M < 0 || w.N < 0 || w.K < 0 {
+		panic("half: negative size")
+	}
+	if (w.F32 == nil) == (w.f16 == nil) && w.N > 0 && w.K > 0 {
+		panic("half: weights need exactly one of F32 and a binary16 copy")
+	}
+	if op.LDX == 0 {
+		op.LDX = w.K
+	}
+	if op.LDY == 0 {
+		op.LDY = w.N
+	}
+	need := func(what string, have, rows, cols, ld int) {
+		if ld < cols {
+			panic("half: bad row stride of " + what)
+		}
+		if rows > 0 && cols > 0 && have < (rows-1)*ld+cols {
+			panic(fmt.Sprintf("half: %s has %d values, want %d×%d with stride %d", what, have, rows, cols, ld))
+		}
+	}
+	if w.f16 != nil {
+		if len(w.f16) < roundUp(w.N, 4)*w.kp() {
+			panic("half: binary16 copy too short")
+		}
+	} else {
+		need("W", len(w.F32), w.N, w.K, w.ld())
+	}
+	need("X", len(op.X), op.M, w.K, op.LDX)
+	need("Y", len(op.Y), op.M, w.N, op.LDY)
+	if op.Bias != nil && len(op.Bias) < w.N {
+		panic("half: bias too short")
+	}
+}
+
+// Tuning constants of the chunked products.
+const (
+	// chunkBytes is the size of the weight block of one chunk: a block
+	// of rows of W, read once from memory and, for more than maxRows rows
+	// of X, again from L1/L2 for each further group of rows.
+	chunkBytes = 64 << 10
+
+	// l1Bytes is the size of the weights that the groups of rows of a
+	// product of more than maxRows rows go through together (L1 holds
+	// 32 KB).
+	l1Bytes = 16 << 10
+
+	// maxChunk is the widest chunk in columns of Y (rows of W); it bounds
+	// the tile on the stack.
+	maxChunk = 256
+
+	// parallelBytes is the weight size below which a batch runs on the
+	// calling goroutine only: sharing it out would cost more than it saves.
+	parallelBytes = 48 << 10
+
+	// maxRows is the number of rows of X the kernels take at once.
+	maxRows = 3
+)
+
+// chunkCols returns the width of op's chunks: a multiple of 4 columns whose
+// rows of W make about chunkBytes.
+func (op *Op) chunkCols() int {
+	per := 4 * op.W.K
+	if op.W.f16 != nil {
+		per = 2 * op.W.K
+	}
+	c := chunkBytes / max(per, 1) &^ 3
+	return min(max(c, 4), maxChunk)
+}
+
+// Mul computes op on the calling goroutine: for products too small to share
+// out, such as the attention of one decoding step over a few hundred keys.
+// It panics on inconsistent shapes or short slices, and allocates nothing.
+func Mul(op Op) {
+	op.check()
+	if op.M == 0 || op.W.N == 0 {
+		return
+	}
+	var tile [maxRows * maxChunk]float32
+	w := op.chunkCols()
+	for j0 := 0; j0 < op.W.N; j0 += w {
+		op.columns(j0, min(j0+w, op.W.N), &tile)
+	}
+}
+
+// Runner batches Ops and runs them with every matrix read once and the
+// output columns shared out among the goroutines. The zero value is ready to
+// use. A Runner belongs to one goroutine at a time; after the first batches
+// have sized its buffers, Add and Run allocate nothing.
+type Runner struct {
+	ops    []Op
+	starts []int // starts[i]: first chunk of ops[i]; starts[len(ops)]: chunk count
+	widths []int // chunk width of ops[i]
+	bytes  int   // weight bytes of the batch
+
+	// state is gen<<40 | chunks<<20 | next: the batch's generation, its
+	// chunk count and the next chunk to claim. Helpers claim chunks by
+	// compare-and-swap on the whole word, so a helper that arrives after
+	// the batch is over (or during a later one it was not offered) claims
+	// nothing from it.
+	state atomic.Uint64
+	done  atomic.Int64 // chunks completed in the current batch
+	gen   uint64
+
+	// A caller that has waited waitSpin for the helpers' last chunks
+	// sets waiting and blocks on wake; the helper that completes the
+	// batch sends on it.
+	waiting atomic.Bool
+	wake    chan struct{}
+}
+
+const (
+	stateBits = 20
+	stateMask = 1<<stateBits - 1
+	genMask   = 1<<(64-2*stateBits) - 1
+)
+
+// Add appends op to the batch. The ops of a batch must be independent: no
+// op may read what another writes. Add panics on inconsistent shapes or
+// short slices.
+func (r *Runner) Add(op Op) {
+	op.check()
+	if op.M == 0 || op.W.N == 0 {
+		return
+	}
+	if len(r.starts) == 0 {
+		r.starts = append(r.starts, 0)
+	}
+	w := op.chunkCols()
+	chunks := (op.W.N + w - 1) / w
+	r.ops = append(r.ops, op)
+	r.widths = append(r.widths, w)
+	r.starts = append(r.starts, r.starts[len(r.starts)-1]+chunks)
+	r.bytes += op.W.Bytes()
+	if r.starts[len(r.starts)-1] > stateMask {
+		panic("half: too many chunks in one batch")
+	}
+}
+
+// Run computes the batch and empties it.
+func (r *Runner) Run() {
+	if len(r.ops) == 0 {
+		return
+	}
+	total := r.starts[len(r.ops)]
+	if r.bytes < parallelBytes || total == 1 || !startPool() || runtime.GOMAXPROCS(0) == 1 {
+		var tile [maxRows * maxChunk]float32
+		for c := 0; c < total; c++ {
+			r.chunk(c, &tile)
+		}
+	} else {
+		if r.wake == nil {
+			r.wake = make(chan struct{}, 1)
+		}
+		r.done.Store(0)
+		r.gen = (r.gen + 1) & genMask
+		r.state.Store(r.gen<<(2*stateBits) | uint64(total)<<stateBits)
+		offer(r)
+		r.work(false)
+		r.wait(int64(total))
+	}
+	clear(r.ops) // drop the references to the operands
+	r.ops, r.widths, r.starts, r.bytes = r.ops[:0], r.widths[:0], r.starts[:1], 0
+}
+
+// waitSpin is how long a caller waits for the helpers' last chunks before
+// blocking: a chunk takes a few microseconds, so a longer wait means that
+// the helper holding it lost its core (to another process), and the caller
+// should give its own core up.
+const waitSpin = 20 * time.Microsecond
+
+// wait returns when all total chunks of the batch are done.
+func (r *Runner) wait(total int64) {
+	if r.done.Load() == total {
+		return
+	}
+	start := time.Now()
+	for i := 1; r.done.Load() < total; i++ {
+		if i%16 == 0 && time.Since(start) > waitSpin {
+			// Block until the helper completing the batch signals. A
+			// signal left over from an earlier batch wakes this wait
+			// early, and the loop looks again.
+			r.waiting.Store(true)
+			for r.done.Load() < total {
+				<-r.wake
+			}
+			r.waiting.Store(false)
+			return
+		}
+		yield()
+	}
+}
+
+// open reports whether the current batch has chunks left to claim.
+func (r *Runner) open() bool {
+	s := r.state.Load()
+	return s&stateMask < s>>stateBits&stateMask
+}
+
+// helperHook, if set (by tests), runs before each chunk a helper computes.
+var helperHook func()
+
+// work claims and computes chunks of the current batch until none is left;
+// helper says whether a pooled helper calls it.
+func (r *Runner) work(helper bool) {
+	var tile [maxRows * maxChunk]float32
+	for {
+		s := r.state.Load()
+		next, total := s&stateMask, s>>stateBits&stateMask
+		if next >= total {
+			return
+		}
+		if !r.state.CompareAndSwap(s, s+1) {
+			continue
+		}
+		// The batch cannot end before this chunk is done: its operands
+		// are stable until done is counted.
+		if helper && helperHook != nil {
+			helperHook()
+		}
+		r.chunk(int(next), &tile)
+		if r.done.Add(1) == int64(total) && r.waiting.Load() {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// chunk computes chunk c of the batch.
+func (r *Runner) chunk(c int, tile *[maxRows * maxChunk]float32) {
+	// The op holding chunk c: batches have few ops, a linear scan will do.
+	i := 0
+	for r.starts[i+1] <= c {
+		i++
+	}
+	op := &r.ops[i]
+	w := r.widths[i]
+	j0 := (c - r.starts[i]) * w
+	op.columns(j0, min(j0+w, op.W.N), tile)
+}
+
+// columns computes the columns [j0, j1) of Y, j1−j0 ≤ maxChunk; j0 is a
+// multiple of 4. With more rows than the kernels take at once, it goes
+// through the columns in passes of about l1Bytes of weights, each serving
+// every group of rows while its weights are in L1: the next weights stream
+// in from memory as the later groups compute.
+func (op *Op) columns(j0, j1 int, tile *[maxRows * maxChunk]float32) {
+	pass := j1 - j0
+	if op.M > maxRows {
+		per := 4 * op.W.K
+		if op.W.f16 != nil {
+			per = 2 * op.W.K
+		}
+		pass = max(l1Bytes/max(per, 1)&^3, 4)
+	}
+	for js := j0; js < j1; js += pass {
+		je := min(js+pass, j1)
+		n := je - js
+		ldt := roundUp(n, 4)
+		for i0 := 0; i0 < op.M; i0 += maxRows {
+			rows := min(maxRows, op.M-i0)
+			t := tile[:rows*ldt]
+			dots(rows, op.X[i0*op.LDX:], op.LDX, &op.W, js, je, t, ldt)
+			for i := 0; i < rows; i++ {
+				y := op.Y[(i0+i)*op.LDY+js:][:n]
+				s := t[i*ldt:][:n]
+				var b []float32
+				if op.Bias != nil {
+					b = op.Bias[js:je]
+				}
+				for j := range y {
+					v := s[j]
+					if b != nil {
+						v += b[j]
+					}
+					if op.ReLU && v < 0 {
+						v = 0
+					}
+					if op.Add {
+						v += y[j]
+					}
+					y[j] = v
+				}
+			}
+		}
+	}
+}
+
+// dots writes t[i*ldt + j−j0] = Σ_p x[i*ldx+p]·W[j][p] for i < rows
+// (≤ maxRows) and j0 ≤ j < j1 (for a binary16 copy, also for the padding
+// rows up to the next multiple of 4, j0 being one): the assembly takes
+// groups of four columns over the first multiple of 8 of K, the Go loops
+// the rest.
+func dots(rows int, x []float32, ldx int, w *Weights, j0, j1 int, t []float32, ldt int) {
+	k := w.K
+	k8 := 0
+	if w.f16 != nil {
+		n4 := roundUp(j1-j0, 4)
+		kp := w.kp()
+		if useAsm() && k >= 8 {
+			k8 = k &^ 7
+			dotF16(rows, k8, &x[0], ldx, &w.f16[j0*kp], kp, n4, &t[0], ldt)
+		}
+		dotGoPanel(rows, x, ldx, w, j0, j0+n4, k8, k, t, ldt, k8 > 0)
+		return
+	}
+	n, ld := j1-j0, w.ld()
+	n4 := 0
+	if useAsm() && n >= 4 && k >= 8 {
+		n4, k8 = n&^3, k&^7
+		dotF32(rows, k8, &x[0], ldx, &w.F32[j0*ld], ld, n4, &t[0], ldt)
+	}
+	dotGoF32(rows, x, ldx, w.F32, ld, j0, j0+n4, k8, k, t, ldt, true)
+	dotGoF32(rows, x, ldx, w.F32, ld, j0+n4, j1, 0, k, t[n4:], ldt, false)
+}
+
+// dotGoF32 computes, for i < rows and j0 ≤ j < j1, the partial dot products
+// s = Σ_{p0≤p<p1} x[i*ldx+p]·w[j*ld+p] and stores t[i*ldt+j−j0] = s, or adds
+// s to it if add.
+func dotGoF32(rows int, x []float32, ldx int, w []float32, ld, j0, j1, p0, p1 int, t []float32, ldt int, add bool) {
+	if j0 >= j1 || p0 >= p1 && add {
+		return
+	}
+	for j := j0; j < j1; j++ {
+		wr := w[j*ld+p0 : j*ld+p1]
+		for i := 0; i < rows; i++ {
+			s := dot4(x[i*ldx+p0:i*ldx+p1], wr)
+			if add {
+				t[i*ldt+j-j0] += s
+			} else {
+				t[i*ldt+j-j0] = s
+			}
+		}
+	}
+}
+
+// dot4 is Σ x[p]·w[p] with four partial sums.
+func dot4(x, w []float32) float32 {
+	x = x[:len(w)]
+	var s0, s1, s2, s3 float32
+	p := 0
+	for ; p+4 <= len(w); p += 4 {
+		s0 += x[p] * w[p]
+		s1 += x[p+1] * w[p+1]
+		s2 += x[p+2] * w[p+2]
+		s3 += x[p+3] * w[p+3]
+	}
+	for ; p < len(w); p++ {
+		s0 += x[p] * w[p]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotGoPanel is dotGoF32 for a binary16 copy, over the columns j0 ≤ j < j1
+// (j0 a multiple of 4, j1 ≤ the padded row count); each weight is widened
+// once for all rows.
+func dotGoPanel(rows int, x []float32, ldx int, w *Weights, j0, j1, p0, p1 int, t []float32, ldt int, add bool) {
+	if j0 >= j1 || p0 >= p1 && add {
+		return
+	}
+	var buf [256]float32
+	for j := j0; j < j1; j++ {
+		var acc [maxRows]float32
+		for q := p0; q < p1; q += len(buf) {
+			q1 := min(q+len(buf), p1)
+			wr := buf[:q1-q]
+			for p := 0; p < len(wr); {
+				// The run of the block holding column q+p.
+				b := w.f16[w.panelIndex(j, q+p):][:min(8-(q+p)%8, len(wr)-p)]
+				for _, h := range b {
+					wr[p] = ToFloat32(h)
+					p++
+				}
+			}
+			for i := 0; i < rows; i++ {
+				acc[i] += dot4(x[i*ldx+q:i*ldx+q1], wr)
+			}
+		}
+		for i := 0; i < rows; i++ {
+			if add {
+				t[i*ldt+j-j0] += acc[i]
+			} else {
+				t[i*ldt+j-j0] = acc[i]
+			}
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package half
+
+const raceEnabled = false
