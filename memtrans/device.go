@@ -168,14 +168,22 @@ func (d *deviceState) close() error {
 	return d.engine.Close()
 }
 
-// SyncDevice copies the model's weights to its device again; call it after
-// changing them other than through a Trainer or a loader (which see to it).
-// It is a no-op on the CPU.
+// SyncDevice copies the model's weights again to where generation reads
+// them: the device of WithDevice and the snapshot of WithHalfWeights. Call
+// it after changing the weights other than through a Trainer or a loader
+// (which see to it). It is a no-op for a model without either.
+//
+// It takes the model exclusively, waiting for generations in flight.
 func (m *Model) SyncDevice() error {
-	if err := m.acquire(); err != nil {
-		return err
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
 	}
-	defer m.mu.RUnlock()
+	if m.half != nil && m.transformer != nil {
+		m.half.markStale()
+		m.half.current(m.transformer)
+	}
 	if m.dev == nil {
 		return nil
 	}

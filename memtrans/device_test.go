@@ -351,3 +351,51 @@ func TestDeviceParityLogProbs(t *testing.T) {
 		t.Errorf("max |Δ| = %.3g > 1e-4", worst)
 	}
 }
+
+// WithHalfWeights: the same reports as float32 on the golden studies (the
+// fp16 error is far below the gaps between beams there), log-probs within
+// 2e-3, and the snapshot follows SyncDevice.
+func TestModelWithHalfWeights(t *testing.T) {
+	m, g := goldenModel(t, WithHalfWeights())
+	defer m.Close()
+	cpu, _ := goldenModel(t)
+	defer cpu.Close()
+	feats := g.tensor(t, "att_feats")
+	ids := make([]string, feats.Dim(0))
+	want, err := cpu.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i := range want {
+		if got[i].Text != want[i].Text {
+			t.Fatalf("study %d: fp16 %q, float32 %q", i, got[i].Text, want[i].Text)
+		}
+		for j := range want[i].TokenLogProbs {
+			worst = math.Max(worst, math.Abs(float64(got[i].TokenLogProbs[j]-want[i].TokenLogProbs[j])))
+		}
+	}
+	t.Logf("fp16 weights: golden beam-3 reports unchanged, token log-probs within %.3g", worst)
+	if worst == 0 || worst > 2e-3 {
+		t.Errorf("fp16 log-probs differ by %.3g (want in (0, 2e-3])", worst)
+	}
+	// Scale the logit layer: only a refreshed snapshot sees it.
+	w := m.Transformer().Logit.Weight.Data()
+	for i := range w {
+		w[i] *= 2
+	}
+	if err := m.SyncDevice(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].LogProb == got[0].LogProb {
+		t.Error("the snapshot did not follow SyncDevice")
+	}
+}

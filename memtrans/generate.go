@@ -272,9 +272,12 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	var res []studyResult
 	var width int
 	var err error
-	if m.dev != nil {
+	switch {
+	case m.dev != nil:
 		res, width, err = m.decodeOnDevice(ctx, feats, o)
-	} else {
+	case m.half != nil && m.transformer != nil:
+		res, width, err = m.decodeHalf(ctx, feats, o)
+	default:
 		res, width, err = m.net.decodeStudies(ctx, feats, o)
 	}
 	if err != nil {

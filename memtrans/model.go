@@ -93,6 +93,7 @@ type Model struct {
 	maxPixels   int64
 	device      Device
 	dev         *deviceState // nil on the CPU
+	half        *halfState   // nil unless WithHalfWeights
 
 	mu     sync.RWMutex
 	closed bool

@@ -436,6 +436,9 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 	if m.dev != nil {
 		m.dev.markStale()
 	}
+	if m.half != nil {
+		m.half.markStale()
+	}
 	t.step++
 	return lv, nil
 }
