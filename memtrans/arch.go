@@ -240,6 +240,38 @@ func strategyFor(o genOptions, bos, eos int, semantics decode.Semantics) decode.
 	return decode.BeamSearch{Size: o.beam, MaxLen: o.maxLen, BOS: bos, EOS: eos, Attention: o.attention, Semantics: semantics}
 }
 
+// checkStep validates a decode.Model.Step call: ctx still live, one token
+// per row, each in [0, vocab), room for rows·vocab outputs, and position
+// pos inside a positional table of positions rows.
+func checkStep(ctx context.Context, tokens []int, dst []float32, rows, vocab, pos, positions int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(tokens) != rows || len(dst) < rows*vocab {
+		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), rows)
+	}
+	for _, tok := range tokens {
+		if tok < 0 || tok >= vocab {
+			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, vocab)
+		}
+	}
+	if pos >= positions {
+		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", pos, positions)
+	}
+	return nil
+}
+
+// decodeBest runs strategy over dec and keeps each study's best hypothesis,
+// with the width of dec's attention rows.
+func decodeBest(ctx context.Context, dec decode.AttentionRecorder, strategy decode.Strategy) ([]studyResult, int, error) {
+	hyps, err := strategy.Decode(ctx, dec)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, err := bestOf(hyps)
+	return res, dec.AttentionWidth(), err
+}
+
 // bestOf keeps each study's best hypothesis.
 func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 	out := make([]studyResult, len(hyps))
@@ -271,12 +303,7 @@ func (m *Transformer) decodeStudies(ctx context.Context, feats *radgen.Tensor, o
 	if err != nil {
 		return nil, 0, err
 	}
-	hyps, err := strategyFor(o, 0, 0, decode.R2Gen).Decode(ctx, dec)
-	if err != nil {
-		return nil, 0, err
-	}
-	res, err := bestOf(hyps)
-	return res, dec.AttentionWidth(), err
+	return decodeBest(ctx, dec, strategyFor(o, 0, 0, decode.R2Gen))
 }
 
 func (m *Transformer) visualEmbedding() *radgen.Linear { return m.AttEmbed }
@@ -325,12 +352,7 @@ func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o gen
 	if err != nil {
 		return nil, 0, err
 	}
-	hyps, err := strategyFor(o, f.Config.BOS, 0, decode.M2).Decode(ctx, m2Words{dec})
-	if err != nil {
-		return nil, 0, err
-	}
-	res, err := bestOf(hyps)
-	return res, dec.AttentionWidth(), err
+	return decodeBest(ctx, m2Words{dec}, strategyFor(o, f.Config.BOS, 0, decode.M2))
 }
 
 func (f m2Facade) visualEmbedding() *radgen.Linear { return f.Encoder.FC }

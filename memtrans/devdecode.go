@@ -70,12 +70,7 @@ func (m *Model) decodeOnDevice(ctx context.Context, feats *radgen.Tensor, o genO
 		return nil, 0, err
 	}
 	defer dec.Close()
-	hyps, err := strategyFor(o, 0, 0, decode.R2Gen).Decode(ctx, dec)
-	if err != nil {
-		return nil, 0, err
-	}
-	res, err := bestOf(hyps)
-	return res, dec.AttentionWidth(), err
+	return decodeBest(ctx, dec, strategyFor(o, 0, 0, decode.R2Gen))
 }
 
 // startDeviceDecoding encodes feats on the CPU and returns a device
@@ -343,21 +338,10 @@ func (s *devDecoding) Reorder(src []int) error {
 
 // Step implements decode.Model.
 func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	c := s.m.Config
 	R, V := s.rows, c.Vocab
-	if len(tokens) != R || len(dst) < R*V {
-		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), R)
-	}
-	for _, tok := range tokens {
-		if tok < 0 || tok >= V {
-			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, V)
-		}
-	}
-	if s.t >= c.PositionLen {
-		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", s.t, c.PositionLen)
+	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
+		return err
 	}
 	if err := s.ensure(R, s.t+1); err != nil {
 		return err

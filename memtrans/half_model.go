@@ -63,10 +63,5 @@ func (m *Model) decodeHalf(ctx context.Context, feats *radgen.Tensor, o genOptio
 	if err != nil {
 		return nil, 0, err
 	}
-	hyps, err := strategyFor(o, 0, 0, decode.R2Gen).Decode(ctx, dec)
-	if err != nil {
-		return nil, 0, err
-	}
-	res, err := bestOf(hyps)
-	return res, dec.AttentionWidth(), err
+	return decodeBest(ctx, dec, strategyFor(o, 0, 0, decode.R2Gen))
 }

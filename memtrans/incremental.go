@@ -275,21 +275,10 @@ func (s *Decoding) Reorder(src []int) error {
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
 func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	c := s.m.Config
 	R, d, V := s.rows, c.DModel, c.Vocab
-	if len(tokens) != R || len(dst) < R*V {
-		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), R)
-	}
-	for _, tok := range tokens {
-		if tok < 0 || tok >= V {
-			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, V)
-		}
-	}
-	if s.t >= c.PositionLen {
-		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", s.t, c.PositionLen)
+	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
+		return err
 	}
 	s.ensure(R, s.t+1)
 	t := s.t

@@ -3,7 +3,6 @@ package memtrans
 import (
 	"context"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -122,20 +121,7 @@ func TestM2RoutingBeamMatchesTeacherForcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var worst float64
-		for i, hs := range hyps {
-			one := &M2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
-			for _, h := range hs {
-				in := append([]int{c.BOS}, h.Tokens...)
-				lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for p, tok := range h.Tokens {
-					worst = math.Max(worst, math.Abs(float64(h.LogProbs[p])-lp.At(0, p, tok)))
-				}
-			}
-		}
+		worst := m2TeacherForcedDelta(t, m, enc, hyps)
 		t.Logf("%s: beam vs teacher forcing, max |Δ log p| = %.3g", r, worst)
 		if worst > 1e-5 {
 			t.Errorf("%s: max |Δ| = %.3g", r, worst)

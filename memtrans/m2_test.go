@@ -125,25 +125,34 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var worst float64
-		for i, hs := range hyps {
-			one := &M2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
-			for _, h := range hs {
-				in := append([]int{c.BOS}, h.Tokens...)
-				lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for p, tok := range h.Tokens {
-					worst = math.Max(worst, math.Abs(float64(h.LogProbs[p])-lp.At(0, p, tok)))
-				}
-			}
-		}
+		worst := m2TeacherForcedDelta(t, m, enc, hyps)
 		t.Logf("%v: beam vs teacher forcing, max |Δ log p| = %.3g", padding, worst)
 		if worst > 1e-5 {
 			t.Errorf("%v: max |Δ| = %.3g", padding, worst)
 		}
 	}
+}
+
+// m2TeacherForcedDelta returns the largest |Δ| between the token
+// log-probabilities of decoded hypotheses (hyps[i] of study i of enc) and a
+// teacher-forced pass over each.
+func m2TeacherForcedDelta(t *testing.T, m *M2Transformer, enc *M2Encoded, hyps [][]decode.Hypothesis) float64 {
+	t.Helper()
+	var worst float64
+	for i, hs := range hyps {
+		one := &M2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
+		for _, h := range hs {
+			in := append([]int{m.Config.BOS}, h.Tokens...)
+			lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, tok := range h.Tokens {
+				worst = math.Max(worst, math.Abs(float64(h.LogProbs[p])-lp.At(0, p, tok)))
+			}
+		}
+	}
+	return worst
 }
 
 // sliceStudy returns study i of a batch-first tensor (or nil).
