@@ -368,7 +368,7 @@ func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) err
 		try.do(ctx.Err())
 	}
 	try.do(s.norm(s.h, s.x, s.w.final))
-	try.do(s.w.linear(s.logits, s.h, R, s.w.logit))
+	try.do(s.logit())
 	try.do(e.LogSoftmax(s.logits, s.logits, R, V))
 	try.do(e.CopyOut(dst[:R*V], s.logits))
 	if try.err != nil {
@@ -376,6 +376,24 @@ func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) err
 	}
 	s.t++
 	return nil
+}
+
+// logit writes the logits of the final states s.h: W·h + b, or for BASE+RM
+// W·[h; M_t] + b, the memory concatenated (Chen et al. 2020, Table 2), as
+// two products over the column blocks of W.
+func (s *devDecoding) logit() error {
+	R, d, e, l := s.rows, s.m.Config.DModel, s.e, s.w.logit
+	if l.in == d {
+		return s.w.linear(s.logits, s.h, R, l)
+	}
+	sd := l.in - d
+	t := newTry()
+	t.do(e.GemmStrided(false, true, 1, R, l.out, d, 1, s.h, d, 0, l.w, l.in, 0, 0, s.logits, l.out, 0))
+	t.do(e.GemmStrided(false, true, 1, R, l.out, sd, 1, s.memory, sd, 0, l.w.Add(d), l.in, 0, 1, s.logits, l.out, 0))
+	if l.b != 0 {
+		t.do(e.Add(s.logits, s.logits, l.b, R, l.out, accel.RowVector))
+	}
+	return t.err
 }
 
 // try keeps the first error of a sequence of queued operations.

@@ -59,8 +59,8 @@ var ErrDevice = errors.New("memtrans: device")
 // relational memory, MCLN, self- and cross-attention with a key/value
 // cache, feed-forward, logits — runs on the device, and only the
 // log-probabilities come back for the decode strategy. Supported: R2Gen's
-// Transformer (VariantR2Gen, VariantBase), with or without multi-view
-// routing; other architectures and variants are refused with ErrDevice.
+// Transformer in every Variant, with or without multi-view routing; Mem2Mem
+// and the other architectures are refused with ErrDevice.
 //
 // The weights are copied to the device at the first generation, again
 // after Trainer steps, and by SyncDevice; Close releases the device.
@@ -117,9 +117,7 @@ func openEngine(d Device) (accel.Engine, error) {
 
 // deviceSupports reports whether the device path implements c.
 func deviceSupports(c Config) error {
-	if c.Variant != VariantR2Gen && c.Variant != VariantBase {
-		return fmt.Errorf("%w: variant %s decodes on the CPU only", ErrDevice, c.Variant)
-	}
+
 	if c.Memory == MemoryMem2Mem {
 		return fmt.Errorf("%w: Mem2Mem decodes on the CPU only", ErrDevice)
 	}

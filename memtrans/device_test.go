@@ -95,10 +95,11 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 	e := accel.NewHost()
 	defer e.Close()
 	for name, configure := range map[string]func(*Config){
-		"r2gen": nil,
-		"base":  func(c *Config) { c.Variant = VariantBase },
-		"gca":   func(c *Config) { c.Routing = mesh.RoutingGCA },
-		"ama":   func(c *Config) { c.Routing = mesh.RoutingAMA },
+		"r2gen":   nil,
+		"base":    func(c *Config) { c.Variant = VariantBase },
+		"base+rm": func(c *Config) { c.Variant = VariantBaseRM },
+		"gca":     func(c *Config) { c.Routing = mesh.RoutingGCA },
+		"ama":     func(c *Config) { c.Routing = mesh.RoutingAMA },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := deviceTestModel(t, configure)
@@ -206,11 +207,9 @@ func TestDeviceRefusals(t *testing.T) {
 	}
 	v := tok.Len() + 1
 	base := TinyConfig(v)
-	baseRM := TinyConfig(v)
-	baseRM.Transformer.Variant = VariantBaseRM
 	m2m := TinyConfig(v)
 	m2m.Transformer.Memory = MemoryMem2Mem
-	for name, c := range map[string]ModelConfig{"base+rm": baseRM, "mem2mem": m2m, "m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
+	for name, c := range map[string]ModelConfig{"mem2mem": m2m, "m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
 		if _, err := New(c, tok, 1, WithDevice(ReferenceDevice())); !errors.Is(err, ErrDevice) {
 			t.Errorf("%s: %v, want ErrDevice", name, err)
 		}
