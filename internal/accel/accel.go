@@ -83,6 +83,12 @@ type Engine interface {
 
 	// Add computes dst = a + b for a, dst (rows, cols) and b broadcast by bc.
 	Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error
+	// Mul computes dst = a ⊙ b for a, dst (rows, cols) and b broadcast by bc.
+	Mul(dst, a, b Ptr, rows, cols int, bc Broadcast) error
+	// Scale computes dst = alpha·src over n elements.
+	Scale(dst, src Ptr, alpha float32, n int) error
+	// Sigmoid computes dst = 1/(1 + exp(−src)) over n elements.
+	Sigmoid(dst, src Ptr, n int) error
 	// ReLU computes dst = max(src, 0) over n elements.
 	ReLU(dst, src Ptr, n int) error
 	// Tanh computes dst = tanh(src) over n elements.

@@ -67,7 +67,7 @@ func agreeCases(rng *rand.Rand) []opCase {
 			}
 			return download(t, e, nx, 48)
 		}, [][]float32{r(48), r(48), r(2 * 16), r(6 * 16)}},
-		{"AddReLUTanh", func(t *testing.T, e Engine, in [][]float32) []float32 {
+		{"Elementwise", func(t *testing.T, e Engine, in [][]float32) []float32 {
 			a, b := upload(t, e, in[0]), upload(t, e, in[1])
 			if err := e.Add(a, a, b, 6, 5, PerGroup(2, 3)); err != nil {
 				t.Fatal(err)
@@ -75,7 +75,16 @@ func agreeCases(rng *rand.Rand) []opCase {
 			if err := e.ReLU(b, a, 10); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.Tanh(a.Add(10), a.Add(10), 20); err != nil {
+			if err := e.Tanh(a.Add(10), a.Add(10), 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Sigmoid(a.Add(20), a.Add(20), 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Mul(b, b, a, 2, 5, Same(2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Scale(b, b, -0.5, 10); err != nil {
 				t.Fatal(err)
 			}
 			return append(download(t, e, a, 30), download(t, e, b, 10)...)

@@ -58,6 +58,18 @@ func (c cudaEngine) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
 	return c.e.Add(cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), rows, cols, cuda.Broadcast{Rows: bc.Rows, Div: bc.Div})
 }
 
+func (c cudaEngine) Mul(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
+	return c.e.Mul(cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), rows, cols, cuda.Broadcast{Rows: bc.Rows, Div: bc.Div})
+}
+
+func (c cudaEngine) Scale(dst, src Ptr, alpha float32, n int) error {
+	return c.e.Scale(cuda.Ptr(dst), cuda.Ptr(src), alpha, n)
+}
+
+func (c cudaEngine) Sigmoid(dst, src Ptr, n int) error {
+	return c.e.Sigmoid(cuda.Ptr(dst), cuda.Ptr(src), n)
+}
+
 func (c cudaEngine) ReLU(dst, src Ptr, n int) error { return c.e.ReLU(cuda.Ptr(dst), cuda.Ptr(src), n) }
 func (c cudaEngine) Tanh(dst, src Ptr, n int) error { return c.e.Tanh(cuda.Ptr(dst), cuda.Ptr(src), n) }
 func (c cudaEngine) Softmax(dst, src Ptr, rows, cols int) error {

@@ -150,13 +150,46 @@ func (h *Host) Linear(y, x, w, bias Ptr, rows, in, out int) error {
 	return nil
 }
 
-// Add implements Engine.
-func (h *Host) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
-	check(rows >= 0 && cols >= 0 && bc.Rows > 0 && bc.Div > 0, "Add: rows=%d cols=%d broadcast=%+v", rows, cols, bc)
+// binary applies op row by row with b broadcast by bc.
+func (h *Host) binary(name string, dst, a, b Ptr, rows, cols int, bc Broadcast, op func(dst, a, b []float32)) {
+	check(rows >= 0 && cols >= 0 && bc.Rows > 0 && bc.Div > 0, "%s: rows=%d cols=%d broadcast=%+v", name, rows, cols, bc)
 	d, av, bv := h.view(dst, rows*cols), h.view(a, rows*cols), h.view(b, bc.Rows*cols)
 	for r := range rows {
 		br := (r / bc.Div) % bc.Rows
-		addRow(d[r*cols:(r+1)*cols], av[r*cols:(r+1)*cols], bv[br*cols:(br+1)*cols])
+		op(d[r*cols:(r+1)*cols], av[r*cols:(r+1)*cols], bv[br*cols:(br+1)*cols])
+	}
+}
+
+// Add implements Engine.
+func (h *Host) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
+	h.binary("Add", dst, a, b, rows, cols, bc, addRow)
+	return nil
+}
+
+// Mul implements Engine.
+func (h *Host) Mul(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
+	h.binary("Mul", dst, a, b, rows, cols, bc, func(dst, a, b []float32) {
+		for i, v := range a {
+			dst[i] = v * b[i]
+		}
+	})
+	return nil
+}
+
+// Scale implements Engine.
+func (h *Host) Scale(dst, src Ptr, alpha float32, n int) error {
+	d, s := h.view(dst, n), h.view(src, n)
+	for i, v := range s {
+		d[i] = alpha * v
+	}
+	return nil
+}
+
+// Sigmoid implements Engine.
+func (h *Host) Sigmoid(dst, src Ptr, n int) error {
+	d, s := h.view(dst, n), h.view(src, n)
+	for i, v := range s {
+		d[i] = float32(1 / (1 + math.Exp(-float64(v))))
 	}
 	return nil
 }

@@ -170,3 +170,22 @@ func TestOpenCUDAWithoutGPU(t *testing.T) {
 	defer e.Close()
 	t.Logf("GPU: %s", e.Name())
 }
+
+func TestHostElementwise(t *testing.T) {
+	e := NewHost()
+	defer e.Close()
+	a := upload(t, e, []float32{1, -2, 3, 0, 0.5, -1})
+	b := upload(t, e, []float32{2, 3, 4})
+	if err := e.Mul(a, a, b, 2, 3, RowVector); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "Mul", download(t, e, a, 6), []float32{2, -6, 12, 0, 1.5, -4}, 0)
+	if err := e.Scale(a, a, -0.5, 6); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "Scale", download(t, e, a, 6), []float32{-1, 3, -6, 0, -0.75, 2}, 0)
+	if err := e.Sigmoid(a, a, 6); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "Sigmoid", download(t, e, a, 4), []float32{0.26894142, 0.95257413, 0.0024726232, 0.5}, 1e-6)
+}
