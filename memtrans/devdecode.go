@@ -46,11 +46,16 @@ type devDecoding struct {
 	rowK, rowV                            accel.Ptr // per-row cross K/V when rows are not grouped by study
 	rmCat, rmIn, rmK, rmV, rmQ, rmScores  accel.Ptr
 	rmCtx, rmHid, rmOut, rmTanh, rmU, rmW accel.Ptr
-	scoresLen, crossLen, rowKVLen, idsLen int
-	kvIdsRows                             int // rows the memory's gather ids were written for
-	owned                                 []accel.Ptr
-	hostIDs                               []int32
-	hostAttn                              []float32
+	// Mem2Mem: each study's encoder states and context keys (B, N, ·), and
+	// per-step scratch.
+	m2mH, m2mKeys                                  accel.Ptr
+	m2mKeysRows, m2mHRows, m2mSum, m2mScores, m2mQ accel.Ptr
+	m2mC, m2mInZ, m2mInU, m2mZ, m2mU, m2mRead      accel.Ptr
+	scoresLen, crossLen, rowKVLen, idsLen          int
+	kvIdsRows                                      int // rows the memory's gather ids were written for
+	owned                                          []accel.Ptr
+	hostIDs                                        []int32
+	hostAttn                                       []float32
 }
 
 var (
@@ -115,8 +120,21 @@ func (m *Transformer) startDeviceDecoding(w *devWeights, feats *radgen.Tensor) (
 	if err := s.ensure(b, c.MaxSeqLen+1); err != nil {
 		return fail(err)
 	}
-	if m.Memory != nil {
+	switch {
+	case m.Memory != nil:
 		if err := s.e.CopyIn(s.memory, m.Memory.InitMemory(b).Data()); err != nil {
+			return fail(err)
+		}
+	case m.Mem2Mem != nil:
+		// M_0^(d) = M^(e) (Mem2Mem §3.2), and what Eq. 17 reads each step.
+		if err := s.e.CopyIn(s.memory, enc.Bank.Data()); err != nil {
+			return fail(err)
+		}
+		var err error
+		if s.m2mH, err = s.upload(enc.Out.Data()); err != nil {
+			return fail(err)
+		}
+		if s.m2mKeys, err = s.upload(m.Mem2Mem.ContextKeys(g, enc.Out).Data()); err != nil {
 			return fail(err)
 		}
 	}
@@ -164,8 +182,11 @@ func (s *devDecoding) Close() {
 func (s *devDecoding) sizes() (d, heads, dk, slots, dff, vocab int) {
 	c := s.m.Config
 	d, heads = c.DModel, s.w.layers[0].heads
-	if s.w.memory != nil {
+	switch {
+	case s.w.memory != nil:
 		slots = s.w.memory.slots
+	case s.w.m2m != nil:
+		slots = s.w.m2m.slots
 	}
 	return d, heads, d / heads, slots, s.w.layers[0].ff1.out, c.Vocab
 }
@@ -238,7 +259,20 @@ func (s *devDecoding) ensure(rows, positions int) error {
 	realloc(&s.ids, rc, 0)
 	realloc(&s.tokIDs, rc, 0)
 	realloc(&s.kvIDs, rc*(slots+1), 0)
-	if slots > 0 {
+	if mm := s.w.m2m; mm != nil {
+		n, da := s.n, mm.hidden
+		realloc(&s.m2mKeysRows, rc*n*da, 0)
+		realloc(&s.m2mHRows, rc*n*d, 0)
+		realloc(&s.m2mSum, rc*max(n, slots)*da, 0)
+		realloc(&s.m2mScores, rc*max(n, slots), 0)
+		realloc(&s.m2mQ, rc*da, 0)
+		for _, p := range []*accel.Ptr{&s.m2mC, &s.m2mInZ, &s.m2mInU, &s.m2mRead} {
+			realloc(p, rc*d, 0)
+		}
+		realloc(&s.m2mZ, rc*sd, 0)
+		realloc(&s.m2mU, rc*sd, 0)
+	}
+	if s.w.memory != nil {
 		mh := s.w.memory.heads
 		realloc(&s.rmCat, rc*(slots+1)*d, 0)
 		realloc(&s.rmIn, rc*(slots+1)*d, 0)
@@ -357,8 +391,12 @@ func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) err
 	try.do(e.CopyInInt32(s.tokIDs, s.hostIDs))
 	try.do(e.Gather(s.x, s.w.table, s.tokIDs, R, V, d, sqrtOf(d)))
 	try.do(e.Add(s.x, s.x, s.w.pos.Add(s.t*d), R, d, accel.RowVector))
-	if s.w.memory != nil && try.err == nil {
+	switch {
+	case try.err != nil:
+	case s.w.memory != nil:
 		try.do(s.memoryStep())
+	case s.w.m2m != nil:
+		try.do(s.mem2memStep())
 	}
 	for l := range s.w.layers {
 		if try.err != nil {

@@ -59,8 +59,9 @@ var ErrDevice = errors.New("memtrans: device")
 // relational memory, MCLN, self- and cross-attention with a key/value
 // cache, feed-forward, logits — runs on the device, and only the
 // log-probabilities come back for the decode strategy. Supported: R2Gen's
-// Transformer in every Variant, with or without multi-view routing; Mem2Mem
-// and the other architectures are refused with ErrDevice.
+// Transformer in every configuration (Variant, multi-view Routing, the
+// relational memory or Mem2Mem); the other architectures are refused with
+// ErrDevice.
 //
 // The weights are copied to the device at the first generation, again
 // after Trainer steps, and by SyncDevice; Close releases the device.
@@ -118,9 +119,6 @@ func openEngine(d Device) (accel.Engine, error) {
 // deviceSupports reports whether the device path implements c.
 func deviceSupports(c Config) error {
 
-	if c.Memory == MemoryMem2Mem {
-		return fmt.Errorf("%w: Mem2Mem decodes on the CPU only", ErrDevice)
-	}
 	return nil
 }
 
@@ -228,6 +226,7 @@ type devWeights struct {
 	final      devNorm
 	logit      devLinear
 	memory     *devMemory
+	m2m        *devMem2Mem
 	tensors    []devTensor // every copied tensor, for refresh
 }
 
@@ -278,6 +277,9 @@ func uploadWeights(e accel.Engine, tr *Transformer) (*devWeights, error) {
 		a := rm.Attn.Linears
 		w.memory = &devMemory{q: lin(a[0]), k: lin(a[1]), v: lin(a[2]), o: lin(a[3]), mlp0: lin(rm.MLP0), mlp2: lin(rm.MLP2),
 			w: lin(rm.W), u: lin(rm.U), heads: rm.Attn.Heads, slots: rm.Slots}
+	}
+	if tr.Mem2Mem != nil {
+		w.m2m = uploadMem2Mem(tr.Mem2Mem, lin)
 	}
 	if err == nil {
 		err = e.Sync()

@@ -98,6 +98,7 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 		"r2gen":   nil,
 		"base":    func(c *Config) { c.Variant = VariantBase },
 		"base+rm": func(c *Config) { c.Variant = VariantBaseRM },
+		"mem2mem": func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, 0.1 },
 		"gca":     func(c *Config) { c.Routing = mesh.RoutingGCA },
 		"ama":     func(c *Config) { c.Routing = mesh.RoutingAMA },
 	} {
@@ -207,9 +208,7 @@ func TestDeviceRefusals(t *testing.T) {
 	}
 	v := tok.Len() + 1
 	base := TinyConfig(v)
-	m2m := TinyConfig(v)
-	m2m.Transformer.Memory = MemoryMem2Mem
-	for name, c := range map[string]ModelConfig{"mem2mem": m2m, "m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
+	for name, c := range map[string]ModelConfig{"m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
 		if _, err := New(c, tok, 1, WithDevice(ReferenceDevice())); !errors.Is(err, ErrDevice) {
 			t.Errorf("%s: %v, want ErrDevice", name, err)
 		}
