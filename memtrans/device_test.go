@@ -99,8 +99,10 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 		"base":    func(c *Config) { c.Variant = VariantBase },
 		"base+rm": func(c *Config) { c.Variant = VariantBaseRM },
 		"mem2mem": func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, 0.1 },
-		"gca":     func(c *Config) { c.Routing = mesh.RoutingGCA },
-		"ama":     func(c *Config) { c.Routing = mesh.RoutingAMA },
+		// Caches sized for MaxSeqLen+1 positions grow, re-laid out, past it.
+		"short": func(c *Config) { c.MaxSeqLen = 4 },
+		"gca":   func(c *Config) { c.Routing = mesh.RoutingGCA },
+		"ama":   func(c *Config) { c.Routing = mesh.RoutingAMA },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := deviceTestModel(t, configure)
