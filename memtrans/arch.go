@@ -352,25 +352,34 @@ func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o gen
 	if err != nil {
 		return nil, 0, err
 	}
-	return decodeBest(ctx, m2Words{dec}, strategyFor(o, f.Config.BOS, 0, decode.M2))
+	return f.decodeWith(ctx, dec, o)
 }
 
 func (f m2Facade) visualEmbedding() *radgen.Linear { return f.Encoder.FC }
 
 // m2Words forbids M²'s <bos> and <pad> as report words: their
 // log-probabilities become −Inf after every step.
-type m2Words struct{ *M2Decoding }
+type m2Words struct {
+	decode.AttentionRecorder
+	bos, pad int
+}
 
 func (w m2Words) Step(ctx context.Context, tokens []int, dst []float32) error {
-	if err := w.M2Decoding.Step(ctx, tokens, dst); err != nil {
+	if err := w.AttentionRecorder.Step(ctx, tokens, dst); err != nil {
 		return err
 	}
-	c := w.m.Config
+	v := w.VocabSize()
 	inf := float32(math.Inf(-1))
 	for r := range w.Rows() {
-		dst[r*c.Vocab+c.BOS], dst[r*c.Vocab+c.Pad] = inf, inf
+		dst[r*v+w.bos], dst[r*v+w.pad] = inf, inf
 	}
 	return nil
+}
+
+// decodeWith decodes dec, an M² decoding of the facade's ids, with o.
+func (f m2Facade) decodeWith(ctx context.Context, dec decode.AttentionRecorder, o genOptions) ([]studyResult, int, error) {
+	c := f.Config
+	return decodeBest(ctx, m2Words{dec, c.BOS, c.Pad}, strategyFor(o, c.BOS, 0, decode.M2))
 }
 
 // --- METransformer ---

@@ -24,25 +24,19 @@ import (
 //
 // A devDecoding belongs to one goroutine.
 type devDecoding struct {
-	m       *Transformer
-	w       *devWeights
-	e       accel.Engine
-	studies int
-	rows    int
-	t       int
-	n       int     // patches per study
-	study   []int32 // row → study (host)
+	m *Transformer
+	devRows
+	w *devWeights
+	n int // patches per study
 
-	rowCap, posCap int
 	selfK, selfV   []accel.Ptr // per layer (rowCap, H, posCap, dk)
-	cacheSpare     accel.Ptr   // a spare cache-sized buffer for reordering
 	crossK, crossV []accel.Ptr // per layer (B, N, D)
 	memory, memAlt accel.Ptr   // (rowCap, S·D)
 
 	// scratch, sized for rowCap rows
-	ids, tokIDs, kvIDs                    accel.Ptr // int32: reorder and gather (rowCap), tokens (rowCap), [M; y] rows (rowCap·(S+1))
+	kvIDs                                 accel.Ptr // int32: the [M; y] rows (rowCap·(S+1))
 	x, h, q, k, v, ctx, tmp, gamma, beta  accel.Ptr
-	hid, ff, logits, scores, crossScores  accel.Ptr
+	hid, ff, scores, crossScores          accel.Ptr
 	rowK, rowV                            accel.Ptr // per-row cross K/V when rows are not grouped by study
 	rmCat, rmIn, rmK, rmV, rmQ, rmScores  accel.Ptr
 	rmCtx, rmHid, rmOut, rmTanh, rmU, rmW accel.Ptr
@@ -53,8 +47,6 @@ type devDecoding struct {
 	m2mC, m2mInZ, m2mInU, m2mZ, m2mU, m2mRead      accel.Ptr
 	scoresLen, crossLen, rowKVLen, idsLen          int
 	kvIdsRows                                      int // rows the memory's gather ids were written for
-	owned                                          []accel.Ptr
-	hostIDs                                        []int32
 	hostAttn                                       []float32
 }
 
@@ -66,11 +58,14 @@ var (
 // decodeOnDevice is decodeStudies of the R2Gen Transformer with the
 // decoder steps on the model's device.
 func (m *Model) decodeOnDevice(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	w, err := m.dev.current(m.transformer)
+	dw, err := m.dev.current()
 	if err != nil {
 		return nil, 0, err
 	}
-	dec, err := m.transformer.startDeviceDecoding(w, feats)
+	if w, ok := dw.(*devM2Weights); ok {
+		return m.M2().decodeOnDevice(ctx, w, feats, o)
+	}
+	dec, err := m.transformer.startDeviceDecoding(dw.(*devWeights), feats)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -91,7 +86,7 @@ func (m *Transformer) startDeviceDecoding(w *devWeights, feats *radgen.Tensor) (
 	g := radgen.NoGrad()
 	enc := m.Encode(g, feats)
 	b, n := feats.Dim(0), feats.Dim(1)
-	s := &devDecoding{m: m, w: w, e: w.e, studies: b, rows: b, n: n}
+	s := &devDecoding{devRows: newDevRows(w.e, b), m: m, w: w, n: n}
 	fail := func(err error) (*devDecoding, error) {
 		s.Close()
 		return nil, err
@@ -112,10 +107,6 @@ func (m *Transformer) startDeviceDecoding(w *devWeights, feats *radgen.Tensor) (
 			}
 			*dst = append(*dst, p)
 		}
-	}
-	s.study = make([]int32, b)
-	for i := range s.study {
-		s.study[i] = int32(i)
 	}
 	if err := s.ensure(b, c.MaxSeqLen+1); err != nil {
 		return fail(err)
@@ -141,44 +132,6 @@ func (m *Transformer) startDeviceDecoding(w *devWeights, feats *radgen.Tensor) (
 	return s, nil
 }
 
-// upload copies host floats to a new device buffer owned by s.
-func (s *devDecoding) upload(x []float32) (accel.Ptr, error) {
-	p, err := s.alloc(len(x))
-	if err != nil {
-		return 0, err
-	}
-	return p, s.e.CopyIn(p, x)
-}
-
-func (s *devDecoding) alloc(n int) (accel.Ptr, error) {
-	p, err := s.e.AllocPtr(f32Bytes(max(n, 1)))
-	if err != nil {
-		return 0, err
-	}
-	s.owned = append(s.owned, p)
-	return p, nil
-}
-
-// release frees one owned buffer.
-func (s *devDecoding) release(p accel.Ptr) {
-	for i, q := range s.owned {
-		if q == p {
-			s.owned = append(s.owned[:i], s.owned[i+1:]...)
-			s.e.FreePtr(p)
-			return
-		}
-	}
-}
-
-// Close frees the state's device memory. Generate calls it; a decode
-// strategy does not need to.
-func (s *devDecoding) Close() {
-	for _, p := range s.owned {
-		s.e.FreePtr(p)
-	}
-	s.owned = nil
-}
-
 func (s *devDecoding) sizes() (d, heads, dk, slots, dff, vocab int) {
 	c := s.m.Config
 	d, heads = c.DModel, s.w.layers[0].heads
@@ -200,22 +153,7 @@ func (s *devDecoding) ensure(rows, positions int) error {
 	d, heads, dk, slots, dff, vocab := s.sizes()
 	rc, pc := max(rows, s.rowCap), max(positions, s.posCap)
 	cache := rc * heads * pc * dk
-	// Caches: re-lay out the filled positions of the current rows.
-	grow := func(old accel.Ptr) (accel.Ptr, error) {
-		p, err := s.alloc(cache)
-		if err != nil || old == 0 {
-			return p, err
-		}
-		if pc == s.posCap { // rows only: the old layout is a prefix
-			err = s.e.CopyDevice(p, old, f32Bytes(s.rows*heads*s.posCap*dk))
-		} else {
-			for r := 0; r < s.rows*heads && err == nil; r++ {
-				err = s.e.CopyDevice(p.Add(r*pc*dk), old.Add(r*s.posCap*dk), f32Bytes(s.t*dk))
-			}
-		}
-		s.release(old)
-		return p, err
-	}
+	grow := func(old accel.Ptr) (accel.Ptr, error) { return s.growCache(old, heads, dk, rc, pc) }
 	for l := range s.w.layers {
 		if l >= len(s.selfK) {
 			s.selfK, s.selfV = append(s.selfK, 0), append(s.selfV, 0)
@@ -245,7 +183,8 @@ func (s *devDecoding) ensure(rows, positions int) error {
 		}
 		*p = q
 	}
-	realloc(&s.cacheSpare, cache, 0)
+	realloc(&s.spareK, cache, 0)
+	realloc(&s.spareV, cache, 0)
 	sd := max(slots, 1) * d
 	realloc(&s.memory, rc*sd, s.rows*sd)
 	realloc(&s.memAlt, rc*sd, 0)
@@ -297,9 +236,6 @@ func (s *devDecoding) ensure(rows, positions int) error {
 // VocabSize implements decode.Model.
 func (s *devDecoding) VocabSize() int { return s.m.Config.Vocab }
 
-// Rows implements decode.Model.
-func (s *devDecoding) Rows() int { return s.rows }
-
 // AttentionWidth implements decode.AttentionRecorder.
 func (s *devDecoding) AttentionWidth() int { return s.n }
 
@@ -330,44 +266,15 @@ func (s *devDecoding) Attention(dst []float32) error {
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
 func (s *devDecoding) Reorder(src []int) error {
-	if len(src) == 0 {
-		return fmt.Errorf("%w: reorder to zero rows", decode.ErrShape)
-	}
-	for _, r := range src {
-		if r < 0 || r >= s.rows {
-			return fmt.Errorf("%w: reorder index %d of %d rows", decode.ErrShape, r, s.rows)
-		}
+	if err := s.checkReorder(src); err != nil {
+		return err
 	}
 	if err := s.ensure(len(src), s.t+1); err != nil {
 		return err
 	}
-	s.hostIDs = s.hostIDs[:0]
-	study := make([]int32, len(src))
-	for i, r := range src {
-		s.hostIDs = append(s.hostIDs, int32(r))
-		study[i] = s.study[r]
-	}
-	if err := s.e.CopyInInt32(s.ids, s.hostIDs); err != nil {
-		return err
-	}
 	d, heads, dk, slots, _, _ := s.sizes()
 	per := heads * s.posCap * dk
-	for l := range s.selfK {
-		for _, c := range []*accel.Ptr{&s.selfK[l], &s.selfV[l]} {
-			if err := s.e.Gather(s.cacheSpare, *c, s.ids, len(src), s.rows, per, 1); err != nil {
-				return err
-			}
-			*c, s.cacheSpare = s.cacheSpare, *c
-		}
-	}
-	if slots > 0 {
-		if err := s.e.Gather(s.memAlt, s.memory, s.ids, len(src), s.rows, slots*d, 1); err != nil {
-			return err
-		}
-		s.memory, s.memAlt = s.memAlt, s.memory
-	}
-	s.study, s.rows = study, len(src)
-	return nil
+	return s.reorderCaches(src, s.selfK, s.selfV, per, per, &s.memory, &s.memAlt, slots*d)
 }
 
 // Step implements decode.Model.
@@ -523,23 +430,12 @@ func (s *devDecoding) layerStep(l int) error {
 // crossSource returns the cross-attention keys and values of layer l for
 // the current rows as groups of per rows sharing one (N, D) block.
 func (s *devDecoding) crossSource(l int) (keys, vals accel.Ptr, groups, per int, err error) {
-	R, B := s.rows, s.studies
-	if R%B == 0 {
-		per = R / B
-		grouped := true
-		for r, st := range s.study {
-			if int(st) != r/per {
-				grouped = false
-				break
-			}
-		}
-		if grouped {
-			return s.crossK[l], s.crossV[l], B, per, nil
-		}
+	if per, ok := s.grouped(); ok {
+		return s.crossK[l], s.crossV[l], s.studies, per, nil
 	}
 	// One block per row, gathered from its study's.
-	nd := s.n * s.m.Config.DModel
-	if s.rowKVLen < R*nd {
+	R, nd := s.rows, s.n*s.m.Config.DModel
+	if s.rowKVLen < s.rowCap*nd {
 		if s.rowK != 0 {
 			s.release(s.rowK)
 			s.release(s.rowV)
@@ -552,14 +448,13 @@ func (s *devDecoding) crossSource(l int) (keys, vals accel.Ptr, groups, per int,
 		}
 		s.rowKVLen = s.rowCap * nd
 	}
-	s.hostIDs = append(s.hostIDs[:0], s.study...)
-	if err = s.e.CopyInInt32(s.ids, s.hostIDs); err != nil {
+	if err = s.studyIDs(); err != nil {
 		return
 	}
-	if err = s.e.Gather(s.rowK, s.crossK[l], s.ids, R, B, nd, 1); err != nil {
+	if err = s.e.Gather(s.rowK, s.crossK[l], s.ids, R, s.studies, nd, 1); err != nil {
 		return
 	}
-	if err = s.e.Gather(s.rowV, s.crossV[l], s.ids, R, B, nd, 1); err != nil {
+	if err = s.e.Gather(s.rowV, s.crossV[l], s.ids, R, s.studies, nd, 1); err != nil {
 		return
 	}
 	return s.rowK, s.rowV, R, 1, nil

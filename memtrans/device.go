@@ -9,6 +9,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/mcln"
+	"github.com/radgen/radgen/mesh"
 )
 
 // Device selects where a Model runs its decoder steps: the CPU (the zero
@@ -60,8 +61,9 @@ var ErrDevice = errors.New("memtrans: device")
 // cache, feed-forward, logits — runs on the device, and only the
 // log-probabilities come back for the decode strategy. Supported: R2Gen's
 // Transformer in every configuration (Variant, multi-view Routing, the
-// relational memory or Mem2Mem); the other architectures are refused with
-// ErrDevice.
+// relational memory or Mem2Mem) and the Meshed-Memory Transformer (meshed
+// or routed; without region padding, as the facade configures it);
+// METransformer is refused with ErrDevice.
 //
 // The weights are copied to the device at the first generation, again
 // after Trainer steps, and by SyncDevice; Close releases the device.
@@ -83,12 +85,16 @@ func (m *Model) openDevice() error {
 	if m.device.kind == deviceCPU {
 		return nil
 	}
-	tr := m.transformer
-	if tr == nil {
+	var upload func(accel.Engine) (deviceWeights, error)
+	switch {
+	case m.transformer != nil:
+		tr := m.transformer
+		upload = func(e accel.Engine) (deviceWeights, error) { return uploadWeights(e, tr) }
+	case m.M2() != nil && m.cfg.M2.Padding == mesh.PadNone:
+		m2 := m.M2()
+		upload = func(e accel.Engine) (deviceWeights, error) { return uploadM2Weights(e, m2) }
+	default:
 		return fmt.Errorf("%w: %s decodes on the CPU only", ErrDevice, m.cfg.Architecture())
-	}
-	if err := deviceSupports(tr.Config); err != nil {
-		return err
 	}
 	e, err := openEngine(m.device)
 	if err != nil {
@@ -96,7 +102,7 @@ func (m *Model) openDevice() error {
 	}
 	// The weights are copied at the first generation: loaders fill them
 	// in after the model is built.
-	m.dev = &deviceState{engine: e, stale: true}
+	m.dev = &deviceState{engine: e, upload: upload, stale: true}
 	m.logger.Info("decoding on a device", "device", m.device.String(), "engine", e.Name())
 	return nil
 }
@@ -116,35 +122,36 @@ func openEngine(d Device) (accel.Engine, error) {
 	return nil, fmt.Errorf("%w: %s has no engine", ErrDevice, d)
 }
 
-// deviceSupports reports whether the device path implements c.
-func deviceSupports(c Config) error {
-
-	return nil
-}
-
 // deviceState is a model's engine and its copy of the weights.
 type deviceState struct {
 	engine accel.Engine
+	upload func(accel.Engine) (deviceWeights, error)
 
 	mu      sync.Mutex // guards weights and stale
-	weights *devWeights
+	weights deviceWeights
 	stale   bool // the host weights changed since the copy
+}
+
+// deviceWeights is an architecture's weights on a device.
+type deviceWeights interface {
+	refresh() error // copy the host tensors again
+	free()
 }
 
 // current returns the device weights, copying the host weights first if
 // they changed. The caller holds the model for reading.
-func (d *deviceState) current(tr *Transformer) (*devWeights, error) {
+func (d *deviceState) current() (deviceWeights, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
 	case d.weights == nil:
-		w, err := uploadWeights(d.engine, tr)
+		w, err := d.upload(d.engine)
 		if err != nil {
 			return nil, fmt.Errorf("%w: copying the weights: %w", ErrDevice, err)
 		}
 		d.weights, d.stale = w, false
 	case d.stale:
-		if err := d.weights.refresh(tr); err != nil {
+		if err := d.weights.refresh(); err != nil {
 			return nil, err
 		}
 		d.stale = false
@@ -184,7 +191,7 @@ func (m *Model) SyncDevice() error {
 		return nil
 	}
 	m.dev.markStale()
-	_, err := m.dev.current(m.transformer)
+	_, err := m.dev.current()
 	return err
 }
 
@@ -218,16 +225,77 @@ type devMemory struct {
 	heads, slots                 int
 }
 
+// devStore holds the tensors an architecture copied to a device, so that
+// they can be copied again (refresh) and freed. The first error of a
+// sequence of puts is kept in err.
+type devStore struct {
+	e       accel.Engine
+	tensors []devTensor
+	err     error
+}
+
+// put copies t to the device (nil: no buffer).
+func (s *devStore) put(t *radgen.Tensor) accel.Ptr {
+	if s.err != nil || t == nil {
+		return 0
+	}
+	var p accel.Ptr
+	if p, s.err = s.e.AllocPtr(int64(4 * t.Len())); s.err != nil {
+		return 0
+	}
+	s.tensors = append(s.tensors, devTensor{p, t})
+	s.err = s.e.CopyIn(p, t.Data())
+	return p
+}
+
+// lin copies a linear map.
+func (s *devStore) lin(l *radgen.Linear) devLinear {
+	return devLinear{w: s.put(l.Weight), b: s.put(l.Bias), in: l.Weight.Dim(1), out: l.Weight.Dim(0), src: l}
+}
+
+// done syncs, and frees everything if a put failed.
+func (s *devStore) done() error {
+	if s.err == nil {
+		s.err = s.e.Sync()
+	}
+	if s.err != nil {
+		s.free()
+	}
+	return s.err
+}
+
+// refresh copies the host tensors again (same shapes: a model's
+// architecture does not change).
+func (s *devStore) refresh() error {
+	for _, t := range s.tensors {
+		if err := s.e.CopyIn(t.p, t.t.Data()); err != nil {
+			return err
+		}
+	}
+	return s.e.Sync()
+}
+
+func (s *devStore) free() {
+	for _, t := range s.tensors {
+		s.e.FreePtr(t.p)
+	}
+	s.tensors = nil
+}
+
+// linear runs l on rows rows of x into y.
+func (s *devStore) linear(y, x accel.Ptr, rows int, l devLinear) error {
+	return s.e.Linear(y, x, l.w, l.b, rows, l.in, l.out)
+}
+
 // devWeights is a Transformer's decoder on a device.
 type devWeights struct {
-	e          accel.Engine
+	devStore
 	table, pos accel.Ptr
 	layers     []devLayer
 	final      devNorm
 	logit      devLinear
 	memory     *devMemory
 	m2m        *devMem2Mem
-	tensors    []devTensor // every copied tensor, for refresh
 }
 
 type devTensor struct {
@@ -237,23 +305,8 @@ type devTensor struct {
 
 // uploadWeights copies tr's decoder weights to e.
 func uploadWeights(e accel.Engine, tr *Transformer) (*devWeights, error) {
-	w := &devWeights{e: e}
-	var err error
-	put := func(t *radgen.Tensor) accel.Ptr {
-		if err != nil || t == nil {
-			return 0
-		}
-		var p accel.Ptr
-		if p, err = e.AllocPtr(int64(4 * t.Len())); err != nil {
-			return 0
-		}
-		w.tensors = append(w.tensors, devTensor{p, t})
-		err = e.CopyIn(p, t.Data())
-		return p
-	}
-	lin := func(l *radgen.Linear) devLinear {
-		return devLinear{w: put(l.Weight), b: put(l.Bias), in: l.Weight.Dim(1), out: l.Weight.Dim(0), src: l}
-	}
+	w := &devWeights{devStore: devStore{e: e}}
+	put, lin := w.put, w.lin
 	w.table, w.pos = put(tr.Embed.Table), put(tr.Embed.Position)
 	for _, l := range tr.Decoder.Layers {
 		dl := devLayer{
@@ -281,11 +334,7 @@ func uploadWeights(e accel.Engine, tr *Transformer) (*devWeights, error) {
 	if tr.Mem2Mem != nil {
 		w.m2m = uploadMem2Mem(tr.Mem2Mem, lin)
 	}
-	if err == nil {
-		err = e.Sync()
-	}
-	if err != nil {
-		w.free()
+	if err := w.done(); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -298,29 +347,6 @@ func plainDevNorm(n *mcln.LayerNorm, put func(*radgen.Tensor) accel.Ptr) devNorm
 		k = accel.NormStandard
 	}
 	return devNorm{gamma: put(n.Gamma), beta: put(n.Beta), eps: float32(n.Eps), kind: k}
-}
-
-// refresh copies the host tensors again (same shapes: a model's
-// architecture does not change).
-func (w *devWeights) refresh(*Transformer) error {
-	for _, t := range w.tensors {
-		if err := w.e.CopyIn(t.p, t.t.Data()); err != nil {
-			return err
-		}
-	}
-	return w.e.Sync()
-}
-
-func (w *devWeights) free() {
-	for _, t := range w.tensors {
-		w.e.FreePtr(t.p)
-	}
-	w.tensors = nil
-}
-
-// linear runs l on rows rows of x into y.
-func (w *devWeights) linear(y, x accel.Ptr, rows int, l devLinear) error {
-	return w.e.Linear(y, x, l.w, l.b, rows, l.in, l.out)
 }
 
 // f32Bytes is the size of n float32s.

@@ -54,8 +54,7 @@ func (s *devDecoding) mem2memStep() error {
 	r, da, n := mm.slots, mm.hidden, s.n
 	B := s.studies
 	t := newTry()
-	s.hostIDs = append(s.hostIDs[:0], s.study...)
-	t.do(e.CopyInInt32(s.ids, s.hostIDs))
+	t.do(s.studyIDs())
 	// Eq. 17: the context over the study's encoder states.
 	t.do(e.Gather(s.m2mKeysRows, s.m2mKeys, s.ids, R, B, n*da, 1))
 	t.do(e.Gather(s.m2mHRows, s.m2mH, s.ids, R, B, n*d, 1))
