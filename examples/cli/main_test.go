@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,8 +52,8 @@ func TestModelConfig(t *testing.T) {
 }
 
 // The commands end to end on synthetic films: train an M² with GCA routing
-// for one epoch, then generate: refused on the reference device (M²
-// decodes on the CPU only), written on the CPU.
+// for one epoch, then generate on the CPU and on the reference device, which
+// must agree.
 func TestTrainAndGenerateM2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
@@ -75,14 +76,25 @@ func TestTrainAndGenerateM2(t *testing.T) {
 		t.Fatalf("trained %s, routing %v", m.Config().Architecture(), m.Config().M2)
 	}
 	m.Close()
-	if err := generate(ctx, []string{"-model", model, "-ann", ann, "-images", images, "-device", "reference"}); err == nil {
-		t.Error("M² on the reference device: no error")
-	}
-	reports := filepath.Join(dir, "reports.json")
+	reports, onDevice := filepath.Join(dir, "reports.json"), filepath.Join(dir, "device.json")
 	if err := generate(ctx, []string{"-model", model, "-ann", ann, "-images", images, "-o", reports}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(reports); err != nil || len(b) < 10 {
-		t.Fatalf("reports: %d bytes, %v", len(b), err)
+	if err := generate(ctx, []string{"-model", model, "-ann", ann, "-images", images, "-device", "reference", "-o", onDevice}); err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := os.ReadFile(reports)
+	if err != nil || len(cpu) < 10 {
+		t.Fatalf("reports: %d bytes, %v", len(cpu), err)
+	}
+	var a, b []generated
+	dev, _ := os.ReadFile(onDevice)
+	if json.Unmarshal(cpu, &a) != nil || json.Unmarshal(dev, &b) != nil || len(a) != len(b) || len(a) == 0 {
+		t.Fatalf("reports: %d on the CPU, %d on the device", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Report != b[i].Report {
+			t.Errorf("study %s: CPU %q, reference device %q", a[i].ID, a[i].Report, b[i].Report)
+		}
 	}
 }
