@@ -45,9 +45,8 @@ type devDecoding struct {
 	m2mH, m2mKeys                                  accel.Ptr
 	m2mKeysRows, m2mHRows, m2mSum, m2mScores, m2mQ accel.Ptr
 	m2mC, m2mInZ, m2mInU, m2mZ, m2mU, m2mRead      accel.Ptr
-	scoresLen, crossLen, rowKVLen, idsLen          int
+	rowKVLen                                       int
 	kvIdsRows                                      int // rows the memory's gather ids were written for
-	hostAttn                                       []float32
 }
 
 var (
@@ -167,21 +166,10 @@ func (s *devDecoding) ensure(rows, positions int) error {
 		}
 	}
 	var err error
-	realloc := func(p *accel.Ptr, n int, keep int) {
-		if err != nil {
-			return
+	realloc := func(p *accel.Ptr, n, keep int) {
+		if err == nil {
+			err = s.realloc(p, n, keep)
 		}
-		var q accel.Ptr
-		if q, err = s.alloc(n); err != nil {
-			return
-		}
-		if *p != 0 {
-			if keep > 0 {
-				err = s.e.CopyDevice(q, *p, f32Bytes(keep))
-			}
-			s.release(*p)
-		}
-		*p = q
 	}
 	realloc(&s.spareK, cache, 0)
 	realloc(&s.spareV, cache, 0)
@@ -242,26 +230,9 @@ func (s *devDecoding) AttentionWidth() int { return s.n }
 // Attention implements decode.AttentionRecorder: the last layer's
 // cross-attention of the last step, averaged over heads.
 func (s *devDecoding) Attention(dst []float32) error {
-	R, n := s.rows, s.n
-	_, heads, _, _, _, _ := s.sizes()
-	if len(dst) < R*n {
-		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), R, n)
-	}
-	if cap(s.hostAttn) < heads*R*n {
-		s.hostAttn = make([]float32, heads*R*n)
-	}
-	all := s.hostAttn[:heads*R*n]
-	if err := s.e.CopyOut(all, s.crossScores); err != nil {
-		return err
-	}
 	// Scores are (H, R, N) whichever grouping the step used.
-	clear(dst[:R*n])
-	for h := range heads {
-		for i, v := range all[h*R*n : (h+1)*R*n] {
-			dst[i] += v / float32(heads)
-		}
-	}
-	return nil
+	_, heads, _, _, _, _ := s.sizes()
+	return s.meanAttention(dst, s.crossScores, heads, s.rows, s.n)
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].

@@ -197,10 +197,10 @@ func (m *Model) SyncDevice() error {
 
 // ---- weights on the device ---------------------------------------------------------
 
+// devLinear is a linear map on a device: w (out, in), b (out) or 0.
 type devLinear struct {
 	w, b    accel.Ptr
 	in, out int
-	src     *radgen.Linear
 }
 
 type devNorm struct {
@@ -250,7 +250,7 @@ func (s *devStore) put(t *radgen.Tensor) accel.Ptr {
 
 // lin copies a linear map.
 func (s *devStore) lin(l *radgen.Linear) devLinear {
-	return devLinear{w: s.put(l.Weight), b: s.put(l.Bias), in: l.Weight.Dim(1), out: l.Weight.Dim(0), src: l}
+	return devLinear{w: s.put(l.Weight), b: s.put(l.Bias), in: l.Weight.Dim(1), out: l.Weight.Dim(0)}
 }
 
 // done syncs, and frees everything if a put failed.

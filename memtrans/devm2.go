@@ -83,7 +83,6 @@ type devM2Decoding struct {
 	cs, es, scores, crossScores, ff    accel.Ptr
 	rowK, rowV                         accel.Ptr
 	rowKVLen                           int
-	hostAttn                           []float32
 }
 
 // startDeviceM2 encodes feats on the CPU and returns a device decoding
@@ -170,7 +169,7 @@ func (s *devM2Decoding) ensure(rows, positions int) error {
 		{&s.ff, rc * dff}, {&s.logits, rc * vocab}, {&s.ids, rc}, {&s.tokIDs, rc},
 	}
 	for _, b := range sizes {
-		if err := s.realloc(b.p, b.n); err != nil {
+		if err := s.realloc(b.p, b.n, 0); err != nil {
 			return err
 		}
 	}
@@ -188,26 +187,8 @@ func (s *devM2Decoding) AttentionWidth() int { return s.nr }
 // cross-attention of the last step averaged over levels and heads, as
 // M2Decoding records it.
 func (s *devM2Decoding) Attention(dst []float32) error {
-	R, nr := s.rows, s.nr
 	_, h, _, _, _, _ := s.dims()
-	k := s.levels * h
-	if len(dst) < R*nr {
-		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), R, nr)
-	}
-	if cap(s.hostAttn) < k*R*nr {
-		s.hostAttn = make([]float32, k*R*nr)
-	}
-	all := s.hostAttn[:k*R*nr]
-	if err := s.e.CopyOut(all, s.crossScores); err != nil {
-		return err
-	}
-	clear(dst[:R*nr])
-	for i := range k {
-		for j, v := range all[i*R*nr : (i+1)*R*nr] {
-			dst[j] += v / float32(k)
-		}
-	}
-	return nil
+	return s.meanAttention(dst, s.crossScores, s.levels*h, s.rows, s.nr)
 }
 
 // Reorder implements decode.Model.

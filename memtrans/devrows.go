@@ -22,6 +22,7 @@ type devRows struct {
 	ids, tokIDs    accel.Ptr // int32 scratch: reorder/gather ids, tokens (rowCap)
 	logits         accel.Ptr
 	hostIDs        []int32
+	hostAttn       []float32
 }
 
 func newDevRows(e accel.Engine, studies int) devRows {
@@ -64,16 +65,44 @@ func (s *devRows) release(p accel.Ptr) {
 	}
 }
 
-// realloc replaces *p by a fresh buffer of n floats (contents not kept).
-func (s *devRows) realloc(p *accel.Ptr, n int) error {
+// realloc replaces *p by a fresh buffer of n floats holding the first
+// keep floats of the old one.
+func (s *devRows) realloc(p *accel.Ptr, n, keep int) error {
 	q, err := s.alloc(n)
 	if err != nil {
 		return err
 	}
 	if *p != 0 {
+		if keep > 0 {
+			err = s.e.CopyDevice(q, *p, f32Bytes(keep))
+		}
 		s.release(*p)
 	}
 	*p = q
+	return err
+}
+
+// meanAttention writes into dst the mean of blocks score blocks of
+// (rows, width) that lie one after another at scores: a decoding's
+// attention averaged over heads (and levels).
+func (s *devRows) meanAttention(dst []float32, scores accel.Ptr, blocks, rows, width int) error {
+	if len(dst) < rows*width {
+		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), rows, width)
+	}
+	n := blocks * rows * width
+	if cap(s.hostAttn) < n {
+		s.hostAttn = make([]float32, n)
+	}
+	all := s.hostAttn[:n]
+	if err := s.e.CopyOut(all, scores); err != nil {
+		return err
+	}
+	clear(dst[:rows*width])
+	for b := range blocks {
+		for i, v := range all[b*rows*width : (b+1)*rows*width] {
+			dst[i] += v / float32(blocks)
+		}
+	}
 	return nil
 }
 
