@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/memtrans/data"
@@ -31,12 +30,7 @@ func deviceTestModel(t testing.TB, configure func(*Config)) *Transformer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(6, 6))
-	for _, p := range radgen.Params(m) {
-		if p.Tensor.Rank() == 1 {
-			radgen.Uniform(p.Tensor, rng, 0.3)
-		}
-	}
+	randomizeVectors(m, 6)
 	return m
 }
 
@@ -419,12 +413,7 @@ func TestDeviceM2MatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rng := rand.New(rand.NewPCG(8, 8))
-		for _, p := range radgen.Params(m) {
-			if p.Tensor.Rank() == 1 {
-				radgen.Uniform(p.Tensor, rng, 0.3)
-			}
-		}
+		randomizeVectors(m, 8)
 		w, err := uploadM2Weights(e, m)
 		if err != nil {
 			t.Fatal(err)

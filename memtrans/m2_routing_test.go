@@ -20,12 +20,7 @@ func routedM2(t testing.TB, r mesh.Routing) *M2Transformer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(8, 8))
-	for _, p := range radgen.Params(m) {
-		if p.Tensor.Rank() == 1 {
-			radgen.Uniform(p.Tensor, rng, 0.3)
-		}
-	}
+	randomizeVectors(m, 8)
 	return m
 }
 

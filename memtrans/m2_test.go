@@ -27,13 +27,20 @@ func tinyM2(t testing.TB) *M2Transformer {
 		t.Fatal(err)
 	}
 	// Non-zero gate biases and norms, so that no term is trivially neutral.
-	rng := rand.New(rand.NewPCG(8, 8))
+	randomizeVectors(m, 8)
+	return m
+}
+
+// randomizeVectors draws every one-dimensional parameter of m (biases,
+// norm gains, gates) from U(−0.3, 0.3) with PCG(seed, seed), so that no
+// term is trivially neutral.
+func randomizeVectors(m radgen.Module, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
 	for _, p := range radgen.Params(m) {
 		if p.Tensor.Rank() == 1 {
 			radgen.Uniform(p.Tensor, rng, 0.3)
 		}
 	}
-	return m
 }
 
 func m2Feats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
