@@ -259,16 +259,9 @@ func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) err
 		return err
 	}
 	d := c.DModel
-	e := s.e
 	// Embedding: lut(y)·√D + PE(t).
-	s.hostIDs = s.hostIDs[:0]
-	for _, tok := range tokens {
-		s.hostIDs = append(s.hostIDs, int32(tok))
-	}
 	try := newTry()
-	try.do(e.CopyInInt32(s.tokIDs, s.hostIDs))
-	try.do(e.Gather(s.x, s.w.table, s.tokIDs, R, V, d, sqrtOf(d)))
-	try.do(e.Add(s.x, s.x, s.w.pos.Add(s.t*d), R, d, accel.RowVector))
+	try.do(s.embed(s.x, s.w.table, s.w.pos.Add(s.t*d), tokens, V, d, sqrtOf(d)))
 	switch {
 	case try.err != nil:
 	case s.w.memory != nil:
@@ -285,13 +278,10 @@ func (s *devDecoding) Step(ctx context.Context, tokens []int, dst []float32) err
 	}
 	try.do(s.norm(s.h, s.x, s.w.final))
 	try.do(s.logit())
-	try.do(e.LogSoftmax(s.logits, s.logits, R, V))
-	try.do(e.CopyOut(dst[:R*V], s.logits))
 	if try.err != nil {
 		return try.err
 	}
-	s.t++
-	return nil
+	return s.emit(dst, V)
 }
 
 // logit writes the logits of the final states s.h: W·h + b, or for BASE+RM

@@ -218,16 +218,10 @@ func (s *devM2Decoding) Step(ctx context.Context, tokens []int, dst []float32) e
 	if err := s.ensure(R, s.t+1); err != nil {
 		return err
 	}
-	d, e := c.DModel, s.e
+	d := c.DModel
 	try := newTry()
 	// Y = word_emb(w) + pos_emb(t+1) (no √D scaling in M²).
-	s.hostIDs = s.hostIDs[:0]
-	for _, tok := range tokens {
-		s.hostIDs = append(s.hostIDs, int32(tok))
-	}
-	try.do(e.CopyInInt32(s.tokIDs, s.hostIDs))
-	try.do(e.Gather(s.x, s.w.words, s.tokIDs, R, V, d, 1))
-	try.do(e.Add(s.x, s.x, s.w.pos.Add((s.t+1)*d), R, d, accel.RowVector))
+	try.do(s.embed(s.x, s.w.words, s.w.pos.Add((s.t+1)*d), tokens, V, d, 1))
 	for l := range s.w.layers {
 		if try.err != nil {
 			break
@@ -236,13 +230,10 @@ func (s *devM2Decoding) Step(ctx context.Context, tokens []int, dst []float32) e
 		try.do(ctx.Err())
 	}
 	try.do(s.w.linear(s.logits, s.x, R, s.w.out))
-	try.do(e.LogSoftmax(s.logits, s.logits, R, V))
-	try.do(e.CopyOut(dst[:R*V], s.logits))
 	if try.err != nil {
 		return try.err
 	}
-	s.t++
-	return nil
+	return s.emit(dst, V)
 }
 
 // addNorm writes LayerNorm(x + y) into dst (dst may be y), rows rows, y

@@ -132,6 +132,36 @@ func (s *devRows) growCache(old accel.Ptr, heads, width, rc, pc int) (accel.Ptr,
 	return p, err
 }
 
+// embed writes x[r] = scale·table[tokens[r]] + pos for every row: the
+// step's input embedding, pos being the position's row of the table.
+func (s *devRows) embed(x, table, pos accel.Ptr, tokens []int, vocab, d int, scale float32) error {
+	s.hostIDs = s.hostIDs[:0]
+	for _, tok := range tokens {
+		s.hostIDs = append(s.hostIDs, int32(tok))
+	}
+	if err := s.e.CopyInInt32(s.tokIDs, s.hostIDs); err != nil {
+		return err
+	}
+	if err := s.e.Gather(x, table, s.tokIDs, len(tokens), vocab, d, scale); err != nil {
+		return err
+	}
+	return s.e.Add(x, x, pos, len(tokens), d, accel.RowVector)
+}
+
+// emit turns the step's logits (rows, vocab) into log-probabilities, copies
+// them to dst and advances the position.
+func (s *devRows) emit(dst []float32, vocab int) error {
+	n := s.rows * vocab
+	if err := s.e.LogSoftmax(s.logits, s.logits, s.rows, vocab); err != nil {
+		return err
+	}
+	if err := s.e.CopyOut(dst[:n], s.logits); err != nil {
+		return err
+	}
+	s.t++
+	return nil
+}
+
 // checkReorder validates a decode.Model.Reorder argument.
 func (s *devRows) checkReorder(src []int) error {
 	if len(src) == 0 {
