@@ -37,7 +37,6 @@ type devDecoding struct {
 	kvIDs                                 accel.Ptr // int32: the [M; y] rows (rowCap·(S+1))
 	x, h, q, k, v, ctx, tmp, gamma, beta  accel.Ptr
 	hid, ff, scores, crossScores          accel.Ptr
-	rowK, rowV                            accel.Ptr // per-row cross K/V when rows are not grouped by study
 	rmCat, rmIn, rmK, rmV, rmQ, rmScores  accel.Ptr
 	rmCtx, rmHid, rmOut, rmTanh, rmU, rmW accel.Ptr
 	// Mem2Mem: each study's encoder states and context keys (B, N, ·), and
@@ -45,7 +44,6 @@ type devDecoding struct {
 	m2mH, m2mKeys                                  accel.Ptr
 	m2mKeysRows, m2mHRows, m2mSum, m2mScores, m2mQ accel.Ptr
 	m2mC, m2mInZ, m2mInU, m2mZ, m2mU, m2mRead      accel.Ptr
-	rowKVLen                                       int
 	kvIdsRows                                      int // rows the memory's gather ids were written for
 }
 
@@ -364,7 +362,8 @@ func (s *devDecoding) layerStep(l int) error {
 	// row's keys are gathered first.
 	try.do(s.norm(s.h, s.x, L.norms[1]))
 	try.do(s.w.linear(s.q, s.h, R, L.srcQ))
-	keys, vals, groups, per, err := s.crossSource(l)
+	nd := s.n * d
+	keys, vals, groups, per, err := s.crossSource(s.crossK[l], s.crossV[l], nd, nd)
 	try.do(err)
 	n := s.n
 	for h := 0; h < heads && try.err == nil; h++ {
@@ -386,39 +385,6 @@ func (s *devDecoding) layerStep(l int) error {
 	try.do(s.w.linear(s.tmp, s.ff, R, L.ff2))
 	try.do(e.Add(s.x, s.x, s.tmp, R, d, accel.Same(R)))
 	return try.err
-}
-
-// crossSource returns the cross-attention keys and values of layer l for
-// the current rows as groups of per rows sharing one (N, D) block.
-func (s *devDecoding) crossSource(l int) (keys, vals accel.Ptr, groups, per int, err error) {
-	if per, ok := s.grouped(); ok {
-		return s.crossK[l], s.crossV[l], s.studies, per, nil
-	}
-	// One block per row, gathered from its study's.
-	R, nd := s.rows, s.n*s.m.Config.DModel
-	if s.rowKVLen < s.rowCap*nd {
-		if s.rowK != 0 {
-			s.release(s.rowK)
-			s.release(s.rowV)
-		}
-		if s.rowK, err = s.alloc(s.rowCap * nd); err != nil {
-			return
-		}
-		if s.rowV, err = s.alloc(s.rowCap * nd); err != nil {
-			return
-		}
-		s.rowKVLen = s.rowCap * nd
-	}
-	if err = s.studyIDs(); err != nil {
-		return
-	}
-	if err = s.e.Gather(s.rowK, s.crossK[l], s.ids, R, s.studies, nd, 1); err != nil {
-		return
-	}
-	if err = s.e.Gather(s.rowV, s.crossV[l], s.ids, R, s.studies, nd, 1); err != nil {
-		return
-	}
-	return s.rowK, s.rowV, R, 1, nil
 }
 
 // memoryStep advances every row's relational memory by the step's input

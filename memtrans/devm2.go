@@ -81,8 +81,6 @@ type devM2Decoding struct {
 	crossK, crossV                     []accel.Ptr // per layer (B, N, nr, h·d_k|h·d_v)
 	x, s, q, k, v, ctx, tmp, acc, gate accel.Ptr
 	cs, es, scores, crossScores, ff    accel.Ptr
-	rowK, rowV                         accel.Ptr
-	rowKVLen                           int
 }
 
 // startDeviceM2 encodes feats on the CPU and returns a device decoding
@@ -271,7 +269,7 @@ func (s *devM2Decoding) layerStep(l int) error {
 	// C_i = AddNorm(C(X̃ⁱ, S)) for every level i (Eq. 7), one shared query.
 	try.do(s.w.linear(s.q, s.s, R, L.encQ))
 	n, nr := s.levels, s.nr
-	keys, vals, groups, per, err := s.crossSource(l, n*nr*hk, n*nr*hv)
+	keys, vals, groups, per, err := s.crossSource(s.crossK[l], s.crossV[l], n*nr*hk, n*nr*hv)
 	try.do(err)
 	for i := 0; i < n && try.err == nil; i++ {
 		for hd := 0; hd < h && try.err == nil; hd++ {
@@ -311,38 +309,6 @@ func (s *devM2Decoding) layerStep(l int) error {
 	try.do(s.w.linear(s.tmp, s.ff, R, L.ff2))
 	try.do(s.addNorm(s.x, s.acc, s.tmp, R, accel.Same(R), L.ffNorm))
 	return try.err
-}
-
-// crossSource returns layer l's cross keys and values as groups of per
-// rows sharing one study's block (kw and vw floats per study).
-func (s *devM2Decoding) crossSource(l, kw, vw int) (keys, vals accel.Ptr, groups, per int, err error) {
-	if per, ok := s.grouped(); ok {
-		return s.crossK[l], s.crossV[l], s.studies, per, nil
-	}
-	R := s.rows
-	if s.rowKVLen < s.rowCap {
-		if s.rowK != 0 {
-			s.release(s.rowK)
-			s.release(s.rowV)
-		}
-		if s.rowK, err = s.alloc(s.rowCap * kw); err != nil {
-			return
-		}
-		if s.rowV, err = s.alloc(s.rowCap * vw); err != nil {
-			return
-		}
-		s.rowKVLen = s.rowCap
-	}
-	if err = s.studyIDs(); err != nil {
-		return
-	}
-	if err = s.e.Gather(s.rowK, s.crossK[l], s.ids, R, s.studies, kw, 1); err != nil {
-		return
-	}
-	if err = s.e.Gather(s.rowV, s.crossV[l], s.ids, R, s.studies, vw, 1); err != nil {
-		return
-	}
-	return s.rowK, s.rowV, R, 1, nil
 }
 
 var (

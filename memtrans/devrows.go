@@ -23,6 +23,9 @@ type devRows struct {
 	logits         accel.Ptr
 	hostIDs        []int32
 	hostAttn       []float32
+
+	rowK, rowV accel.Ptr // per-row cross keys/values when rows are not grouped by study
+	rowKVCap   int       // floats each of rowK, rowV holds
 }
 
 func newDevRows(e accel.Engine, studies int) devRows {
@@ -224,6 +227,35 @@ func (s *devRows) grouped() (per int, ok bool) {
 		}
 	}
 	return per, true
+}
+
+// crossSource returns cross-attention keys and values (kw and vw floats
+// per study at keys and vals) for the current rows as groups of per rows
+// that share one study's block: the studies themselves when the rows are
+// grouped, else one block per row, gathered from its study's.
+func (s *devRows) crossSource(keys, vals accel.Ptr, kw, vw int) (k, v accel.Ptr, groups, per int, err error) {
+	if per, ok := s.grouped(); ok {
+		return keys, vals, s.studies, per, nil
+	}
+	if n := s.rowCap * max(kw, vw); s.rowKVCap < n {
+		if err = s.realloc(&s.rowK, n, 0); err != nil {
+			return
+		}
+		if err = s.realloc(&s.rowV, n, 0); err != nil {
+			return
+		}
+		s.rowKVCap = n
+	}
+	if err = s.studyIDs(); err != nil {
+		return
+	}
+	if err = s.e.Gather(s.rowK, keys, s.ids, s.rows, s.studies, kw, 1); err != nil {
+		return
+	}
+	if err = s.e.Gather(s.rowV, vals, s.ids, s.rows, s.studies, vw, 1); err != nil {
+		return
+	}
+	return s.rowK, s.rowV, s.rows, 1, nil
 }
 
 // studyIDs writes each row's study into s.ids.
