@@ -1,0 +1,251 @@
+package fhir
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/radgen/radgen/memtrans"
+)
+
+// ErrInput is wrapped by the errors NewDiagnosticReport returns for input
+// that cannot make a valid resource.
+var ErrInput = errors.New("fhir: bad input")
+
+// Code systems and codes the package writes.
+const (
+	SystemLOINC         = "http://loinc.org"
+	SystemDICOMUID      = "urn:dicom:uid"
+	SystemV2Table0074   = "http://terminology.hl7.org/CodeSystem/v2-0074"
+	SystemV2Table0203   = "http://terminology.hl7.org/CodeSystem/v2-0203"
+	SystemObsCategory   = "http://terminology.hl7.org/CodeSystem/observation-category"
+	SystemV3ObsValue    = "http://terminology.hl7.org/CodeSystem/v3-ObservationValue"
+	CodeImagingStudy    = "18748-4" // LOINC "Diagnostic imaging study"
+	CodeStudyFindings   = "18782-3" // LOINC "Radiology Study observation (narrative)"
+	CodeAIAsserted      = "AIAST"   // v3 ObservationValue "artificial intelligence asserted"
+	deviceID, findingID = "model", "finding"
+)
+
+// Study identifies the imaging study a report describes. InstanceUID is
+// required; the other fields are written when set.
+type Study struct {
+	InstanceUID     string    // StudyInstanceUID (0020,000D), dotted decimal
+	Reference       string    // literal reference to the ImagingStudy resource, e.g. "ImagingStudy/42"
+	AccessionNumber string    // AccessionNumber (0008,0050): the order the report fulfils
+	PatientID       string    // PatientID (0010,0020): the subject, as a logical reference
+	PatientSystem   string    // namespace of PatientID (a URI), if known
+	Patient         string    // literal reference to the Patient resource, e.g. "Patient/7"
+	Time            time.Time // when the images were taken (StudyDate/StudyTime); zero: the issue time
+}
+
+// Model identifies the report generator. Name is required.
+type Model struct {
+	Name         string // e.g. "radgen R2Gen IU X-Ray"
+	Version      string
+	Checksum     string // digest of the weights, e.g. "sha256:9f86d0…"
+	Manufacturer string
+}
+
+// Option configures NewDiagnosticReport.
+type Option func(*options) error
+
+type options struct {
+	lang string
+	id   string
+	ids  []Identifier
+}
+
+// WithLanguage sets the language of the text (a BCP-47 tag; default "en").
+func WithLanguage(tag string) Option {
+	return func(o *options) error {
+		if !languageRE.MatchString(tag) {
+			return fmt.Errorf("%w: language %q is not a BCP-47 tag", ErrInput, tag)
+		}
+		o.lang = tag
+		return nil
+	}
+}
+
+// WithID sets the resource's logical id (default none: the server assigns
+// one).
+func WithID(id string) Option {
+	return func(o *options) error {
+		if !idRE.MatchString(id) {
+			return fmt.Errorf("%w: id %q (1-64 of A-Z a-z 0-9 - .)", ErrInput, id)
+		}
+		o.id = id
+		return nil
+	}
+}
+
+// WithIdentifier adds a business identifier of the report itself, such as
+// the SOP Instance UID of the DICOM SR written for the same report
+// (System "urn:dicom:uid", Value "urn:oid:<uid>").
+func WithIdentifier(id Identifier) Option {
+	return func(o *options) error {
+		if id.Value == "" {
+			return fmt.Errorf("%w: identifier without a value", ErrInput)
+		}
+		if err := checkText("identifier", id.Value); err != nil {
+			return err
+		}
+		o.ids = append(o.ids, id)
+		return nil
+	}
+}
+
+var (
+	uidRE      = regexp.MustCompile(`^[0-2](\.(0|[1-9][0-9]*))+$`)
+	languageRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
+	idRE       = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+)
+
+// NewDiagnosticReport builds the DiagnosticReport for r (its Text is the
+// findings), about study s, written by model m and issued at t. It returns
+// an error wrapping ErrInput when r has no text, when a field holds what
+// FHIR cannot carry (control characters, invalid UTF-8, a malformed UID or
+// reference) or when t is zero or outside years 1-9999.
+func NewDiagnosticReport(r memtrans.Report, s Study, m Model, t time.Time, opts ...Option) (*DiagnosticReport, error) {
+	o := options{lang: "en"}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	text := strings.TrimSpace(r.Text)
+	if text == "" {
+		return nil, fmt.Errorf("%w: the report has no text", ErrInput)
+	}
+	if err := checkText("report text", text); err != nil {
+		return nil, err
+	}
+	if len(s.InstanceUID) > 64 || !uidRE.MatchString(s.InstanceUID) {
+		return nil, fmt.Errorf("%w: StudyInstanceUID %q is not a DICOM UID", ErrInput, s.InstanceUID)
+	}
+	if strings.TrimSpace(m.Name) == "" {
+		return nil, fmt.Errorf("%w: the model has no name", ErrInput)
+	}
+	for _, f := range []struct{ what, v string }{
+		{"model name", m.Name}, {"model version", m.Version}, {"model checksum", m.Checksum}, {"manufacturer", m.Manufacturer},
+		{"accession number", s.AccessionNumber}, {"patient id", s.PatientID},
+	} {
+		if err := checkText(f.what, f.v); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct{ what, v string }{
+		{"study reference", s.Reference}, {"patient reference", s.Patient}, {"patient system", s.PatientSystem}, {"model checksum", m.Checksum},
+	} {
+		if strings.IndexFunc(f.v, unicode.IsSpace) >= 0 || strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
+			return nil, fmt.Errorf("%w: %s %q has spaces", ErrInput, f.what, f.v)
+		}
+	}
+	issued, err := instant(t)
+	if err != nil {
+		return nil, err
+	}
+	effective := issued
+	if !s.Time.IsZero() {
+		if effective, err = instant(s.Time); err != nil {
+			return nil, err
+		}
+	}
+
+	security := &Meta{Security: []Coding{{System: SystemV3ObsValue, Code: CodeAIAsserted, Display: "artificial intelligence asserted"}}}
+	var subject *Reference
+	if s.Patient != "" || s.PatientID != "" {
+		subject = &Reference{Reference: s.Patient, Type: "Patient"}
+		if s.PatientID != "" {
+			subject.Identifier = &Identifier{System: s.PatientSystem, Value: strings.TrimSpace(s.PatientID)}
+		}
+	}
+	dev := &Device{
+		ResourceType: "Device",
+		ID:           deviceID,
+		Meta:         security,
+		Status:       "active",
+		DeviceName:   []DeviceName{{Name: strings.TrimSpace(m.Name), Type: "model-name"}},
+		Type:         &CodeableConcept{Text: "radiology report generator (machine-learning model)"},
+		Manufacturer: strings.TrimSpace(m.Manufacturer),
+	}
+	if v := strings.TrimSpace(m.Version); v != "" {
+		dev.Version = []DeviceVersion{{Value: v}}
+	}
+	if m.Checksum != "" {
+		dev.Identifier = []Identifier{{Type: &CodeableConcept{Text: "checksum of the model weights"}, Value: m.Checksum}}
+	}
+	obs := &Observation{
+		ResourceType:      "Observation",
+		ID:                findingID,
+		Meta:              security,
+		Status:            "preliminary",
+		Category:          []CodeableConcept{{Coding: []Coding{{System: SystemObsCategory, Code: "imaging", Display: "Imaging"}}}},
+		Code:              CodeableConcept{Coding: []Coding{{System: SystemLOINC, Code: CodeStudyFindings, Display: "Radiology Study observation (narrative)"}}, Text: "Findings"},
+		Subject:           subject,
+		EffectiveDateTime: effective,
+		Issued:            issued,
+		ValueString:       text,
+		Device:            &Reference{Reference: "#" + deviceID},
+		Note:              []Annotation{{Text: "Written by an AI model (" + dev.DeviceName[0].Name + "); preliminary, to be reviewed by a radiologist."}},
+	}
+	study := Reference{Type: "ImagingStudy", Reference: s.Reference, Identifier: &Identifier{System: SystemDICOMUID, Value: "urn:oid:" + s.InstanceUID}}
+	dr := &DiagnosticReport{
+		ResourceType:      "DiagnosticReport",
+		ID:                o.id,
+		Meta:              security,
+		Language:          o.lang,
+		Contained:         []Resource{dev, obs},
+		Identifier:        o.ids,
+		Status:            "preliminary",
+		Category:          []CodeableConcept{{Coding: []Coding{{System: SystemV2Table0074, Code: "RAD", Display: "Radiology"}}}},
+		Code:              CodeableConcept{Coding: []Coding{{System: SystemLOINC, Code: CodeImagingStudy, Display: "Diagnostic imaging study"}}},
+		Subject:           subject,
+		EffectiveDateTime: effective,
+		Issued:            issued,
+		Result:            []Reference{{Reference: "#" + findingID}},
+		ImagingStudy:      []Reference{study},
+		Conclusion:        text,
+		PresentedForm: []Attachment{{
+			ContentType: "text/plain; charset=utf-8",
+			Language:    o.lang,
+			Data:        base64.StdEncoding.EncodeToString([]byte(text)),
+			Title:       "Findings",
+			Creation:    issued,
+		}},
+	}
+	if a := strings.TrimSpace(s.AccessionNumber); a != "" {
+		dr.BasedOn = []Reference{{Type: "ServiceRequest", Identifier: &Identifier{
+			Type:  &CodeableConcept{Coding: []Coding{{System: SystemV2Table0203, Code: "ACSN", Display: "Accession ID"}}},
+			Value: a,
+		}}}
+	}
+	return dr, nil
+}
+
+// checkText refuses what a FHIR string cannot hold: invalid UTF-8 and
+// control characters other than tab, line feed and carriage return.
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not UTF-8", ErrInput, what)
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) && c != '\t' && c != '\n' && c != '\r' {
+			return fmt.Errorf("%w: %s holds control character %U", ErrInput, what, c)
+		}
+	}
+	return nil
+}
+
+// instant formats t as a FHIR instant (seconds, an optional fraction and a
+// zone).
+func instant(t time.Time) (string, error) {
+	if t.IsZero() || t.Year() < 1 || t.Year() > 9999 {
+		return "", fmt.Errorf("%w: time %v", ErrInput, t)
+	}
+	return t.Format(time.RFC3339Nano), nil
+}
