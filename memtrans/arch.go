@@ -168,21 +168,21 @@ func (c ModelConfig) validateArchitecture() error {
 	switch c.Architecture() {
 	case ArchM2:
 		m := c.M2
-		if err := m.Validate(); err != nil {
+		if err := m.validateShape(); err != nil {
 			return err
 		}
 		if m.Vocab < 3 || m.EOS != 0 || m.BOS != m.Vocab-2 || m.Pad != m.Vocab-1 {
 			return fmt.Errorf("%w: M² ids (vocab %d, bos %d, eos %d, pad %d) are not the facade's (see M2Config.ForReports)", ErrConfig, m.Vocab, m.BOS, m.EOS, m.Pad)
 		}
 	case ArchMETransformer:
-		if err := c.METrans.Validate(); err != nil {
+		if err := c.METrans.validateShape(); err != nil {
 			return err
 		}
 		if want := c.PatchesPerStudy(); c.METrans.Patches != want {
 			return fmt.Errorf("%w: METransformer takes %d visual tokens, the extractor gives %d per study", ErrConfig, c.METrans.Patches, want)
 		}
 	default:
-		return c.Transformer.Validate()
+		return c.Transformer.validateShape()
 	}
 	return nil
 }

@@ -282,17 +282,21 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	if tok == nil {
 		return nil, errors.New("memtrans: nil tokenizer")
 	}
+	b, err := budgetOf(opts)
+	if err != nil {
+		return nil, err
+	}
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
 		if rest, ok := cutPrefix(n, "encoder_decoder."); ok {
-			_, shape, err := src.Float32(n)
+			shape, err := weightShape(src, n)
 			if err != nil {
 				return nil, err
 			}
 			shapes[rest] = shape
 		}
 	}
-	tcfg, err := InferConfig(shapes, heads, memoryHeads, tok.Corpus().MaxSeqLen())
+	tcfg, err := inferConfig(shapes, heads, memoryHeads, tok.Corpus().MaxSeqLen(), b)
 	if err != nil {
 		return nil, err
 	}

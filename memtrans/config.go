@@ -105,8 +105,31 @@ func Tiny(vocab, dVisual int) Config {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("memtrans: invalid config")
 
-// Validate reports the first inconsistency in c.
+// Validate reports the first inconsistency in c, including a model beyond
+// DefaultBudget (two views of patches assumed; see ModelConfig.CheckBudget
+// for the whole generator). Errors wrap ErrConfig and name the field.
 func (c Config) Validate() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(DefaultBudget(), nominalPatches)
+}
+
+// validateHard is validateShape and the constructors' hard budget.
+func (c Config) validateHard() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(hardBudget, nominalPatches)
+}
+
+// maxLayers bounds every layer count of a configuration: far beyond any
+// published model, and small enough that a forged count of tiny layers
+// cannot exhaust memory on per-layer bookkeeping.
+const maxLayers = 1024
+
+// validateShape reports the first inconsistency in c other than its size.
+func (c Config) validateShape() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
 	}
@@ -123,6 +146,9 @@ func (c Config) Validate() error {
 		if f.v <= 0 || f.v > 1<<20 {
 			return bad("%s = %d", f.name, f.v)
 		}
+	}
+	if c.Layers > maxLayers {
+		return bad("num_layers = %d (at most %d)", c.Layers, maxLayers)
 	}
 	if c.DModel%c.Heads != 0 {
 		return bad("d_model %d not divisible by %d heads", c.DModel, c.Heads)

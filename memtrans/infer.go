@@ -11,8 +11,15 @@ import (
 // InferConfig derives a Config from the tensor shapes of an R2Gen
 // state_dict (names relative to "encoder_decoder."). Head counts cannot be
 // read from weights and are given; dropout rates take R2Gen's defaults and
-// maxSeqLen is the longest report in tokens.
+// maxSeqLen is the longest report in tokens. The layers must be numbered
+// 0, 1, … without gaps, and the configuration must fit DefaultBudget: a
+// forged tensor name (model.encoder.layers.999999.x) gives an error, not a
+// model of a million layers.
 func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
+	return inferConfig(shapes, heads, memoryHeads, maxSeqLen, DefaultBudget())
+}
+
+func inferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int, b Budget) (Config, error) {
 	get := func(name string, rank int) ([]int, error) {
 		s, ok := shapes[name]
 		if !ok {
@@ -54,6 +61,14 @@ func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Co
 			c.Layers = i + 1
 		}
 	}
+	// Every layer up to the highest index must be there, in the encoder
+	// and the decoder.
+	if n := countLayers(shapes, "model.encoder.layers.", ".feed_forward.w_1.weight"); n != c.Layers || c.Layers > maxLayers {
+		return c, fmt.Errorf("%w: num_layers: the weights name encoder layer %d but hold layers 0 to %d only", ErrConfig, c.Layers-1, n-1)
+	}
+	if n := countLayers(shapes, "model.decoder.layers.", ".feed_forward.w_1.weight"); n != c.Layers {
+		return c, fmt.Errorf("%w: num_layers: %d encoder layers but %d decoder layers", ErrConfig, c.Layers, n)
+	}
 	switch g, ok := shapes["model.decoder.layers.0.sublayer.0.norm.mlp_gamma.0.weight"]; {
 	case ok && len(g) == 2 && c.DModel > 0:
 		c.Variant = VariantR2Gen
@@ -85,5 +100,8 @@ func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Co
 	if c.MaxSeqLen <= 0 || c.MaxSeqLen > c.PositionLen {
 		c.MaxSeqLen = min(60, c.PositionLen)
 	}
-	return c, c.Validate()
+	if err := c.validateShape(); err != nil {
+		return c, err
+	}
+	return c, c.checkBudget(b, nominalPatches)
 }

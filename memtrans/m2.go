@@ -33,7 +33,7 @@ type M2Transformer struct {
 // memory slots and positional table included), drawing from a PCG
 // generator seeded with seed.
 func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x4d32))
@@ -60,7 +60,7 @@ func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 func LoadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
-		_, shape, err := src.Float32(n)
+		shape, err := weightShape(src, n)
 		if err != nil {
 			// Integer buffers (decoder.running_seq) are not float32.
 			continue

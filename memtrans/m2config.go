@@ -50,8 +50,26 @@ func TinyM2(vocab, dIn int) M2Config {
 		DIn: dIn, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
 
-// Validate reports the first inconsistency in c, wrapping ErrConfig.
+// Validate reports the first inconsistency in c, wrapping ErrConfig,
+// including a model beyond DefaultBudget (98 regions assumed; see
+// ModelConfig.CheckBudget for the whole generator).
 func (c M2Config) Validate() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(DefaultBudget(), nominalPatches)
+}
+
+// validateHard is validateShape and the constructors' hard budget.
+func (c M2Config) validateHard() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(hardBudget, nominalPatches)
+}
+
+// validateShape reports the first inconsistency in c other than its size.
+func (c M2Config) validateShape() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: M²: "+format, append([]any{ErrConfig}, a...)...)
 	}
@@ -64,6 +82,9 @@ func (c M2Config) Validate() error {
 		if f.v <= 0 || f.v > 1<<20 {
 			return bad("%s = %d", f.name, f.v)
 		}
+	}
+	if c.EncLayers > maxLayers || c.DecLayers > maxLayers {
+		return bad("enc_layers = %d, dec_layers = %d (at most %d)", c.EncLayers, c.DecLayers, maxLayers)
 	}
 	for _, f := range []struct {
 		name string

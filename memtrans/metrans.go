@@ -50,8 +50,25 @@ func TinyMETrans(vocab, dIn, patches int) METransConfig {
 		ViTLayers: 1, BilinearLayers: 1, DecoderLayers: 2, Vocab: vocab, MaxSeqLen: 60, Lambda: 1, Dropout: 0.1}
 }
 
-// Validate reports the first inconsistency in c, wrapping ErrConfig.
+// Validate reports the first inconsistency in c, wrapping ErrConfig,
+// including a model beyond DefaultBudget.
 func (c METransConfig) Validate() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(DefaultBudget())
+}
+
+// validateHard is validateShape and the constructors' hard budget.
+func (c METransConfig) validateHard() error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	return c.checkBudget(hardBudget)
+}
+
+// validateShape reports the first inconsistency in c other than its size.
+func (c METransConfig) validateShape() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: METransformer: "+format, append([]any{ErrConfig}, a...)...)
 	}
@@ -64,6 +81,9 @@ func (c METransConfig) Validate() error {
 		if f.v <= 0 || f.v > 1<<20 {
 			return bad("%s = %d", f.name, f.v)
 		}
+	}
+	if c.ViTLayers > maxLayers || c.BilinearLayers > maxLayers || c.DecoderLayers > maxLayers {
+		return bad("vit_layers = %d, bilinear_layers = %d, decoder_layers = %d (at most %d each)", c.ViTLayers, c.BilinearLayers, c.DecoderLayers, maxLayers)
 	}
 	if c.DModel%c.Heads != 0 {
 		return bad("d_model %d not divisible by %d heads", c.DModel, c.Heads)
@@ -196,7 +216,7 @@ type METransformer struct {
 // NewMETransformer returns a model with Xavier-uniform matrices, drawing from
 // a PCG generator seeded with seed.
 func NewMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x4d45545f))

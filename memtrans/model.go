@@ -53,8 +53,11 @@ func TinyConfig(vocab int) ModelConfig {
 	return ModelConfig{Transformer: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
 }
 
-// Validate reports the first inconsistency in c.
-func (c ModelConfig) Validate() error {
+// Validate reports the first inconsistency in c, including a model beyond
+// DefaultBudget (see CheckBudget; New and the loaders take WithBudget).
+func (c ModelConfig) Validate() error { return c.validate(DefaultBudget()) }
+
+func (c ModelConfig) validate(b Budget) error {
 	if c.Views <= 0 || c.Views > 16 {
 		return fmt.Errorf("%w: %d views per study", ErrConfig, c.Views)
 	}
@@ -73,7 +76,7 @@ func (c ModelConfig) Validate() error {
 	if c.Corpus != data.IUXray && c.Corpus != data.MIMICCXR {
 		return fmt.Errorf("%w: unknown corpus %q", ErrConfig, c.Corpus)
 	}
-	return nil
+	return c.CheckBudget(b)
 }
 
 // Model is a report generator: a visual extractor, an encoder–decoder
@@ -91,6 +94,7 @@ type Model struct {
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
 	maxPixels   int64
+	budget      Budget
 	device      Device
 	dev         *deviceState // nil on the CPU
 	half        *halfState   // nil unless WithHalfWeights
@@ -134,7 +138,11 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 	if tok == nil {
 		return nil, errors.New("memtrans: nil tokenizer")
 	}
-	if err := cfg.Validate(); err != nil {
+	b, err := budgetOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(b); err != nil {
 		return nil, err
 	}
 	if cfg.vocab() != tok.Len()+1 {
@@ -152,7 +160,7 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 }
 
 func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
-	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels}
+	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels, budget: DefaultBudget()}
 	m.transformer, _ = net.(*Transformer)
 	for _, o := range opts {
 		if err := o(m); err != nil {

@@ -37,7 +37,7 @@ type Transformer struct {
 // NewTransformer returns a Transformer initialised as R2Gen's make_model
 // does, drawing from a PCG generator seeded with seed.
 func NewTransformer(c Config, seed uint64) (*Transformer, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x52324765))

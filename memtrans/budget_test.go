@@ -1,0 +1,177 @@
+package memtrans
+
+import (
+	"errors"
+	"runtime/metrics"
+	"strings"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/data"
+)
+
+// allocated returns the bytes f allocated on the heap (an upper bound on
+// the growth of the live heap while it ran).
+func allocated(f func()) uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
+	f()
+	metrics.Read(s)
+	return s[0].Value.Uint64() - before
+}
+
+func countParams(m radgen.Module) float64 {
+	n := 0.0
+	m.VisitParams(func(_ string, t *radgen.Tensor) { n += float64(t.Len()) })
+	return n
+}
+
+// The estimates bound the parameters of the models they describe from
+// above, within a factor of three, and the paper's models are far inside
+// the default budget.
+func TestBudgetEstimates(t *testing.T) {
+	const vocab = 760
+	r2 := []Config{IUXRay(vocab), MIMICCXR(4000), Tiny(vocab, 512)}
+	rm := IUXRay(vocab)
+	rm.Variant = VariantBaseRM
+	base := IUXRay(vocab)
+	base.Variant = VariantBase
+	r2 = append(r2, rm, base)
+	for _, c := range r2 {
+		if testing.Short() && c.DModel > 64 {
+			continue
+		}
+		m, err := NewTransformer(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, est := countParams(m), c.cost(nominalPatches).params
+		if est < got || est > 3*got {
+			t.Errorf("R2Gen %s d=%d vocab %d: estimate %.0f for %.0f parameters", c.Variant, c.DModel, c.Vocab, est, got)
+		}
+	}
+	for _, c := range []M2Config{M2COCO(vocab).ForReports(vocab, 60), TinyM2(vocab, 512)} {
+		if testing.Short() && c.DModel > 64 {
+			continue
+		}
+		m, err := NewM2Transformer(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, est := countParams(m), c.cost(nominalPatches).params
+		if est < got || est > 3*got {
+			t.Errorf("M² d=%d: estimate %.0f for %.0f parameters", c.DModel, est, got)
+		}
+	}
+	for _, mc := range []ModelConfig{R2GenIUXray(vocab), R2GenMIMICCXR(4000), M2IUXray(vocab), METransIUXray(vocab),
+		TinyConfig(vocab), TinyM2Config(vocab), TinyMETransConfig(vocab)} {
+		if err := mc.Validate(); err != nil {
+			t.Errorf("%s: %v", mc.Architecture(), err)
+		}
+		c := mc.cost()
+		if c.params > DefaultMaxParams/2 || c.acts > DefaultMaxActivations/2 {
+			t.Errorf("%s: %.3g parameters, %.3g activations: too close to the default budget", mc.Architecture(), c.params, c.acts)
+		}
+	}
+}
+
+// Configurations that describe enormous models are refused before anything
+// is allocated, naming the field and the budget; none panics.
+func TestBudgetRefusesHugeConfigs(t *testing.T) {
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal.", "no effusion."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := tok.Len() + 1
+	type tc struct {
+		name  string
+		cfg   ModelConfig
+		field string
+	}
+	var cases []tc
+	add := func(name, field string, edit func(*ModelConfig)) {
+		c := TinyConfig(vocab)
+		edit(&c)
+		cases = append(cases, tc{name, c, field})
+	}
+	add("layers", "num_layers", func(c *ModelConfig) { c.Transformer.Layers = 1 << 20 })
+	add("d_model", "d_model", func(c *ModelConfig) { c.Transformer.DModel, c.Transformer.DFF = 1<<20, 64 })
+	add("d_ff", "d_ff", func(c *ModelConfig) { c.Transformer.DFF = 1 << 20 })
+	add("pe_len", "pe_len", func(c *ModelConfig) { c.Transformer.DModel, c.Transformer.PositionLen = 512, 1<<20 })
+	add("image_size", "image_size", func(c *ModelConfig) { c.ImageSize, c.ResizeTo, c.Views = 4096, 4096, 16 })
+	add("m2 d_ff", "d_ff", func(c *ModelConfig) {
+		m := TinyM2Config(vocab)
+		m.M2.DFF = 1 << 20
+		*c = m
+	})
+	add("m2 layers", "enc_layers", func(c *ModelConfig) {
+		m := TinyM2Config(vocab)
+		m.M2.EncLayers = 1 << 20
+		*c = m
+	})
+	add("metrans experts", "experts", func(c *ModelConfig) {
+		m := TinyMETransConfig(vocab)
+		m.METrans.Experts = 1 << 20
+		*c = m
+	})
+	for _, c := range cases {
+		var err error
+		n := allocated(func() { _, err = New(c.cfg, tok, 1) })
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.field)
+		}
+		if n > 1<<20 {
+			t.Errorf("%s: allocated %d bytes before refusing", c.name, n)
+		}
+	}
+	// The sub-configurations refuse on their own too.
+	big := Tiny(vocab, 512)
+	big.DModel, big.DFF = 1<<20, 64
+	if err := big.Validate(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
+		t.Errorf("Config d_model 2^20: %v", err)
+	}
+	if _, err := NewTransformer(big, 1); !errors.Is(err, ErrBudget) {
+		t.Errorf("NewTransformer d_model 2^20: %v", err)
+	}
+	m2 := TinyM2(vocab, 512)
+	m2.Vocab, m2.DModel = 1<<20, 1024
+	if err := m2.Validate(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
+		t.Errorf("M2Config vocab 2^20: %v", err)
+	}
+	mt := TinyMETrans(vocab, 512, 98)
+	mt.DModel, mt.DFF = 1<<16, 1<<16
+	if err := mt.Validate(); !errors.Is(err, ErrBudget) {
+		t.Errorf("METransConfig d_model 2^16: %v", err)
+	}
+	// A smaller budget refuses even the tiny model; the error names it.
+	_, err = New(TinyConfig(vocab), tok, 1, WithBudget(Budget{MaxParams: 1000}))
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of 1000") {
+		t.Errorf("budget 1000: %v", err)
+	}
+}
+
+// InferConfig reads the layer count from tensor names; a forged name
+// cannot make it build a million layers.
+func TestInferConfigForgedLayer(t *testing.T) {
+	c := Tiny(20, 512)
+	m, err := NewTransformer(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[string][]int{}
+	m.VisitParams(func(name string, x *radgen.Tensor) { shapes[name] = x.Shape() })
+	shapes["model.tgt_embed.1.pe"] = []int{1, c.PositionLen, c.DModel}
+	if got, err := InferConfig(shapes, c.Heads, c.MemoryHeads, 60); err != nil || got.Layers != c.Layers {
+		t.Fatalf("InferConfig: %+v, %v", got, err)
+	}
+	shapes["model.encoder.layers.999999.x"] = []int{1}
+	var got Config
+	n := allocated(func() { got, err = InferConfig(shapes, c.Heads, c.MemoryHeads, 60) })
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "num_layers") {
+		t.Errorf("forged layer 999999: %+v, %v", got.Layers, err)
+	}
+	if n > 1<<20 {
+		t.Errorf("forged layer 999999: allocated %d bytes", n)
+	}
+}
