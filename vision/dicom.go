@@ -5,11 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"image"
-	"image/jpeg"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -34,19 +31,13 @@ var (
 // preamble.
 const dicomMagic = "DICM"
 
-// IsDICOM reports whether head, the first bytes of a file (at least 132),
-// is the start of a DICOM Part 10 file: "DICM" after the 128-byte preamble.
-func IsDICOM(head []byte) bool {
-	return len(head) >= 132 && string(head[128:132]) == dicomMagic
-}
-
-// DecodeDICOM reads a DICOM Part 10 file of size bytes (a chest radiograph:
-// CR, DX) and renders its first frame as the 8-bit gray [Pixels] the
-// pipeline takes, as a radiologist's viewer shows it by default:
+// DecodeDICOM reads a DICOM file of size bytes (a chest radiograph: CR, DX)
+// and renders its first frame as the 8-bit [Pixels] the pipeline takes, as
+// a radiologist's viewer shows it by default:
 //
-//  1. Stored values: Bits Allocated 8, 16 or 32, masked to Bits Stored
-//     below High Bit; Pixel Representation 1 reinterprets them as two's
-//     complement (the DICOM reader returns them unsigned).
+//  1. Stored values, as [DecodeDICOMFrame] returns them (decompressed,
+//     masked to Bits Stored below High Bit, signed for Pixel
+//     Representation 1).
 //  2. Modality LUT: x = stored·Rescale Slope + Rescale Intercept (slope 1,
 //     intercept 0 when absent).
 //  3. VOI LUT, output range [0, 255] (PS3.3 C.11.2.1.2), from the first
@@ -63,17 +54,20 @@ func IsDICOM(head []byte) bool {
 //  4. y is rounded to the nearest integer; MONOCHROME1 (white is low) is
 //     inverted to 255 − y so that bone is white as in MONOCHROME2.
 //
-// Baseline JPEG (transfer syntax 1.2.840.10008.1.2.4.50) is decoded with
-// image/jpeg, and its 8-bit samples go through the same steps; a colour
-// JPEG is converted as [FromImage] does. Other compressed syntaxes are
-// refused with [ErrDICOMUnsupported].
+// A colour frame (RGB, or YBR_FULL / YBR_FULL_422 converted to RGB by PS3.3
+// C.7.6.3.1.2) becomes 3-channel Pixels, its samples scaled from Bits Stored
+// to 8 bits. Float and Double Float Pixel Data are rendered through steps 3
+// and 4 (they have no modality LUT) after every value has been checked to
+// be finite.
 //
-// The header is parsed with github.com/suyashkumar/dicom after every value
-// length in it has been checked against size, so hostile lengths cannot make
-// it allocate. The image size (Rows×Columns) is checked against the pixel
-// limit ([WithMaxPixels], default [DefaultMaxPixels]) before any pixel byte is
-// read; a larger image is refused with [ErrTooLarge]. Only the first frame is
-// read. Other malformed input yields [ErrDICOM], never a panic.
+// Values that would render garbage are errors wrapping [ErrDICOM]: a
+// Rescale Slope or Intercept or Window Center or Width that is not a finite
+// number, a zero slope, a window width below 1 (LINEAR) or not positive,
+// a rescale that maps the image's values outside the finite range, and
+// non-finite float pixels.
+//
+// The transfer syntaxes and the limits are those of [DecodeDICOMFrame];
+// malformed input yields [ErrDICOM], never a panic.
 func DecodeDICOM(r io.Reader, size int64, opts ...Option) (*Pixels, error) {
 	return decodeDICOM(r, size, nil, opts)
 }
@@ -84,60 +78,57 @@ func decodeDICOM(r io.Reader, size int64, adjust func(*dicomImage), opts []Optio
 	if err != nil {
 		return nil, err
 	}
-	if size < 132 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrDICOM, size)
-	}
-	w := &dicomWalker{r: bufio.NewReaderSize(r, 64<<10), size: size}
-	if err := w.start(); err != nil {
-		return nil, err
-	}
-	hasPixels, err := w.dataset(-1, 0)
-	if err != nil {
-		return nil, err
-	}
-	if !hasPixels {
-		return nil, fmt.Errorf("%w: no pixel data", ErrDICOM)
-	}
-	ds, err := parseDICOMHeader(w.head.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	im, err := readDICOMAttrs(&ds)
+	im, w, err := readDICOMHeader(r, size, o)
 	if err != nil {
 		return nil, err
 	}
 	if adjust != nil {
 		adjust(im)
 	}
-	if n := int64(im.rows) * int64(im.cols); n > o.maxPixels {
-		return nil, fmt.Errorf("%w: DICOM of %d×%d = %d pixels, limit %d", ErrTooLarge, im.cols, im.rows, n, o.maxPixels)
+	if w.pixelTag != tag.PixelData {
+		floats, err := readFloatPixels(w, im)
+		if err != nil {
+			return nil, err
+		}
+		return im.renderFloat(floats)
 	}
-	_, _, vl, err := w.elemHeader(w.bo, w.implicit, false)
+	fr, err := readDICOMFrame(w, im, o)
 	if err != nil {
 		return nil, err
 	}
-	if vl == undefinedLength {
-		return decodeEncapsulated(w, im, o)
-	}
-	return decodeNative(w, im, int64(vl))
+	return im.render(fr)
 }
 
-// DecodeDICOMFile is [DecodeDICOM] on the named file.
-func DecodeDICOMFile(name string, opts ...Option) (*Pixels, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
+// readDICOMHeader walks the header up to the pixel data element, reads the
+// attributes and checks the image size against the pixel limit.
+func readDICOMHeader(r io.Reader, size int64, o options) (*dicomImage, *dicomWalker, error) {
+	if size < 8 {
+		return nil, nil, fmt.Errorf("%w: %d bytes", ErrDICOM, size)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	w := &dicomWalker{r: bufio.NewReaderSize(r, 64<<10), size: size}
+	if err := w.start(); err != nil {
+		return nil, nil, err
 	}
-	p, err := DecodeDICOM(f, st.Size(), opts...)
+	hasPixels, err := w.dataset(-1, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, err
 	}
-	return p, nil
+	if !hasPixels {
+		return nil, nil, fmt.Errorf("%w: no pixel data", ErrDICOM)
+	}
+	ds, err := parseDICOMHeader(w.head.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	im, err := readDICOMAttrs(&ds, w.pixelTag != tag.PixelData)
+	if err != nil {
+		return nil, nil, err
+	}
+	im.syntax = w.syntax
+	if n := int64(im.rows) * int64(im.cols); n > o.maxPixels {
+		return nil, nil, fmt.Errorf("%w: DICOM of %d×%d = %d pixels, limit %d", ErrTooLarge, im.cols, im.rows, n, o.maxPixels)
+	}
+	return im, w, nil
 }
 
 // parseDICOMHeader parses the checked header bytes. A panic inside the
@@ -157,7 +148,7 @@ func parseDICOMHeader(head []byte) (ds dicom.Dataset, err error) {
 }
 
 // dicomImage holds the attributes of the Image Pixel and VOI LUT modules
-// that the rendering needs.
+// that the decoding and rendering need.
 type dicomImage struct {
 	rows, cols       int
 	samples          int
@@ -165,6 +156,7 @@ type dicomImage struct {
 	bitsStored       int
 	highBit          int
 	signed           bool
+	planar           bool // Planar Configuration 1: colour by plane
 	monochrome1      bool
 	photometric      string
 	slope, intercept float64
@@ -186,8 +178,11 @@ type voiLUT struct {
 	scale float64 // 255 / (2^bits − 1)
 }
 
-func readDICOMAttrs(ds *dicom.Dataset) (*dicomImage, error) {
-	im := &dicomImage{samples: 1, slope: 1}
+// readDICOMAttrs reads the attributes; float is set for Float or Double
+// Float Pixel Data, which have no Bits Stored, High Bit or Pixel
+// Representation.
+func readDICOMAttrs(ds *dicom.Dataset, float bool) (*dicomImage, error) {
+	im := &dicomImage{samples: 1, slope: 1, frames: 1}
 	need := func(t tag.Tag, name string, dst *int) error {
 		v, ok := dicomInt(ds, t)
 		if !ok {
@@ -211,52 +206,91 @@ func readDICOMAttrs(ds *dicom.Dataset) (*dicomImage, error) {
 	if v, ok := dicomInt(ds, tag.SamplesPerPixel); ok {
 		im.samples = v
 	}
+	if im.samples != 1 && im.samples != 3 {
+		return nil, fmt.Errorf("%w: %d samples per pixel", ErrDICOMUnsupported, im.samples)
+	}
 	im.bitsStored, im.highBit = im.bitsAllocated, im.bitsAllocated-1
-	if v, ok := dicomInt(ds, tag.BitsStored); ok {
+	if v, ok := dicomInt(ds, tag.BitsStored); ok && !float {
 		im.bitsStored = v
 	}
-	if v, ok := dicomInt(ds, tag.HighBit); ok {
+	if v, ok := dicomInt(ds, tag.HighBit); ok && !float {
 		im.highBit = v
 	}
-	if v, ok := dicomInt(ds, tag.PixelRepresentation); ok {
+	if v, ok := dicomInt(ds, tag.PixelRepresentation); ok && !float {
 		im.signed = v == 1
 	}
+	if v, ok := dicomInt(ds, tag.PlanarConfiguration); ok {
+		im.planar = v == 1
+	}
 	if v, ok := dicomInt(ds, tag.NumberOfFrames); ok {
+		if v < 1 {
+			return nil, fmt.Errorf("%w: Number of Frames %d", ErrDICOM, v)
+		}
 		im.frames = v
 	}
-	im.photometric = dicomString(ds, tag.PhotometricInterpretation)
+	im.photometric = strings.ToUpper(dicomString(ds, tag.PhotometricInterpretation))
+	if im.photometric == "" {
+		im.photometric = "MONOCHROME2"
+		if im.samples == 3 {
+			im.photometric = "RGB"
+		}
+	}
 	im.monochrome1 = im.photometric == "MONOCHROME1"
-	if v, ok := dicomFloat(ds, tag.RescaleSlope); ok && v != 0 {
+	switch {
+	case im.samples == 1 && (im.photometric == "MONOCHROME1" || im.photometric == "MONOCHROME2"):
+	case im.samples == 3 && (im.photometric == "RGB" || strings.HasPrefix(im.photometric, "YBR_")):
+	default:
+		return nil, fmt.Errorf("%w: photometric interpretation %s with %d samples per pixel", ErrDICOMUnsupported, im.photometric, im.samples)
+	}
+	if v, ok, err := dicomFloat(ds, tag.RescaleSlope, "Rescale Slope"); err != nil {
+		return nil, err
+	} else if ok {
+		if v == 0 {
+			return nil, fmt.Errorf("%w: Rescale Slope 0 maps every pixel to one value", ErrDICOM)
+		}
 		im.slope = v
 	}
-	if v, ok := dicomFloat(ds, tag.RescaleIntercept); ok {
+	if v, ok, err := dicomFloat(ds, tag.RescaleIntercept, "Rescale Intercept"); err != nil {
+		return nil, err
+	} else if ok {
 		im.intercept = v
 	}
-	c, okC := dicomFloat(ds, tag.WindowCenter)
-	wd, okW := dicomFloat(ds, tag.WindowWidth)
+	c, okC, err := dicomFloat(ds, tag.WindowCenter, "Window Center")
+	if err != nil {
+		return nil, err
+	}
+	wd, okW, err := dicomFloat(ds, tag.WindowWidth, "Window Width")
+	if err != nil {
+		return nil, err
+	}
 	fn := strings.ToUpper(dicomString(ds, tag.VOILUTFunction))
-	if fn == "" {
-		fn = "LINEAR"
+	if fn != "LINEAR_EXACT" && fn != "SIGMOID" {
+		fn = "LINEAR" // PS3.3: absent or unknown is LINEAR
 	}
 	switch {
-	case okC && okW && (fn == "LINEAR" && wd >= 1 || fn != "LINEAR" && wd > 0):
-		if fn != "LINEAR" && fn != "LINEAR_EXACT" && fn != "SIGMOID" {
-			fn = "LINEAR" // PS3.3: an unknown function is treated as LINEAR
-		}
+	case okC && okW && fn == "LINEAR" && !(wd >= 1):
+		return nil, fmt.Errorf("%w: Window Width %g below 1 (LINEAR VOI function)", ErrDICOM, wd)
+	case okC && okW && !(wd > 0):
+		return nil, fmt.Errorf("%w: Window Width %g not positive (%s VOI function)", ErrDICOM, wd, fn)
+	case okC && okW:
 		im.window = &voiWindow{center: c, width: wd, function: fn}
 	default:
 		im.lut = readVOILUT(ds, im.signed)
 	}
-	if ts, err := ds.FindElementByTag(tag.TransferSyntaxUID); err == nil {
-		if s, ok := ts.Value.GetValue().([]string); ok && len(s) > 0 {
-			im.syntax = strings.TrimRight(s[0], " \x00")
+	if float {
+		if im.bitsAllocated != 32 && im.bitsAllocated != 64 || im.samples != 1 {
+			return nil, fmt.Errorf("%w: float pixel data of %d bits allocated, %d samples", ErrDICOM, im.bitsAllocated, im.samples)
 		}
+		return im, nil
 	}
 	if im.bitsAllocated != 8 && im.bitsAllocated != 16 && im.bitsAllocated != 32 {
 		return nil, fmt.Errorf("%w: %d bits allocated", ErrDICOMUnsupported, im.bitsAllocated)
 	}
 	if im.bitsStored < 1 || im.bitsStored > im.bitsAllocated || im.highBit < im.bitsStored-1 || im.highBit >= im.bitsAllocated {
 		return nil, fmt.Errorf("%w: %d bits stored, high bit %d in %d allocated", ErrDICOM, im.bitsStored, im.highBit, im.bitsAllocated)
+	}
+	if im.samples == 3 && im.bitsStored > 16 {
+		return nil, fmt.Errorf("%w: colour of %d bits stored", ErrDICOMUnsupported, im.bitsStored)
 	}
 	return im, nil
 }
@@ -335,28 +369,49 @@ func dicomInt(ds *dicom.Dataset, t tag.Tag) (int, bool) {
 }
 
 // dicomFloat reads a DS value; a multi-valued one ("a\b") gives its first.
-func dicomFloat(ds *dicom.Dataset, t tag.Tag) (float64, bool) {
+// It reports whether the element is present, and an error naming it when
+// its value is not a finite number.
+func dicomFloat(ds *dicom.Dataset, t tag.Tag, name string) (float64, bool, error) {
 	e, err := ds.FindElementByTag(t)
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
+	f, ok := 0.0, false
 	switch v := e.Value.GetValue().(type) {
 	case []string:
-		if len(v) > 0 {
-			s := strings.TrimSpace(strings.SplitN(v[0], `\`, 2)[0])
-			f, err := strconv.ParseFloat(s, 64)
-			return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+		if len(v) == 0 {
+			return 0, false, nil
+		}
+		s := strings.TrimSpace(strings.SplitN(v[0], `\`, 2)[0])
+		if s == "" {
+			return 0, false, nil
+		}
+		var err error
+		f, err = strconv.ParseFloat(s, 64)
+		ok = err == nil
+		if !ok && errors.Is(err, strconv.ErrRange) {
+			return 0, false, fmt.Errorf("%w: %s %q is out of range", ErrDICOM, name, s)
+		}
+		if !ok {
+			return 0, false, fmt.Errorf("%w: %s %q is not a number", ErrDICOM, name, s)
 		}
 	case []int:
-		if len(v) > 0 {
-			return float64(v[0]), true
+		if len(v) == 0 {
+			return 0, false, nil
 		}
+		f, ok = float64(v[0]), true
 	case []float64:
-		if len(v) > 0 && !math.IsNaN(v[0]) && !math.IsInf(v[0], 0) {
-			return v[0], true
+		if len(v) == 0 {
+			return 0, false, nil
 		}
+		f, ok = v[0], true
+	default:
+		return 0, false, nil
 	}
-	return 0, false
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false, fmt.Errorf("%w: %s %g is not finite", ErrDICOM, name, f)
+	}
+	return f, ok, nil
 }
 
 func dicomString(ds *dicom.Dataset, t tag.Tag) string {
@@ -368,152 +423,6 @@ func dicomString(ds *dicom.Dataset, t tag.Tag) string {
 		return strings.TrimSpace(v[0])
 	}
 	return ""
-}
-
-// decodeNative reads the first frame of native pixel data of vl bytes.
-func decodeNative(w *dicomWalker, im *dicomImage, vl int64) (*Pixels, error) {
-	if im.samples != 1 {
-		return nil, fmt.Errorf("%w: %d samples per pixel (%s)", ErrDICOMUnsupported, im.samples, im.photometric)
-	}
-	bpp := int64(im.bitsAllocated / 8)
-	n := int64(im.rows) * int64(im.cols)
-	if vl < n*bpp {
-		return nil, fmt.Errorf("%w: %d bytes of pixel data for %d×%d×%d bits", ErrDICOM, vl, im.cols, im.rows, im.bitsAllocated)
-	}
-	raw, err := w.take(n*bpp, false)
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]int64, n)
-	shift := uint(im.highBit + 1 - im.bitsStored)
-	mask := uint64(1)<<uint(im.bitsStored) - 1
-	for i := range vals {
-		var u uint64
-		switch bpp {
-		case 1:
-			u = uint64(raw[i])
-		case 2:
-			u = uint64(w.bo.Uint16(raw[2*i:]))
-		default:
-			u = uint64(w.bo.Uint32(raw[4*i:]))
-		}
-		vals[i] = im.stored(u, shift, mask)
-	}
-	return im.render(vals), nil
-}
-
-// stored extracts one stored value: the Bits Stored bits below High Bit,
-// sign-extended for Pixel Representation 1.
-func (im *dicomImage) stored(u uint64, shift uint, mask uint64) int64 {
-	u = (u >> shift) & mask
-	if im.signed && u&(1<<uint(im.bitsStored-1)) != 0 {
-		return int64(u) - int64(1)<<uint(im.bitsStored)
-	}
-	return int64(u)
-}
-
-// decodeEncapsulated reads the first frame of encapsulated pixel data.
-func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*Pixels, error) {
-	if im.syntax != "1.2.840.10008.1.2.4.50" {
-		return nil, fmt.Errorf("%w: transfer syntax %s", ErrDICOMUnsupported, im.syntax)
-	}
-	// A JPEG of n pixels is rarely over n bytes; 4n+1 MiB is a loose bound.
-	frags, err := w.fragments(4*int64(im.rows)*int64(im.cols) + 1<<20)
-	if err != nil {
-		return nil, err
-	}
-	if len(frags) == 0 {
-		return nil, fmt.Errorf("%w: no pixel data fragments", ErrDICOM)
-	}
-	// One frame: all fragments in order; several: the first fragment.
-	var frame []byte
-	if im.frames > 1 {
-		frame = frags[0]
-	} else {
-		frame = bytes.Join(frags, nil)
-	}
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(frame))
-	if err != nil {
-		return nil, fmt.Errorf("%w: JPEG frame: %v", ErrDICOM, err)
-	}
-	if int64(cfg.Width)*int64(cfg.Height) > o.maxPixels || cfg.Width != im.cols || cfg.Height != im.rows {
-		return nil, fmt.Errorf("%w: JPEG frame of %d×%d in a %d×%d image", ErrDICOM, cfg.Width, cfg.Height, im.cols, im.rows)
-	}
-	img, err := jpeg.Decode(bytes.NewReader(frame))
-	if err != nil {
-		return nil, fmt.Errorf("%w: JPEG frame: %v", ErrDICOM, err)
-	}
-	g, ok := img.(*image.Gray)
-	if !ok {
-		return FromImage(nil, img), nil
-	}
-	vals := make([]int64, im.rows*im.cols)
-	for y := range im.rows {
-		for x := range im.cols {
-			vals[y*im.cols+x] = int64(g.Pix[g.PixOffset(g.Rect.Min.X+x, g.Rect.Min.Y+y)])
-		}
-	}
-	return im.render(vals), nil
-}
-
-// render applies the modality LUT, the VOI LUT and the MONOCHROME1
-// inversion to stored values (row-major), giving 8-bit gray. The mapping is
-// tabulated over the stored values present when they span at most 2^20
-// (every image of 20 bits stored or fewer), and computed per pixel
-// otherwise; both give the same bytes.
-func (im *dicomImage) render(vals []int64) *Pixels {
-	p := &Pixels{W: im.cols, H: im.rows, C: 1, Pix: make([]uint8, len(vals))}
-	lo, hi := vals[0], vals[0]
-	for _, v := range vals {
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	var voi func(x float64) float64
-	switch {
-	case im.window != nil:
-		voi = im.window.apply
-	case im.lut != nil:
-		lut := im.lut
-		voi = func(x float64) float64 {
-			// The table is indexed by the value after the modality LUT
-			// (PS3.3 C.11.2.1.1).
-			i := int(max(-1<<31, min(1<<31, math.Floor(x)))) - lut.first
-			i = max(0, min(i, len(lut.data)-1))
-			return float64(lut.data[i]) * lut.scale
-		}
-	default:
-		// The image's own range, after the modality LUT (whose slope may
-		// be negative).
-		a, b := float64(lo)*im.slope+im.intercept, float64(hi)*im.slope+im.intercept
-		xlo, xhi := min(a, b), max(a, b)
-		voi = func(x float64) float64 {
-			if xhi <= xlo {
-				return 0
-			}
-			return (x - xlo) / (xhi - xlo) * 255
-		}
-	}
-	gray := func(v int64) uint8 {
-		y := voi(float64(v)*im.slope + im.intercept)
-		q := uint8(math.Round(max(0, min(255, y))))
-		if im.monochrome1 {
-			q = 255 - q
-		}
-		return q
-	}
-	if hi-lo < 1<<20 {
-		table := make([]uint8, hi-lo+1)
-		for i := range table {
-			table[i] = gray(lo + int64(i))
-		}
-		for i, v := range vals {
-			p.Pix[i] = table[v-lo]
-		}
-		return p
-	}
-	for i, v := range vals {
-		p.Pix[i] = gray(v)
-	}
-	return p
 }
 
 // apply is the VOI LUT function of PS3.3 C.11.2.1.2 onto [0, 255].

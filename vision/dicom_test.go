@@ -496,8 +496,7 @@ func TestDICOMHostile(t *testing.T) {
 	}
 	noPixels := newDCM(false).image(2, 2, 8, 8, 7, 0, "MONOCHROME2")
 	badBits := newDCM(false).image(2, 2, 16, 17, 16, 0, "MONOCHROME2").el(0x7fe0, 0x0010, "OW", make([]byte, 8))
-	rgb := newDCM(false).el(0x0028, 0x0002, "US", us(3)).el(0x0028, 0x0010, "US", us(1)).el(0x0028, 0x0011, "US", us(1)).
-		el(0x0028, 0x0100, "US", us(8)).el(0x7fe0, 0x0010, "OB", []byte{1, 2, 3, 0})
+	palette := newDCM(false).image(1, 1, 8, 8, 7, 0, "PALETTE COLOR").el(0x7fe0, 0x0010, "OB", []byte{1, 0})
 	for _, c := range []struct {
 		name string
 		b    []byte
@@ -508,7 +507,7 @@ func TestDICOMHostile(t *testing.T) {
 		{"deep nesting", nested.bytes(), ErrDICOM},
 		{"no pixel data", noPixels.bytes(), ErrDICOM},
 		{"bits stored > allocated", badBits.bytes(), ErrDICOM},
-		{"rgb", rgb.bytes(), ErrDICOMUnsupported},
+		{"palette colour", palette.bytes(), ErrDICOMUnsupported},
 		{"zero rows", newDCM(false).image(0, 2, 8, 8, 7, 0, "MONOCHROME2").el(0x7fe0, 0x0010, "OB", nil).bytes(), ErrInvalid},
 	} {
 		if _, err := decodeBytes(c.b); !errors.Is(err, c.want) {

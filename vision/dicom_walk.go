@@ -46,7 +46,11 @@ type dicomWalker struct {
 	head     bytes.Buffer
 	bo       binary.ByteOrder
 	implicit bool
-	syntax   string // transfer syntax UID
+	syntax   string  // transfer syntax UID
+	drop     int     // > 0 while walking bytes left out of the header
+	pixelTag tag.Tag // the pixel data element reached (integer, float or double)
+	// The Extended Offset Table and its lengths (PS3.3 C.7.6.3.1.8), raw.
+	extOffsets, extLengths []byte
 }
 
 // Transfer syntaxes.
@@ -65,6 +69,9 @@ func (w *dicomWalker) fail(format string, args ...any) error {
 func (w *dicomWalker) take(n int64, keep bool) ([]byte, error) {
 	if n > w.size-w.pos {
 		return nil, w.fail("%d bytes needed, %d left", n, w.size-w.pos)
+	}
+	if w.drop > 0 {
+		keep = false
 	}
 	if keep && int64(w.head.Len())+n > maxDICOMHeader {
 		return nil, fmt.Errorf("%w: DICOM header exceeds %d bytes", ErrTooLarge, maxDICOMHeader)
@@ -131,15 +138,112 @@ func (w *dicomWalker) elemHeader(bo binary.ByteOrder, implicit, keep bool) (t ta
 }
 
 // start reads the preamble and the file meta group and sets the transfer
-// syntax of the data set.
+// syntax of the data set. A stream without the preamble is read as a bare
+// data set (as older archives and the NEMA samples hold them): its file meta
+// group when it starts with one, otherwise implicit VR little endian (PS3.5
+// 10.1) unless its first element carries an explicit VR. For a bare data set
+// a preamble and a file meta group naming the syntax are written into the
+// kept header, so that it parses as a Part 10 file.
 func (w *dicomWalker) start() error {
-	b, err := w.take(132, true)
-	if err != nil {
-		return err
+	b, err := w.r.Peek(int(min(132, w.size)))
+	if err != nil && len(b) < int(min(132, w.size)) {
+		return w.fail("truncated: %v", err)
 	}
-	if string(b[128:]) != "DICM" {
-		return fmt.Errorf("%w: no DICM preamble", ErrDICOM)
+	if len(b) == 132 && string(b[128:]) == dicomMagic {
+		if _, err := w.take(132, true); err != nil {
+			return err
+		}
+		return w.meta()
 	}
+	kind := bareDataSet(b)
+	if kind == bareNone {
+		return fmt.Errorf("%w: neither a DICM preamble nor a data set", ErrDICOM)
+	}
+	w.head.Write(make([]byte, 128))
+	w.head.WriteString(dicomMagic)
+	if kind == bareMeta {
+		return w.meta()
+	}
+	w.syntax = tsImplicitLE
+	if kind == bareExplicit {
+		w.syntax = tsExplicitLE
+	}
+	ts := []byte(w.syntax)
+	if len(ts)%2 == 1 {
+		ts = append(ts, 0)
+	}
+	var m [12]byte
+	binary.LittleEndian.PutUint16(m[0:], 0x0002)
+	binary.LittleEndian.PutUint16(m[2:], 0x0000)
+	copy(m[4:], "UL")
+	binary.LittleEndian.PutUint16(m[6:], 4)
+	binary.LittleEndian.PutUint32(m[8:], uint32(8+len(ts)))
+	w.head.Write(m[:])
+	binary.LittleEndian.PutUint16(m[0:], 0x0002)
+	binary.LittleEndian.PutUint16(m[2:], 0x0010)
+	copy(m[4:], "UI")
+	binary.LittleEndian.PutUint16(m[6:], uint16(len(ts)))
+	w.head.Write(m[:8])
+	w.head.Write(ts)
+	return w.setSyntax()
+}
+
+// Kinds of streams without a preamble.
+const (
+	bareNone     = iota // not a data set
+	bareMeta            // a file meta group without the preamble
+	bareImplicit        // a data set, implicit VR
+	bareExplicit        // a data set, explicit VR
+)
+
+// bareDataSet tells whether head, the first bytes of a stream without a
+// preamble, starts a data set: its first tag is of group 0002 (file meta,
+// explicit VR) or 0008 (identification, where an image's data set begins),
+// with a plausible VR or length after it.
+func bareDataSet(head []byte) int {
+	if len(head) < 8 {
+		return bareNone
+	}
+	g := binary.LittleEndian.Uint16(head)
+	explicit := isVR(string(head[4:6]))
+	switch {
+	case g == 0x0002 && explicit:
+		return bareMeta
+	case g != 0x0008:
+		return bareNone
+	case explicit:
+		return bareExplicit
+	}
+	if vl := binary.LittleEndian.Uint32(head[4:]); vl > 1<<16 && vl != undefinedLength {
+		return bareNone
+	}
+	return bareImplicit
+}
+
+// isVR reports whether s is one of the value representations of PS3.5.
+func isVR(s string) bool {
+	switch s {
+	case "AE", "AS", "AT", "CS", "DA", "DS", "DT", "FL", "FD", "IS", "LO", "LT", "OB", "OD", "OF", "OL",
+		"OV", "OW", "PN", "SH", "SL", "SQ", "SS", "ST", "SV", "TM", "UC", "UI", "UL", "UN", "UR", "US", "UT", "UV":
+		return true
+	}
+	return false
+}
+
+// IsDICOM reports whether head, the first bytes of a file (at least 132,
+// or the whole file when shorter), is the start of DICOM: a Part 10 file
+// ("DICM" after the 128-byte preamble) or a bare data set that
+// [DecodeDICOM] reads (no preamble; a first element of group 0002 with an
+// explicit VR, or of group 0008 with a plausible VR or length).
+func IsDICOM(head []byte) bool {
+	if len(head) >= 132 && string(head[128:132]) == dicomMagic {
+		return true
+	}
+	return bareDataSet(head) != bareNone
+}
+
+// meta reads the file meta group (group 0002, explicit VR little endian).
+func (w *dicomWalker) meta() error {
 	for {
 		t, err := w.peekTag(binary.LittleEndian)
 		if err != nil {
@@ -163,6 +267,11 @@ func (w *dicomWalker) start() error {
 			w.syntax = strings.TrimRight(string(v), " \x00")
 		}
 	}
+	return w.setSyntax()
+}
+
+// setSyntax sets the byte order and VR encoding of the data set.
+func (w *dicomWalker) setSyntax() error {
 	switch w.syntax {
 	case tsImplicitLE:
 		w.bo, w.implicit = binary.LittleEndian, true
@@ -199,9 +308,31 @@ func (w *dicomWalker) dataset(end int64, depth int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if depth == 0 && t == tag.PixelData {
+		if depth == 0 && (t == tag.PixelData || t == tag.FloatPixelData || t == tag.DoubleFloatPixelData) {
+			w.pixelTag = t
 			return true, nil
 		}
+		if depth == 0 && (t == tag.ExtendedOffsetTable || t == tag.ExtendedOffsetTableLengths) {
+			// Kept aside: the header parser may not know their VR (OV).
+			_, _, vl, err := w.elemHeader(w.bo, w.implicit, false)
+			if err != nil {
+				return false, err
+			}
+			if vl == undefinedLength || vl%8 != 0 {
+				return false, w.fail("%v of %d bytes", t, vl)
+			}
+			v, err := w.take(int64(vl), false)
+			if err != nil {
+				return false, err
+			}
+			if t == tag.ExtendedOffsetTable {
+				w.extOffsets = v
+			} else {
+				w.extLengths = v
+			}
+			continue
+		}
+		mark := w.head.Len()
 		t, vr, vl, err := w.elemHeader(w.bo, w.implicit, true)
 		if err != nil {
 			return false, err
@@ -222,10 +353,20 @@ func (w *dicomWalker) dataset(end int64, depth int) (bool, error) {
 			}
 		}
 		switch {
-		case vr == "SQ" || (vr == "UN" && vl == undefinedLength):
-			if vr == "UN" && !w.implicit {
-				return false, fmt.Errorf("%w: element %v of VR UN and undefined length", ErrDICOMUnsupported, t)
+		case vr == "UN" && vl == undefinedLength && !w.implicit:
+			// A sequence of unknown VR in an explicit syntax is encoded
+			// in implicit VR (PS3.5 6.2.2); it is walked and left out of
+			// the kept header, which the header parser could not read.
+			w.head.Truncate(mark)
+			w.implicit = true
+			w.drop++
+			err := w.sequence(vl, depth, false)
+			w.implicit = false
+			w.drop--
+			if err != nil {
+				return false, err
 			}
+		case vr == "SQ" || (vr == "UN" && vl == undefinedLength):
 			if err := w.sequence(vl, depth, false); err != nil {
 				return false, err
 			}
@@ -298,32 +439,30 @@ func (w *dicomWalker) sequence(vl uint32, depth int, raw bool) error {
 	}
 }
 
-// fragments reads the items of encapsulated pixel data (after its element
-// header) up to the sequence delimiter: the basic offset table first, then
-// the fragments, whose total may not exceed limit bytes.
-func (w *dicomWalker) fragments(limit int64) ([][]byte, error) {
-	var out [][]byte
-	total := int64(0)
-	for first := true; ; first = false {
-		t, _, il, err := w.elemHeader(w.bo, true, false)
-		if err != nil {
-			return nil, err
-		}
-		if t == tagSeqDelim {
-			return out, nil
-		}
-		if t != tagItem || il == undefinedLength {
-			return nil, w.fail("%v where a pixel data fragment was expected", t)
-		}
-		if total += int64(il); total > limit {
-			return nil, fmt.Errorf("%w: encapsulated pixel data over %d bytes", ErrTooLarge, limit)
-		}
-		b, err := w.take(int64(il), false)
-		if err != nil {
-			return nil, err
-		}
-		if !first {
-			out = append(out, b)
-		}
+// fragment reads the next item of encapsulated pixel data (after the
+// element header). It returns nil, false at the sequence delimiter. The
+// item's bytes are refused when total, the bytes read so far, would exceed
+// limit.
+func (w *dicomWalker) fragment(total *int64, limit int64) ([]byte, bool, error) {
+	t, _, il, err := w.elemHeader(w.bo, true, false)
+	if err != nil {
+		return nil, false, err
 	}
+	if t == tagSeqDelim {
+		return nil, false, nil
+	}
+	if t != tagItem || il == undefinedLength {
+		return nil, false, w.fail("%v where a pixel data fragment was expected", t)
+	}
+	if int64(il) > w.size-w.pos {
+		return nil, false, w.fail("pixel data fragment of %d bytes overruns the file (%d bytes left)", il, w.size-w.pos)
+	}
+	if *total += int64(il); *total > limit {
+		return nil, false, fmt.Errorf("%w: encapsulated pixel data over %d bytes", ErrTooLarge, limit)
+	}
+	b, err := w.take(int64(il), false)
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
 }
