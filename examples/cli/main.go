@@ -3,7 +3,7 @@
 // image_path, split}]}) and a folder of images.
 //
 //	cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
-//	cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3] [-o reports.json]
+//	cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files...) [-beam 3] [-o reports.json]
 //	cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
 package main
 
@@ -274,6 +274,7 @@ func generate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ExitOnError)
 	modelPath := fs.String("model", "", "model checkpoint (native .radgen)")
 	annPath := fs.String("ann", "", "annotation.json (instead of image files)")
+	manifest := fs.String("manifest", "", "JSON Lines of {id, images} (instead of -ann or image files)")
 	images := fs.String("images", "", "image directory of the annotation")
 	split := fs.String("split", "test", "split of the annotation")
 	beam := fs.Int("beam", 3, "beam size (1 = greedy)")
@@ -298,7 +299,11 @@ func generate(ctx context.Context, args []string) error {
 	}
 	defer model.Close()
 	var studies []memtrans.Study
-	if *annPath != "" {
+	if *manifest != "" {
+		if studies, err = manifestStudies(*manifest, model.Config().Views); err != nil {
+			return err
+		}
+	} else if *annPath != "" {
 		ann, err := loadAnnotation(*annPath)
 		if err != nil {
 			return err
