@@ -1,0 +1,31 @@
+// Package jpeg decodes the JPEG processes that DICOM pixel data uses beyond
+// what image/jpeg reads (ITU-T T.81 | ISO/IEC 10918-1), in pure Go:
+//
+//   - Lossless, process 14 (SOF3, transfer syntaxes 1.2.840.10008.1.2.4.57
+//     and …4.70): every selection value 1–7, 2 to 16 bits per sample, point
+//     transform, 1 to 4 components in one interleaved scan or one scan per
+//     component, restart intervals of whole lines (as libjpeg requires),
+//     and the 16-bit difference category 16 (T.81 Annex H).
+//   - Extended sequential DCT with Huffman coding, 8 and 12 bits (SOF1,
+//     …4.51), and baseline (SOF0, …4.50): 1 to 4 components with any
+//     sampling factors, interleaved or not, restart intervals. The inverse
+//     DCT is libjpeg's accurate integer one ("islow", dcmtk's default) with
+//     its rounding and range limiting, so 8- and 12-bit grey images decode
+//     to the same values as libjpeg and dcmtk; subsampled chroma is upsampled
+//     with libjpeg's triangular filter for 2:1 and 2:1×2:1 factors.
+//
+// Colour components are returned as coded (no YCbCr to RGB conversion); the
+// caller applies the photometric interpretation. Progressive, hierarchical and
+// arithmetic-coded frames, and frames whose height is given by a DNL marker,
+// return an error wrapping codec.ErrUnsupported that names the marker.
+//
+// # Limits
+//
+// Decode checks every segment length, table, component count and sampling
+// factor, and Huffman code sets, and refuses a frame over the caller's pixel
+// limit (codec.CheckSize) before allocating anything proportional to it.
+// The memory it allocates is the frame itself (width × height × components
+// uint16 samples), plus, for a subsampled component, that component's plane.
+// Truncated or corrupt data returns an error wrapping codec.ErrFormat; Decode
+// never panics on bad input.
+package jpeg
