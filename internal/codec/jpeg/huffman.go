@@ -36,10 +36,22 @@ type huffTable struct {
 	maxVal  uint8 // largest symbol (DC and lossless: largest category)
 }
 
-// check validates the table's code set without building it.
+// check validates the table's code set without building it: the counts
+// match the symbols and every code length's codes fit (see build).
 func (t *huffTable) check() error {
-	var tmp huffTable
-	return tmp.build(&t.spec, t.specVals, false, true)
+	n, code := 0, 0
+	for l := 1; l <= 16; l++ {
+		n += int(t.spec[l-1])
+		code += int(t.spec[l-1])
+		if code >= 1<<l {
+			return fmt.Errorf("%w: Huffman code lengths overflow at %d bits", codec.ErrFormat, l)
+		}
+		code <<= 1
+	}
+	if n == 0 || n > 256 || n != len(t.specVals) {
+		return fmt.Errorf("%w: Huffman table with %d codes", codec.ErrFormat, n)
+	}
+	return nil
 }
 
 // ready builds the table for a scan of a lossless or DCT frame.
@@ -48,7 +60,7 @@ func (t *huffTable) ready(lossless bool) error {
 		return nil
 	}
 	spec, vals := t.spec, t.specVals
-	if err := t.build(&spec, vals, lossless, false); err != nil {
+	if err := t.build(&spec, vals, lossless); err != nil {
 		return err
 	}
 	t.spec, t.specVals, t.built, t.lossless = spec, vals, true, lossless
@@ -58,7 +70,7 @@ func (t *huffTable) ready(lossless bool) error {
 // build fills t from the DHT counts (bits[i] codes of length i+1) and values,
 // rejecting code sets that overflow a code length. lossless folds the
 // additional bits of short codes into complete lookahead entries.
-func (t *huffTable) build(bits *[16]uint8, vals []uint8, lossless, checkOnly bool) error {
+func (t *huffTable) build(bits *[16]uint8, vals []uint8, lossless bool) error {
 	n := 0
 	for _, b := range bits {
 		n += int(b)
@@ -91,9 +103,6 @@ func (t *huffTable) build(bits *[16]uint8, vals []uint8, lossless, checkOnly boo
 	}
 	t.maxCode[17] = 1 << 30 // sentinel: never used, lengths stop at 16
 	t.maxCode[0] = -1
-	if checkOnly {
-		return nil
-	}
 	// Lookahead.
 	code, k = 0, 0
 	for l := 1; l <= lookBits; l++ {
