@@ -81,7 +81,7 @@ type decoder struct {
 	quant      [4]*[64]uint16
 	restart    int // restart interval in MCUs, 0 for none
 	br         bitReader
-	huffTables [8]huffTable // storage for dc (0–3) and ac (4–7)
+	huffTables [8]*huffTable // storage for dc (0–3) and ac (4–7), made at the first DHT
 	quantStore [4][64]uint16
 }
 
@@ -315,7 +315,11 @@ func (d *decoder) parseDHT(p []byte) error {
 		if n > 256 || len(p) < 17+n {
 			return fmt.Errorf("%w: Huffman table with %d codes in a %d-byte segment", codec.ErrFormat, n, len(p))
 		}
-		t := &d.huffTables[int(tc)*4+th]
+		t := d.huffTables[int(tc)*4+th]
+		if t == nil {
+			t = new(huffTable)
+			d.huffTables[int(tc)*4+th] = t
+		}
 		// The lookahead is built at the first scan that uses the table:
 		// a lossless frame's folds in the extra bits, and a DHT may come
 		// before the frame header.
@@ -506,7 +510,10 @@ func (d *decoder) finish() (*codec.Frame, error) {
 	nf := len(d.comps)
 	for i := range d.comps {
 		c := &d.comps[i]
-		if d.sof == mSOF3 && c.pt > 0 {
+		if d.sof == mSOF3 && (c.pt > 0 || d.precision < 16) {
+			// Scale up by the point transform; keep Precision bits of
+			// what corrupt data may have pushed past them (the
+			// reconstruction is modulo 2^16).
 			mask := uint16(1<<d.precision - 1)
 			for j := i; j < len(f.Pix); j += nf {
 				f.Pix[j] = f.Pix[j] << c.pt & mask
