@@ -9,6 +9,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/internal/gradcheck"
 	"github.com/radgen/radgen/mesh"
 )
@@ -405,5 +406,79 @@ func TestM2Attention(t *testing.T) {
 	}
 	if err := dec.Attention(make([]float32, 1)); !errors.Is(err, decode.ErrShape) {
 		t.Fatalf("short buffer: %v", err)
+	}
+}
+
+// M²'s after-norm mask on every kernel path this machine has: the regions
+// m2MaskDecided calls decided are masked alike on every path and in the
+// reference's arithmetic (m2ReferencePre). With a fresh LayerNorm (γ = 1,
+// β = 0) the sum of every embedding is zero up to rounding, so only the
+// zero-padded regions are decided; with trained-like vectors (γ, β drawn)
+// every region is, and none is masked.
+func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
+	t.Logf("kernel path: %s", cpu.Describe())
+	feats := m2Feats(rand.New(rand.NewPCG(8, 8)), 4, 6, 12)
+	type path struct {
+		name    string
+		disable func() (restore func())
+	}
+	paths := []path{{"as started", func() func() { return func() {} }}}
+	if cpu.HasAVX512() {
+		paths = append(paths, path{"avx2", cpu.DisableAVX512})
+	}
+	if cpu.HasAVX2FMA() {
+		paths = append(paths, path{"purego", cpu.DisableAVX2FMA})
+	}
+	zeroRows := 0
+	for _, v := range mesh.ZeroRowMask(feats).Float64s() {
+		if v != 0 {
+			zeroRows++
+		}
+	}
+	for _, fresh := range []bool{true, false} {
+		m := tinyM2(t)
+		m.Encoder.Padding = mesh.PadAfterNorm
+		if fresh {
+			m.Encoder.Norm = mesh.NewLayerNorm(m.Config.DModel)
+		}
+		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
+		decided, exact := m2MaskDecided(m, feats)
+		n := 0
+		for _, d := range decided {
+			if d {
+				n++
+			}
+		}
+		t.Logf("fresh LayerNorm %v: %d of %d regions decided (%d computed exactly)", fresh, n, len(decided), exact)
+		if exact != zeroRows {
+			t.Errorf("fresh LayerNorm %v: %d regions computed exactly, want the %d zero-padded ones", fresh, exact, zeroRows)
+		}
+		if !fresh && n != len(decided) {
+			t.Errorf("trained-like LayerNorm: %d of %d regions decided, want all", n, len(decided))
+		}
+		for _, p := range paths {
+			restore := p.disable()
+			enc, err := m.Encode(radgen.NoGrad(), feats)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			masked, ambiguousDiffer := 0, 0
+			for r, v := range enc.Mask.Float64s() {
+				if v != 0 {
+					masked++
+				}
+				switch {
+				case decided[r] && (v != 0) != (ref[r] != 0):
+					t.Errorf("fresh LayerNorm %v, %s: decided region %d masked %v, in the reference's arithmetic %v", fresh, p.name, r, v != 0, ref[r] != 0)
+				case !decided[r] && (v != 0) != (ref[r] != 0):
+					ambiguousDiffer++
+				}
+				if !fresh && v != 0 {
+					t.Errorf("trained-like LayerNorm, %s: region %d masked", p.name, r)
+				}
+			}
+			t.Logf("  %s: %d masked, %d undecided regions differ from the reference's arithmetic", p.name, masked, ambiguousDiffer)
+		}
 	}
 }

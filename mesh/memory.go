@@ -202,16 +202,38 @@ const (
 	// PadAfterNorm is the published code's rule: a region is masked when
 	// the sum of its embedding after fc → ReLU → Dropout → LayerNorm is
 	// exactly zero (MultiLevelEncoder computes the mask from its input,
-	// which MemoryAugmentedEncoder has already normalised). The sum of a
-	// layer-normalised row is zero up to rounding, so which rows are
-	// masked is an accident of float32 arithmetic: with fresh LayerNorm
-	// parameters a few rows, padded or not, are masked; with trained ones
-	// almost none, so zero-padded regions are attended. The accidents are
-	// reproduced by emulating torch's CPU kernels ([AfterNormMask]).
+	// which MemoryAugmentedEncoder has already normalised).
+	// [AfterNormMask] computes that LayerNorm and sum as torch's CPU
+	// kernels do, bit for bit, so that the same LayerNorm input gives the
+	// published code's mask.
+	//
+	// The exact sum of a layer-normalised row is Σβ + Σ(γᵢ−γ̄)·zᵢ (z the
+	// normalised row), which with a fresh LayerNorm (γ = 1, β = 0) is zero
+	// for every row: which rows land on exactly 0.0 is then decided by
+	// float32 rounding, in the LayerNorm and in the product fc before it.
+	// That product rounds differently on each kernel path radgen picks
+	// from the CPU (AVX-512, AVX2 or pure Go: different blocking of the
+	// sum, with or without fused multiply-adds) and may change with the
+	// batch's size (the kernels are chosen by shape), so the same study
+	// can be masked differently on two machines or in two batches. On the
+	// M² parity golden (60 regions, 13 of them zero padding) the AVX2 path
+	// masks the reference's 3 regions, the AVX-512 and pure-Go paths
+	// others, and no path masks a zero-padded region. With trained
+	// LayerNorm vectors the sums are far from zero and almost no region
+	// is masked, padded or not. Only the regions whose LayerNorm input is
+	// computed exactly (zero rows: their input is ReLU(bias)) are masked
+	// alike everywhere.
+	//
+	// Choose it only to reproduce the published code's numbers. For real
+	// data choose [PadZeroRows] when padding regions come as all-zero
+	// feature rows (detections padded to a fixed count), or [PadNone] when
+	// every region is real (a CNN's patch features): their masks depend
+	// on the input alone, on every CPU and in every batch.
 	PadAfterNorm PaddingRule = iota
 
 	// PadZeroRows masks regions whose raw input features are all zero:
-	// what the zero-padding of the detections is meant to achieve.
+	// what the zero-padding of the detections is meant to achieve. The
+	// mask depends on the input alone, the same on every CPU.
 	PadZeroRows
 
 	// PadNone masks nothing.

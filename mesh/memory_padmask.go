@@ -19,11 +19,15 @@ package mesh
 //     row_sum (4 vector accumulators, multi_row_sum's 4-level cascade),
 //     then the torchLanes added in order after any scalar tail.
 //
-// This reproduces the mask of the M² golden (3 regions of 60, none of them
-// a zero-padded one). The embedding's input, ReLU(fc(x)), comes from the
-// model's own GEMM, which accumulates each output in k order with fused
-// multiply-adds and adds the bias last, as MKL's sgemm does at that size;
-// a different summation order upstream can change which rows are masked.
+// Given the LayerNorm input that the reference computed, this reproduces
+// the mask of the M² golden (3 regions of 60, none of them a zero-padded
+// one). That input, ReLU(fc(x)), is rounded by whichever GEMM computes it:
+// the reference's sgemm accumulated each output in k order with fused
+// multiply-adds and added the bias last; radgen's AVX2 kernels do the same
+// at the golden's size (k = 256, one block), its AVX-512 kernels sum k in
+// blocks of 192 and its pure-Go kernels (on amd64) round every product,
+// so they mask other regions: which rows are masked depends on the CPU
+// (see PadAfterNorm).
 
 import (
 	"math"
@@ -43,7 +47,8 @@ const (
 // the input pre (B, N, D) of the encoder's input LayerNorm ln: the regions
 // where torch.sum(ln(pre), -1) is exactly 0 in torch's float32 CPU
 // arithmetic (see the file comment). pre may be float64; it is rounded to
-// float32 first.
+// float32 first. The result is the same on every CPU for the same pre; pre
+// itself, when a model computes it, is not (see PadAfterNorm).
 func AfterNormMask(pre *radgen.Tensor, ln *LayerNorm) *radgen.Tensor {
 	if pre.Rank() != 3 || pre.Dim(2) != ln.Weight.Dim(0) {
 		panic("mesh: AfterNormMask wants (B, N, D) input to a LayerNorm of width D")
