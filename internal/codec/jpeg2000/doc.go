@@ -1,0 +1,45 @@
+// Package jpeg2000 decodes JPEG 2000 Part 1 (ITU-T T.800 | ISO/IEC 15444-1)
+// code streams, as DICOM stores them for transfer syntaxes
+// 1.2.840.10008.1.2.4.90 (lossless only) and 1.2.840.10008.1.2.4.91: a raw
+// code stream (SOC, SIZ, …) or a JP2 file whose code stream box holds one.
+// It is pure Go.
+//
+// # Supported
+//
+//   - Markers SIZ, COD, COC, QCD, QCC, RGN (ROI maximum shift), POC, PPM, PPT,
+//     COM, SOT, SOD, EOC, SOP and EPH; TLM, PLM, PLT and CRG are skipped.
+//   - Several tiles and tile-parts, image and tile offsets, component
+//     sub-sampling, 1 to 16 bits per sample, signed or unsigned.
+//   - All five progression orders, progression changes, precincts, layers.
+//   - Every Part 1 code-block style: selective arithmetic coding bypass,
+//     context reset, termination on each pass, vertically causal contexts,
+//     predictable termination and segmentation symbols.
+//   - Reversible (5/3, no quantisation) and irreversible (9/7, scalar derived
+//     or expounded quantisation) wavelets, the reversible and irreversible
+//     component transforms, DC level shift.
+//
+// The frame has the size of component 0; a component sub-sampled
+// differently is replicated (nearest neighbour) onto that grid. Samples are
+// rounded to nearest (ties to even) and clamped to their precision, as
+// OpenJPEG does.
+//
+// # Not supported
+//
+// Part 2 and later (extended wavelets and component transforms, Part 2
+// markers, CAP), high-throughput JPEG 2000 (Part 15, DICOM 1.2.840.10008.1.2.4.201
+// to .203), JP2 palettes and components of differing precision or
+// signedness return an error wrapping codec.ErrUnsupported.
+//
+// # Limits
+//
+// The pixel limit is checked on the SIZ marker, before anything
+// proportional to the image is allocated. Tile counts are bounded by the
+// code stream length (every tile must be present), precinct and code-block
+// counts by each tile-component's sample count, and code-block bit-planes,
+// coding passes and segment lengths by T.800's own ranges and the data
+// present. Memory is about 14 bytes per sample (the frame, one tile's
+// coefficients and one transform scratch buffer), plus the code stream.
+//
+// Code-blocks are decoded in parallel on up to GOMAXPROCS goroutines, and
+// the wavelet passes are split across rows and columns.
+package jpeg2000
