@@ -21,6 +21,10 @@ import (
 type Study struct {
 	ID    string
 	Views []image.Image
+	// DICOM, for a study read from DICOM files (StudiesFromDICOMDir),
+	// identifies the files of its views, so that reports can refer back
+	// to the source study, series and instances; nil otherwise.
+	DICOM *DICOMSource
 }
 
 // StudyFromFiles decodes image files into a Study: PNG or JPEG (8- or

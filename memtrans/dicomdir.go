@@ -1,0 +1,353 @@
+package memtrans
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/radgen/radgen/vision"
+)
+
+// Errors of StudiesFromDICOMDir about one study, each wrapped with the
+// study's StudyInstanceUID (and ErrStudy).
+var (
+	// ErrNoFrontalView: none of the study's images is a frontal (PA or
+	// AP) view by its View Position or View Code Sequence.
+	ErrNoFrontalView = errors.New("memtrans: no usable frontal view")
+	// ErrNoLateralView: a two-view model needs a lateral view and the
+	// study has none.
+	ErrNoLateralView = errors.New("memtrans: no usable lateral view")
+	// ErrNoDICOM: the folder holds no DICOM image at all.
+	ErrNoDICOM = errors.New("memtrans: no DICOM images")
+)
+
+// ViewKind is the projection of a chest film.
+type ViewKind int
+
+// Views StudiesFromDICOMDir tells apart.
+const (
+	ViewOther   ViewKind = iota // neither, or not stated
+	ViewFrontal                 // postero-anterior (PA) or antero-posterior (AP)
+	ViewLateral                 // left or right lateral
+)
+
+// String returns "frontal", "lateral" or "other".
+func (k ViewKind) String() string {
+	switch k {
+	case ViewFrontal:
+		return "frontal"
+	case ViewLateral:
+		return "lateral"
+	}
+	return "other"
+}
+
+// DICOMView is one image of a study read from DICOM: its file, its header
+// and its projection.
+type DICOMView struct {
+	Path string
+	Kind ViewKind
+	Info *vision.DICOMInfo
+}
+
+// DICOMSource is where a Study read from DICOM files came from: the views
+// in Study.Views, in the same order, and the study's other images (not
+// used: a third view, an oblique, a decubitus film). The patient and study
+// attributes (PatientID, AccessionNumber, StudyDate, …) are those of
+// Views[0].Info; StudiesFromDICOMDir checks that every image of the study
+// agrees on the patient.
+type DICOMSource struct {
+	StudyInstanceUID string
+	Views            []DICOMView
+	Others           []DICOMView
+}
+
+// Header returns the header of the study's first view, which holds its
+// patient and study attributes.
+func (s *DICOMSource) Header() *vision.DICOMInfo { return s.Views[0].Info }
+
+// DICOMDirOption configures StudiesFromDICOMDir.
+type DICOMDirOption func(*dicomDirOptions) error
+
+type dicomDirOptions struct {
+	maxFiles int
+}
+
+// WithMaxDICOMFiles bounds the files StudiesFromDICOMDir looks at (default
+// 100000); a folder holding more is refused before any is read.
+func WithMaxDICOMFiles(n int) DICOMDirOption {
+	return func(o *dicomDirOptions) error {
+		if n <= 0 {
+			return fmt.Errorf("memtrans: max DICOM files %d", n)
+		}
+		o.maxFiles = n
+		return nil
+	}
+}
+
+// StudiesFromDICOMDir reads the DICOM images under dir (its subfolders
+// included; other files are ignored), groups them by StudyInstanceUID
+// (0020,000D) and builds a Study for each: its frontal view, then, when
+// views is 2, its lateral view, decoded as StudyFromFiles does. Study.ID is
+// the StudyInstanceUID and Study.DICOM names the files used. Studies come in
+// the order of their first file (paths in lexical order).
+//
+// A view's projection comes from View Position (0018,5101): PA or AP is
+// frontal; LL, RL, LATERAL or LAT is lateral. When View Position is absent
+// or says neither, the items of View Code Sequence (0054,0220) decide:
+// SNOMED CT (CID 4010) 272479007 postero-anterior, 399348003
+// antero-posterior and 399033003 frontal; 399067008 lateral, 399198007
+// right lateral, 399173006 left lateral, 399260004 medial-lateral and
+// 399352003 lateral-medial; or, for other schemes (the retired SNOMED-RT
+// SRT codes among them), a Code Meaning naming one of these projections.
+// An image whose View Position and view code disagree is used for neither.
+// Of several frontal views the PA is preferred; of several laterals the LL;
+// then the lowest Series and Instance Number, then the path.
+//
+// Only images are considered (a header reaching Pixel Data, with Rows and
+// Columns); Structured Reports, presentation states and the like are
+// skipped. A study whose files disagree on the PatientID, that has no
+// frontal view (ErrNoFrontalView) or, for views 2, no lateral
+// (ErrNoLateralView), or whose chosen views fail to decode, is left out
+// and its error, naming the study, joined into the returned error, which
+// is non-nil then alongside the studies that were read. A folder with no
+// DICOM image gives ErrNoDICOM. Header reading is bounded as
+// vision.ReadDICOMInfo states; decoding applies the default pixel limit.
+func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DICOMDirOption) ([]Study, error) {
+	if views != 1 && views != 2 {
+		return nil, fmt.Errorf("%w: %d views per study (1: frontal, 2: frontal and lateral)", ErrStudy, views)
+	}
+	o := dicomDirOptions{maxFiles: 100000}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			if len(paths) == o.maxFiles {
+				return fmt.Errorf("memtrans: %s holds more than %d files", dir, o.maxFiles)
+			}
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	type group struct {
+		uid   string
+		views []DICOMView
+	}
+	var groups []*group
+	byUID := map[string]*group{}
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		info, ok, err := readDICOMHeader(p)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || !info.HasPixelData || info.Rows == 0 || info.Columns == 0 {
+			continue
+		}
+		if info.StudyInstanceUID == "" {
+			return nil, fmt.Errorf("%w: %s has no StudyInstanceUID", vision.ErrDICOM, p)
+		}
+		g := byUID[info.StudyInstanceUID]
+		if g == nil {
+			g = &group{uid: info.StudyInstanceUID}
+			byUID[g.uid] = g
+			groups = append(groups, g)
+		}
+		g.views = append(g.views, DICOMView{Path: p, Kind: viewKind(info), Info: info})
+	}
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("%w under %s", ErrNoDICOM, dir)
+	}
+	var studies []Study
+	var errs []error
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		src, err := chooseViews(g.uid, g.views, views)
+		if err == nil {
+			var s Study
+			paths := make([]string, len(src.Views))
+			for i, v := range src.Views {
+				paths[i] = v.Path
+			}
+			if s, err = StudyFromFiles(g.uid, paths...); err == nil {
+				s.DICOM = src
+				studies = append(studies, s)
+				continue
+			}
+		}
+		errs = append(errs, err)
+	}
+	return studies, errors.Join(errs...)
+}
+
+// readDICOMHeader reads a file's DICOM header; ok is false for a file that
+// is not DICOM.
+func readDICOMHeader(p string) (*vision.DICOMInfo, bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	var head [132]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if !vision.IsDICOM(head[:n]) {
+		return nil, false, nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	info, err := vision.ReadDICOMInfo(f, st.Size())
+	if err != nil {
+		return nil, false, fmt.Errorf("memtrans: %s: %w", p, err)
+	}
+	return info, true, nil
+}
+
+// chooseViews picks a study's frontal (and lateral) view.
+func chooseViews(uid string, all []DICOMView, views int) (*DICOMSource, error) {
+	fail := func(err error, format string, args ...any) error {
+		return fmt.Errorf("%w: study %s: %w"+format, append([]any{ErrStudy, uid, err}, args...)...)
+	}
+	for _, v := range all[1:] {
+		if v.Info.PatientID != all[0].Info.PatientID {
+			return nil, fail(errors.New("files of other patients"), ": %s has PatientID %q, %s has %q", all[0].Path, all[0].Info.PatientID, v.Path, v.Info.PatientID)
+		}
+	}
+	ranked := slices.Clone(all)
+	slices.SortStableFunc(ranked, func(a, b DICOMView) int {
+		return cmp.Or(
+			cmp.Compare(viewPreference(a), viewPreference(b)),
+			cmp.Compare(atoiOr(a.Info.SeriesNumber), atoiOr(b.Info.SeriesNumber)),
+			cmp.Compare(atoiOr(a.Info.InstanceNumber), atoiOr(b.Info.InstanceNumber)),
+			strings.Compare(a.Path, b.Path),
+		)
+	})
+	pick := func(k ViewKind) int {
+		return slices.IndexFunc(ranked, func(v DICOMView) bool { return v.Kind == k })
+	}
+	src := &DICOMSource{StudyInstanceUID: uid}
+	f := pick(ViewFrontal)
+	if f < 0 {
+		return nil, fail(ErrNoFrontalView, " (%d images: %s)", len(all), describeViews(all))
+	}
+	src.Views = append(src.Views, ranked[f])
+	if views == 2 {
+		l := pick(ViewLateral)
+		if l < 0 {
+			return nil, fail(ErrNoLateralView, " (%d images: %s)", len(all), describeViews(all))
+		}
+		src.Views = append(src.Views, ranked[l])
+	}
+	for _, v := range all {
+		if !slices.ContainsFunc(src.Views, func(u DICOMView) bool { return u.Path == v.Path }) {
+			src.Others = append(src.Others, v)
+		}
+	}
+	return src, nil
+}
+
+func describeViews(all []DICOMView) string {
+	parts := make([]string, len(all))
+	for i, v := range all {
+		vp := v.Info.ViewPosition
+		if vp == "" {
+			vp = "no View Position"
+		}
+		parts[i] = fmt.Sprintf("%s: %s, %d view codes", filepath.Base(v.Path), vp, len(v.Info.ViewCodes))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// viewPreference ranks views of one kind: PA before AP, LL before RL.
+func viewPreference(v DICOMView) int {
+	switch strings.ToUpper(v.Info.ViewPosition) {
+	case "PA", "LL":
+		return 0
+	case "AP", "RL":
+		return 1
+	}
+	return 2
+}
+
+func atoiOr(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return int(^uint(0) >> 1) // absent numbers sort last
+	}
+	return n
+}
+
+// SNOMED CT codes of CID 4010 (DX View) for chest projections.
+var viewCodes = map[string]ViewKind{
+	"272479007": ViewFrontal, // postero-anterior
+	"399348003": ViewFrontal, // antero-posterior
+	"399033003": ViewFrontal, // frontal
+	"399067008": ViewLateral, // lateral
+	"399198007": ViewLateral, // right lateral
+	"399173006": ViewLateral, // left lateral
+	"399260004": ViewLateral, // medial-lateral
+	"399352003": ViewLateral, // lateral-medial
+}
+
+// Code Meanings of the same projections, for other coding schemes.
+var viewMeanings = map[string]ViewKind{
+	"postero-anterior": ViewFrontal, "posteroanterior": ViewFrontal, "pa": ViewFrontal,
+	"antero-posterior": ViewFrontal, "anteroposterior": ViewFrontal, "ap": ViewFrontal, "frontal": ViewFrontal,
+	"lateral": ViewLateral, "left lateral": ViewLateral, "right lateral": ViewLateral,
+	"medial-lateral": ViewLateral, "lateral-medial": ViewLateral,
+}
+
+// viewKind tells an image's projection from View Position and View Code
+// Sequence; when both state one and they differ, the image is ViewOther.
+func viewKind(info *vision.DICOMInfo) ViewKind {
+	byPosition := ViewOther
+	switch strings.ToUpper(strings.TrimSpace(info.ViewPosition)) {
+	case "PA", "AP":
+		byPosition = ViewFrontal
+	case "LL", "RL", "LATERAL", "LAT":
+		byPosition = ViewLateral
+	}
+	byCode := ViewOther
+	for _, c := range info.ViewCodes {
+		k := ViewOther
+		if c.Scheme == "SCT" {
+			k = viewCodes[c.Value]
+		} else {
+			k = viewMeanings[strings.ToLower(strings.TrimSpace(c.Meaning))]
+		}
+		if k != ViewOther {
+			byCode = k
+			break
+		}
+	}
+	switch {
+	case byPosition == ViewOther:
+		return byCode
+	case byCode == ViewOther || byCode == byPosition:
+		return byPosition
+	}
+	return ViewOther
+}
