@@ -214,11 +214,14 @@ func TestRealDICOMJPEG(t *testing.T) {
 			if fr.Width != ref.cols || fr.Height != ref.rows || fr.Components != ref.spp {
 				t.Fatalf("decoded %d×%d×%d, reference %d×%d×%d", fr.Width, fr.Height, fr.Components, ref.cols, ref.rows, ref.spp)
 			}
-			if fr.Precision < ref.stored {
-				t.Fatalf("code stream precision %d < bits stored %d", fr.Precision, ref.stored)
+			if fr.Precision < src.stored {
+				t.Fatalf("code stream precision %d < bits stored %d", fr.Precision, src.stored)
 			}
+			// Stored values: the file's bits stored of the decoded samples
+			// (dcmcjpeg codes 10 of 16 bits as 16-bit lossless), against the
+			// reference's.
 			want := ref.samples()
-			mask := uint16(1<<ref.stored - 1)
+			mask := uint16(1<<src.stored - 1)
 			worst := 0
 			for i, w := range want {
 				d := int(fr.Pix[i]&mask) - int(w)
