@@ -17,6 +17,7 @@ type testCase struct {
 	Components int    `json:"components"`
 	Precision  int    `json:"precision"`
 	MaxDiff    int    `json:"max_diff"`
+	ToRGB      bool   `json:"ycbcr_to_rgb"`
 	Note       string `json:"note"`
 }
 
@@ -66,6 +67,11 @@ func TestDecodeReference(t *testing.T) {
 			if f.Width != tc.Width || f.Height != tc.Height || f.Components != tc.Components || f.Precision != tc.Precision || f.Signed {
 				t.Fatalf("frame %d×%d×%d, %d bits, signed %v; want %d×%d×%d, %d bits",
 					f.Width, f.Height, f.Components, f.Precision, f.Signed, tc.Width, tc.Height, tc.Components, tc.Precision)
+			}
+			if tc.ToRGB {
+				if err := YCbCrToRGB(f); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if len(f.Pix) != len(ref) {
 				t.Fatalf("%d samples, reference has %d", len(f.Pix), len(ref))

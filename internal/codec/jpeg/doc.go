@@ -14,8 +14,11 @@
 //     to the same values as libjpeg and dcmtk; subsampled chroma is upsampled
 //     with libjpeg's triangular filter for 2:1 and 2:1×2:1 factors.
 //
-// Colour components are returned as coded (no YCbCr to RGB conversion); the
-// caller applies the photometric interpretation. Progressive, hierarchical and
+// Colour components are returned as coded: Decode does not convert YCbCr to
+// RGB. YCbCrToRGB does, with libjpeg's fixed-point arithmetic, for a caller
+// whose photometric interpretation (YBR_FULL, YBR_FULL_422) asks for it;
+// with it, 4:2:0 and 4:2:2 colour images decode to the same RGB values as
+// libjpeg's djpeg. Progressive, hierarchical and
 // arithmetic-coded frames, and frames whose height is given by a DNL marker,
 // return an error wrapping codec.ErrUnsupported that names the marker.
 //

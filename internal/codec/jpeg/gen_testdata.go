@@ -27,14 +27,15 @@ import (
 
 // testCase is one entry of testdata/cases.json.
 type testCase struct {
-	Name       string `json:"name"`       // testdata/<name>.jpg is the code stream
-	Ref        string `json:"ref"`        // testdata/<ref>.ref holds the samples, uint16 little endian
-	Width      int    `json:"width"`      // expected frame
-	Height     int    `json:"height"`     //
-	Components int    `json:"components"` //
-	Precision  int    `json:"precision"`  //
-	MaxDiff    int    `json:"max_diff"`   // allowed |Δ| against the reference
-	Note       string `json:"note"`       // how it was made
+	Name       string `json:"name"`                   // testdata/<name>.jpg is the code stream
+	Ref        string `json:"ref"`                    // testdata/<ref>.ref holds the samples, uint16 little endian
+	Width      int    `json:"width"`                  // expected frame
+	Height     int    `json:"height"`                 //
+	Components int    `json:"components"`             //
+	Precision  int    `json:"precision"`              //
+	MaxDiff    int    `json:"max_diff"`               // allowed |Δ| against the reference
+	ToRGB      bool   `json:"ycbcr_to_rgb,omitempty"` // compare after YCbCrToRGB
+	Note       string `json:"note"`                   // how it was made
 }
 
 var (
@@ -108,6 +109,13 @@ func main() {
 		w, h := 53, 27
 		g8 := smooth(w, h, 1, 8, 41)
 		turbo("dct_gray8_rst", g8, w, h, "cjpeg -grayscale -restart 2B -quality 85", "-grayscale", "-restart", "2B", "-quality", "85")
+	}
+	// Colour baseline, libjpeg-turbo: 4:2:0 and 4:2:2, converted to RGB.
+	{
+		w, h := 51, 35
+		c8 := smooth(w, h, 3, 8, 42)
+		turboRGB("dct_rgb420_8", c8, w, h, "cjpeg -sample 2x2 (YCbCr 4:2:0)", "-sample", "2x2", "-quality", "88")
+		turboRGB("dct_rgb422_8", c8, w, h, "cjpeg -sample 2x1 -restart 1 (YCbCr 4:2:2)", "-sample", "2x1", "-restart", "1")
 	}
 	js, err := json.MarshalIndent(cases, "", "  ")
 	check(err)
@@ -604,4 +612,30 @@ func sofPrecision(jpg []byte) int {
 	}
 	log.Fatal("no frame header")
 	return 0
+}
+
+// turboRGB encodes a colour 8-bit image with cjpeg; the reference is djpeg's
+// RGB output (fancy upsampling, integer IDCT).
+func turboRGB(name string, pix []uint16, w, h int, note string, args ...string) {
+	ppm := filepath.Join(tmp, name+".ppm")
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "P6\n%d %d\n255\n", w, h)
+	for _, v := range pix {
+		b.WriteByte(byte(v))
+	}
+	check(os.WriteFile(ppm, b.Bytes(), 0o644))
+	jpgPath := filepath.Join("testdata", name+".jpg")
+	run("cjpeg", append(args, "-outfile", jpgPath, ppm)...)
+	out := filepath.Join(tmp, name+".out.ppm")
+	run("djpeg", "-dct", "int", "-ppm", "-outfile", out, jpgPath)
+	ob, err := os.ReadFile(out)
+	check(err)
+	ref := make([]uint16, w*h*3)
+	body := ob[len(ob)-w*h*3:]
+	for i := range ref {
+		ref[i] = uint16(body[i])
+	}
+	writeRef(name, ref)
+	cases = append(cases, testCase{Name: name, Ref: name, Width: w, Height: h, Components: 3, Precision: 8, ToRGB: true,
+		Note: note + "; reference: djpeg -dct int -ppm (RGB)"})
 }
