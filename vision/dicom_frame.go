@@ -5,13 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"image"
-	"image/jpeg"
 	"io"
 	"math"
 	"os"
 
 	"github.com/radgen/radgen/internal/codec"
+	"github.com/radgen/radgen/internal/codec/jpeg"
 	"github.com/radgen/radgen/internal/codec/jpegls"
 	"github.com/radgen/radgen/internal/codec/rle"
 	"github.com/suyashkumar/dicom/pkg/tag"
@@ -77,8 +76,11 @@ func (f *DICOMFrame) Len() int { return f.Rows * f.Columns * f.SamplesPerPixel }
 // per frame) or the fragments up to the first JPEG end-of-image marker.
 //
 // Transfer syntaxes: implicit and explicit VR little endian, explicit VR big
-// endian; RLE Lossless (1.2.840.10008.1.2.5); JPEG baseline (…4.50, decoded
-// with image/jpeg); JPEG-LS lossless and near-lossless (…4.80, …4.81).
+// endian; RLE Lossless (1.2.840.10008.1.2.5); JPEG baseline and extended
+// 12-bit (…4.50, …4.51; libjpeg's accurate integer IDCT, YCbCr converted to
+// RGB as libjpeg does, so the values are those dcmtk gives); JPEG Lossless
+// process 14 (…4.57, …4.70); JPEG-LS lossless and near-lossless (…4.80,
+// …4.81).
 // Other encapsulated syntaxes and deflated data sets are refused with
 // [ErrDICOMUnsupported]. Native data: 8, 16 or 32 bits allocated, any bits
 // stored below the high bit, signed or unsigned, MONOCHROME1/2, RGB,
@@ -283,11 +285,15 @@ const (
 	tsRLE             = "1.2.840.10008.1.2.5"
 )
 
-// frameCodecs decode one compressed frame, by transfer syntax (baseline
-// JPEG and RLE are handled apart).
+// frameCodecs decode one compressed frame, by transfer syntax (RLE, whose
+// frames do not carry their size, is handled apart).
 var frameCodecs = map[string]func([]byte, int64) (*codec.Frame, error){
-	tsJPEGLSLossless: jpegls.Decode,
-	tsJPEGLSNear:     jpegls.Decode,
+	tsJPEGBaseline:    jpeg.Decode,
+	tsJPEGExtended:    jpeg.Decode,
+	tsJPEGLossless:    jpeg.Decode,
+	tsJPEGLosslessSV1: jpeg.Decode,
+	tsJPEGLSLossless:  jpegls.Decode,
+	tsJPEGLSNear:      jpegls.Decode,
 }
 
 // jpegFamily reports whether a syntax's frames end with the JPEG
@@ -300,7 +306,7 @@ func jpegFamily(ts string) bool {
 // decodeEncapsulated reads the first frame of encapsulated pixel data.
 func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame, error) {
 	dec, ok := frameCodecs[im.syntax]
-	if !ok && im.syntax != tsJPEGBaseline && im.syntax != tsRLE {
+	if !ok && im.syntax != tsRLE {
 		return nil, fmt.Errorf("%w: transfer syntax %s", ErrDICOMUnsupported, im.syntax)
 	}
 	if im.bitsStored > 16 {
@@ -314,8 +320,6 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame,
 	limit := o.maxPixels * int64(im.samples) // the codecs count samples
 	var f *codec.Frame
 	switch im.syntax {
-	case tsJPEGBaseline:
-		return decodeBaseline(data, im, o)
 	case tsRLE:
 		f, err = rle.Decode(data, im.cols, im.rows, im.samples, im.bitsAllocated, limit)
 		if err == nil {
@@ -333,6 +337,11 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame,
 	fr := im.newFrame()
 	fr.Pix = f.Pix
 	normalize(fr.Pix, f, im)
+	lossyJPEG := im.syntax == tsJPEGBaseline || im.syntax == tsJPEGExtended
+	if lossyJPEG && im.samples == 3 && (im.photometric == "YBR_FULL_422" || im.photometric == "YBR_FULL") {
+		ycbcrToRGB(fr.Pix, min(f.Precision, im.bitsStored))
+		fr.Photometric = "RGB"
+	}
 	if im.syntax == tsJ2K || im.syntax == tsJ2KLossless {
 		if im.photometric == "YBR_RCT" || im.photometric == "YBR_ICT" {
 			fr.Photometric = "RGB" // the code stream's inverse component transform was applied
@@ -370,43 +379,28 @@ func codecError(ts string, err error) error {
 	return fmt.Errorf("%w: %s frame: %w", ErrDICOM, ts, err)
 }
 
-// decodeBaseline decodes a baseline JPEG frame with image/jpeg; a colour
-// frame comes back as RGB.
-func decodeBaseline(data []byte, im *dicomImage, o options) (*DICOMFrame, error) {
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w: JPEG frame: %v", ErrDICOM, err)
+// ycbcrToRGB converts interleaved YCbCr samples of the given precision to
+// RGB in place, with libjpeg's fixed-point equations (jdcolor.c: 16
+// fractional bits, rounding, chroma centred at half the range, results
+// clamped), so that a lossy JPEG frame gives the RGB values dcmtk and
+// libjpeg-based readers give.
+func ycbcrToRGB(pix []uint16, precision int) {
+	const scale = 16
+	const half = 1 << (scale - 1)
+	fix := func(x float64) int { return int(x*(1<<scale) + 0.5) }
+	center := 1 << (precision - 1)
+	maxv := 1<<precision - 1
+	crR, cbB, crG, cbG := fix(1.40200), fix(1.77200), fix(0.71414), fix(0.34414)
+	for i := 0; i+2 < len(pix); i += 3 {
+		y := int(pix[i])
+		cb, cr := int(pix[i+1])-center, int(pix[i+2])-center
+		r := y + (crR*cr+half)>>scale
+		g := y + (-cbG*cb-crG*cr+half)>>scale
+		b := y + (cbB*cb+half)>>scale
+		pix[i] = uint16(max(0, min(r, maxv)))
+		pix[i+1] = uint16(max(0, min(g, maxv)))
+		pix[i+2] = uint16(max(0, min(b, maxv)))
 	}
-	if int64(cfg.Width)*int64(cfg.Height) > o.maxPixels || cfg.Width != im.cols || cfg.Height != im.rows {
-		return nil, fmt.Errorf("%w: JPEG frame of %d×%d in a %d×%d image", ErrDICOM, cfg.Width, cfg.Height, im.cols, im.rows)
-	}
-	img, err := jpeg.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%w: JPEG frame: %v", ErrDICOM, err)
-	}
-	fr := im.newFrame()
-	fr.BitsStored = 8
-	if g, ok := img.(*image.Gray); ok {
-		fr.SamplesPerPixel, fr.Photometric = 1, im.photometric
-		if im.samples != 1 {
-			fr.Photometric = "MONOCHROME2"
-		}
-		fr.Pix = make([]uint16, im.rows*im.cols)
-		for y := range im.rows {
-			row := g.Pix[g.PixOffset(g.Rect.Min.X, g.Rect.Min.Y+y):]
-			for x := range im.cols {
-				fr.Pix[y*im.cols+x] = uint16(row[x])
-			}
-		}
-		return fr, nil
-	}
-	p := FromImage(nil, img)
-	fr.SamplesPerPixel, fr.Photometric, fr.Signed = p.C, "RGB", false
-	fr.Pix = make([]uint16, len(p.Pix))
-	for i, v := range p.Pix {
-		fr.Pix[i] = uint16(v)
-	}
-	return fr, nil
 }
 
 // firstFrameBytes reads the encapsulated items up to the end of the first

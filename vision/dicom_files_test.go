@@ -1,0 +1,85 @@
+package vision
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// realDICOMEntry is one entry of the manifest.json of a directory of real
+// DICOM files (see ../shared/real/README.md).
+type realDICOMEntry struct {
+	File           string  `json:"file"`
+	TransferSyntax string  `json:"transfer_syntax"`
+	Reference      string  `json:"reference"`
+	MaxAbsDiff     float64 `json:"max_abs_diff"`
+}
+
+// TestDICOMCodecFiles runs the same comparison on the small synthetic files
+// of testdata/dicom (see its README): JPEG-LS lossless and near-lossless in
+// every interleave mode, LSE presets, RLE, colour, signed data, multi-frame
+// files with and without offset tables, fragmented frames.
+func TestDICOMCodecFiles(t *testing.T) {
+	checkDICOMManifest(t, filepath.Join("testdata", "dicom"))
+}
+
+// checkDICOMManifest decodes every entry of dir/manifest.json and compares
+// it with its reference.
+func checkDICOMManifest(t *testing.T, dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []realDICOMEntry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		t.Fatalf("manifest.json: %v", err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("manifest.json lists no files")
+	}
+	for _, e := range entries {
+		t.Run(e.File, func(t *testing.T) {
+			start := time.Now()
+			got, err := DecodeDICOMFrameFile(filepath.Join(dir, e.File))
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := DecodeDICOMFrameFile(filepath.Join(dir, e.Reference))
+			if err != nil {
+				t.Fatalf("reference: %v", err)
+			}
+			if got.TransferSyntax != e.TransferSyntax {
+				t.Errorf("transfer syntax %s, manifest says %s", got.TransferSyntax, e.TransferSyntax)
+			}
+			type shape struct {
+				Rows, Columns, Samples, BitsStored int
+				Signed                             bool
+				Photometric                        string
+			}
+			gs := shape{got.Rows, got.Columns, got.SamplesPerPixel, got.BitsStored, got.Signed, got.Photometric}
+			ws := shape{want.Rows, want.Columns, want.SamplesPerPixel, want.BitsStored, want.Signed, want.Photometric}
+			if gs != ws {
+				t.Fatalf("decoded %+v, reference %+v", gs, ws)
+			}
+			var maxDiff int64
+			at := -1
+			for i := range got.Len() {
+				d := got.Value(i) - want.Value(i)
+				if d < 0 {
+					d = -d
+				}
+				if d > maxDiff {
+					maxDiff, at = d, i
+				}
+			}
+			t.Logf("%s (%s, %d×%d×%d, %d bits): max |Δ| %d, decoded in %v", e.File, e.TransferSyntax,
+				got.Columns, got.Rows, got.SamplesPerPixel, got.BitsStored, maxDiff, elapsed.Round(time.Microsecond))
+			if float64(maxDiff) > e.MaxAbsDiff {
+				t.Errorf("max |Δ| %d at sample %d (%d, reference %d) exceeds %g", maxDiff, at, got.Value(at), want.Value(at), e.MaxAbsDiff)
+			}
+		})
+	}
+}
