@@ -335,13 +335,16 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame,
 		return nil, fmt.Errorf("%w: compressed frame of %d×%d×%d in a %d×%d×%d image", ErrDICOM, f.Width, f.Height, f.Components, im.cols, im.rows, im.samples)
 	}
 	fr := im.newFrame()
-	fr.Pix = f.Pix
-	normalize(fr.Pix, f, im)
 	lossyJPEG := im.syntax == tsJPEGBaseline || im.syntax == tsJPEGExtended
 	if lossyJPEG && im.samples == 3 && (im.photometric == "YBR_FULL_422" || im.photometric == "YBR_FULL") {
-		ycbcrToRGB(fr.Pix, min(f.Precision, im.bitsStored))
+		// Converted as libjpeg does while decoding, as dcmtk does.
+		if err := jpeg.YCbCrToRGB(f); err != nil {
+			return nil, codecError(im.syntax, err)
+		}
 		fr.Photometric = "RGB"
 	}
+	fr.Pix = f.Pix
+	normalize(fr.Pix, f, im)
 	if im.syntax == tsJ2K || im.syntax == tsJ2KLossless {
 		if im.photometric == "YBR_RCT" || im.photometric == "YBR_ICT" {
 			fr.Photometric = "RGB" // the code stream's inverse component transform was applied
@@ -377,30 +380,6 @@ func codecError(ts string, err error) error {
 		return fmt.Errorf("%w: %s frame: %w", ErrDICOMUnsupported, ts, err)
 	}
 	return fmt.Errorf("%w: %s frame: %w", ErrDICOM, ts, err)
-}
-
-// ycbcrToRGB converts interleaved YCbCr samples of the given precision to
-// RGB in place, with libjpeg's fixed-point equations (jdcolor.c: 16
-// fractional bits, rounding, chroma centred at half the range, results
-// clamped), so that a lossy JPEG frame gives the RGB values dcmtk and
-// libjpeg-based readers give.
-func ycbcrToRGB(pix []uint16, precision int) {
-	const scale = 16
-	const half = 1 << (scale - 1)
-	fix := func(x float64) int { return int(x*(1<<scale) + 0.5) }
-	center := 1 << (precision - 1)
-	maxv := 1<<precision - 1
-	crR, cbB, crG, cbG := fix(1.40200), fix(1.77200), fix(0.71414), fix(0.34414)
-	for i := 0; i+2 < len(pix); i += 3 {
-		y := int(pix[i])
-		cb, cr := int(pix[i+1])-center, int(pix[i+2])-center
-		r := y + (crR*cr+half)>>scale
-		g := y + (-cbG*cb-crG*cr+half)>>scale
-		b := y + (cbB*cb+half)>>scale
-		pix[i] = uint16(max(0, min(r, maxv)))
-		pix[i+1] = uint16(max(0, min(g, maxv)))
-		pix[i+2] = uint16(max(0, min(b, maxv)))
-	}
 }
 
 // firstFrameBytes reads the encapsulated items up to the end of the first
