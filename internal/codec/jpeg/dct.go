@@ -165,21 +165,6 @@ func (d *decoder) idct(coef *[64]int32, c *component, bx, by int) {
 	w := min(8, c.width-bx*8)
 	h := min(8, c.height-by*8)
 	base := c.offset + by*8*c.stride + bx*8*c.step
-	mask := 4*(maxv+1) - 1
-	limit := func(x int32) uint16 {
-		k := x & mask
-		if k >= 2*(maxv+1) {
-			k -= 4 * (maxv + 1)
-		}
-		k += center
-		if k < 0 {
-			return 0
-		}
-		if k > maxv {
-			return uint16(maxv)
-		}
-		return uint16(k)
-	}
 	for r := 0; r < h; r++ {
 		in := ws[r*8 : r*8+8]
 		var o [8]int32
@@ -193,9 +178,22 @@ func (d *decoder) idct(coef *[64]int32, c *component, bx, by int) {
 		}
 		row := c.plane[base+r*c.stride:]
 		for i := 0; i < w; i++ {
-			row[i*c.step] = limit(o[i])
+			row[i*c.step] = rangeLimit(o[i], center, maxv)
 		}
 	}
+}
+
+// rangeLimit level-shifts an IDCT output and clamps it to [0, maxv] the way
+// libjpeg's range-limit table does: the value is first taken modulo
+// 4·(maxv+1), so wildly out-of-range outputs of corrupt data wrap as there.
+func rangeLimit(x, center, maxv int32) uint16 {
+	n := maxv + 1
+	k := x & (4*n - 1)
+	if k >= 2*n {
+		k -= 4 * n
+	}
+	k += center
+	return uint16(min(max(k, 0), maxv))
 }
 
 func descale(x int32, n uint) int32 { return (x + 1<<(n-1)) >> n }

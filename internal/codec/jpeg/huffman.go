@@ -137,10 +137,9 @@ func (t *huffTable) build(bits *[16]uint8, vals []uint8, lossless bool) error {
 // extend maps the s additional bits v of a difference category to the signed
 // difference (T.81 F.2.2.1).
 func extend(v int32, s uint) int32 {
-	if v < 1<<(s-1) {
-		return v - (1 << s) + 1
-	}
-	return v
+	// v < 2^(s-1) means a negative difference, v - 2^s + 1; the sign of
+	// v - 2^(s-1) selects the correction without a branch.
+	return v + ((v-1<<(s-1))>>31)&(1-1<<s)
 }
 
 // bitReader reads the entropy-coded segment of a scan, most significant bit
