@@ -397,7 +397,16 @@ func (m *METransformer) decodeStudies(ctx context.Context, feats *radgen.Tensor,
 	if o.attention {
 		return nil, 0, fmt.Errorf("%w: METransformer records no attention maps", decode.ErrNoAttention)
 	}
-	reps, err := m.Generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: CIDErDReward})
+	// The experts vote by sentence BLEU-4 against the study's other
+	// candidates, which depends on the study alone: a study's report is the
+	// same alone and in any batch. CIDEr-D (CIDErDReward) would take its
+	// document frequencies from the whole batch, and gives every candidate
+	// of a study scored alone 0.
+	score, err := BLEUReward(4)
+	if err != nil {
+		return nil, 0, err
+	}
+	reps, err := m.Generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: score})
 	if err != nil {
 		return nil, 0, err
 	}
