@@ -116,6 +116,10 @@ func main() {
 		c8 := smooth(w, h, 3, 8, 42)
 		turboRGB("dct_rgb420_8", c8, w, h, "cjpeg -sample 2x2 (YCbCr 4:2:0)", "-sample", "2x2", "-quality", "88")
 		turboRGB("dct_rgb422_8", c8, w, h, "cjpeg -sample 2x1 -restart 1 (YCbCr 4:2:2)", "-sample", "2x1", "-restart", "1")
+		script := filepath.Join(tmp, "scans.txt")
+		check(os.WriteFile(script, []byte("0;\n1;\n2;\n"), 0o644))
+		turboRGB("dct_rgb420_scans_8", c8, w, h, "cjpeg -sample 2x2 -restart 3B -scans (one sequential scan per component)",
+			"-sample", "2x2", "-restart", "3B", "-scans", script)
 	}
 	js, err := json.MarshalIndent(cases, "", "  ")
 	check(err)
