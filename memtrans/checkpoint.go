@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -75,8 +76,19 @@ func writeCheckpoint(w io.Writer, tensors []safetensors.Tensor, metadata map[str
 	return enc.Close()
 }
 
-// readCheckpoint reads and verifies a native file of the given size.
-func readCheckpoint(r io.Reader, maxBytes int64) (*checkpoint, error) {
+// maxZstdWindow bounds the window a checkpoint's zstd frames may ask the
+// decoder for (the writer uses 8 MiB).
+const maxZstdWindow = 64 << 20
+
+// readCheckpoint reads and verifies a native file, streaming: the
+// safetensors header is decompressed first and, when check is not nil,
+// shown to it before any tensor byte is read, so that the configuration and
+// the declared tensors can be checked against the budget and the model;
+// then the data section, whose buffer grows with the bytes that actually
+// arrive and never past what the header declares; last the checksum over
+// all of it. A lying or corrupted file thus costs at most what its own
+// header declares and check accepted.
+func readCheckpoint(r io.Reader, maxBytes int64, check func(*safetensors.File) error) (*checkpoint, error) {
 	hdr := make([]byte, len(checkpointMagic)+8+sha256.Size)
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrCheckpoint, err)
@@ -86,33 +98,142 @@ func readCheckpoint(r io.Reader, maxBytes int64) (*checkpoint, error) {
 	}
 	n := binary.LittleEndian.Uint64(hdr[len(checkpointMagic):])
 	if n > uint64(maxBytes) {
-		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d", ErrCheckpoint, n, maxBytes)
+		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d (WithMaxCheckpointBytes)", ErrCheckpoint, n, maxBytes)
 	}
-	dec, err := zstd.NewReader(r, zstd.WithDecoderMaxMemory(uint64(maxBytes)), zstd.WithDecoderConcurrency(1))
+	if n < 8+2 {
+		return nil, fmt.Errorf("%w: payload of %d bytes", ErrCheckpoint, n)
+	}
+	dec, err := zstd.NewReader(r, zstd.WithDecoderMaxMemory(min(uint64(maxBytes), n+maxZstdWindow)),
+		zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return nil, err
 	}
 	defer dec.Close()
-	// Grow with the data read, never trusting the header's length for the
-	// allocation up front beyond a modest cap.
-	var buf bytes.Buffer
-	buf.Grow(int(min(n, 64<<20)))
-	got, err := io.Copy(&buf, io.LimitReader(dec, int64(n)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: decompressing: %v", ErrCheckpoint, err)
+	h := sha256.New()
+	payload := io.TeeReader(io.LimitReader(dec, int64(n)), h)
+	short := func(what string, err error) error {
+		if err == io.EOF || err == io.ErrUnexpectedEOF || err == nil {
+			return fmt.Errorf("%w: %s: payload ends early, header says %d bytes (truncated or corrupt)", ErrCheckpoint, what, n)
+		}
+		return fmt.Errorf("%w: decompressing %s: %v", ErrCheckpoint, what, err)
 	}
-	if uint64(got) != n {
-		return nil, fmt.Errorf("%w: payload is %d bytes, header says %d (truncated or corrupt)", ErrCheckpoint, got, n)
+
+	// The safetensors header: its length, then the JSON, read as it comes.
+	var lb [8]byte
+	if _, err := io.ReadFull(payload, lb[:]); err != nil {
+		return nil, short("header length", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	if !bytes.Equal(sum[:], hdr[len(checkpointMagic)+8:]) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+	hl := binary.LittleEndian.Uint64(lb[:])
+	if hl < 2 || hl > safetensors.MaxHeaderBytes || hl > n-8 {
+		return nil, fmt.Errorf("%w: tensor header of %d bytes in a payload of %d", ErrCheckpoint, hl, n)
 	}
-	f, err := safetensors.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	var head bytes.Buffer
+	head.Write(lb[:])
+	if got, err := io.CopyN(&head, payload, int64(hl)); got != int64(hl) {
+		return nil, short("tensor header", err)
+	}
+	dataSize := int64(n - 8 - hl)
+	src := &payloadReader{head: head.Bytes(), dataSize: dataSize}
+	f, err := safetensors.Open(src, int64(n))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
+	// The tensors must tile the data section: a header cannot declare
+	// gigabytes of data that no tensor accounts for.
+	var used int64
+	for _, name := range f.Names() {
+		info, _ := f.Info(name)
+		used += info.End - info.Begin
+	}
+	if used != dataSize {
+		return nil, fmt.Errorf("%w: the tensors take %d bytes of a data section of %d", ErrCheckpoint, used, dataSize)
+	}
+	if check != nil {
+		if err := check(f); err != nil {
+			return nil, err
+		}
+	}
+
+	// The data section, growing with what arrives.
+	var data bytes.Buffer
+	data.Grow(int(min(dataSize, 64<<20)))
+	if got, err := io.CopyN(&data, payload, dataSize); got != dataSize {
+		return nil, short("tensor data", err)
+	}
+	var extra [1]byte
+	if k, _ := io.ReadFull(dec, extra[:]); k != 0 {
+		return nil, fmt.Errorf("%w: payload is longer than the %d bytes the header says", ErrCheckpoint, n)
+	}
+	if !bytes.Equal(h.Sum(nil), hdr[len(checkpointMagic)+8:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+	}
+	src.data = data.Bytes()
 	return &checkpoint{file: f, metadata: f.Metadata()}, nil
+}
+
+// payloadReader serves a decompressed payload to safetensors.Open: the
+// header bytes, then the data section once it has been read and verified.
+type payloadReader struct {
+	head     []byte
+	data     []byte
+	dataSize int64
+}
+
+func (p *payloadReader) ReadAt(b []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("memtrans: negative offset")
+	}
+	n := 0
+	if off < int64(len(p.head)) {
+		n = copy(b, p.head[off:])
+		off += int64(n)
+	}
+	if n < len(b) {
+		d := off - int64(len(p.head))
+		if d >= int64(len(p.data)) {
+			return n, io.EOF
+		}
+		n += copy(b[n:], p.data[d:])
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// checkTensors reports whether a file's header holds every tensor of m with
+// its shape, and no more data besides than extra float64 values per
+// parameter (a trainer's optimizer moments): the data a lying header can
+// make the loader read is bounded by the model it describes.
+func checkTensors(f *safetensors.File, m radgen.Module, extra float64) error {
+	var params float64
+	var err error
+	m.VisitParams(func(name string, t *radgen.Tensor) {
+		params += float64(t.Len())
+		if err != nil {
+			return
+		}
+		info, ok := f.Info(name)
+		if !ok {
+			err = fmt.Errorf("%w: %w: %q", ErrCheckpoint, radgen.ErrMissingTensor, name)
+			return
+		}
+		if !slices.Equal(info.Shape, t.Shape()) && !(t.Rank() == 0 && info.Len() == 1) {
+			err = fmt.Errorf("%w: %w: %q is %v in the file, %v in the model", ErrCheckpoint, radgen.ErrShapeMismatch, name, info.Shape, t.Shape())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	var stored float64
+	for _, name := range f.Names() {
+		info, _ := f.Info(name)
+		stored += float64(info.End - info.Begin)
+	}
+	if limit := params * (4 + 8*extra); stored > limit+(1<<20) {
+		return fmt.Errorf("%w: %.0f bytes of tensors for a model of %.0f parameters", ErrCheckpoint, stored, params)
+	}
+	return nil
 }
 
 // moduleTensors lists m's tensors as float32 safetensors entries.
@@ -243,29 +364,48 @@ func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
 			return nil, nil, err
 		}
 	}
-	ck, err := readCheckpoint(r, o.maxBytes)
+	b, err := budgetOf(o.model)
 	if err != nil {
 		return nil, nil, err
 	}
-	var cfg ModelConfig
-	if err := json.Unmarshal([]byte(ck.metadata[metaConfig]), &cfg); err != nil {
-		return nil, nil, fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
-	}
-	var tok data.Tokenizer
-	if err := json.Unmarshal([]byte(ck.metadata[metaVocab]), &tok); err != nil {
-		return nil, nil, fmt.Errorf("%w: vocabulary: %v", ErrCheckpoint, err)
-	}
-	if cfg.vocab() != tok.Len()+1 {
-		return nil, nil, fmt.Errorf("%w: vocabulary of %d tokens for an output of %d", ErrCheckpoint, tok.Len(), cfg.vocab())
-	}
-	m, err := New(cfg, &tok, 0, o.model...)
+	// The configuration and vocabulary are checked, and the model built,
+	// from the header alone, before the tensor data is read.
+	var m *Model
+	ck, err := readCheckpoint(r, o.maxBytes, func(f *safetensors.File) error {
+		md := f.Metadata()
+		var cfg ModelConfig
+		if err := json.Unmarshal([]byte(md[metaConfig]), &cfg); err != nil {
+			return fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
+		}
+		if err := cfg.validate(b); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+		var tok data.Tokenizer
+		if err := json.Unmarshal([]byte(md[metaVocab]), &tok); err != nil {
+			return fmt.Errorf("%w: vocabulary: %v", ErrCheckpoint, err)
+		}
+		if cfg.vocab() != tok.Len()+1 {
+			return fmt.Errorf("%w: vocabulary of %d tokens for an output of %d", ErrCheckpoint, tok.Len(), cfg.vocab())
+		}
+		var err error
+		if m, err = New(cfg, &tok, 0, o.model...); err != nil {
+			return err
+		}
+		// A trainer's checkpoint also holds the optimizer's two moments.
+		extra := 0.0
+		if _, ok := md[metaTrainer]; ok {
+			extra = 2
+		}
+		return checkTensors(f, m, extra)
+	})
 	if err != nil {
+		if m != nil {
+			m.Close()
+		}
 		return nil, nil, err
 	}
 	if err := radgen.LoadParams(m, ck.file, ""); err != nil {
+		m.Close()
 		return nil, nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	m.extractor.ResNet.Refold()

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/safetensors"
 )
 
 // metaMETransConfig is the metadata key of a METransformer's architecture
@@ -26,7 +27,8 @@ func (m *METransformer) Save(w io.Writer) error {
 }
 
 // LoadMETransformer reads a model written by [METransformer.Save]. Of the
-// options only WithMaxCheckpointBytes applies. Before any parameter is
+// options only WithMaxCheckpointBytes and a WithBudget given through
+// WithModelOptions apply. Before any parameter is
 // allocated, the configuration must be valid and the file must hold as
 // many values as the model has, so a forged header cannot make it allocate
 // more than the file's size. Errors wrap ErrCheckpoint.
@@ -37,33 +39,43 @@ func LoadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) 
 			return nil, err
 		}
 	}
-	ck, err := readCheckpoint(r, o.maxBytes)
+	b, err := budgetOf(o.model)
 	if err != nil {
 		return nil, err
 	}
-	raw, ok := ck.metadata[metaMETransConfig]
-	if !ok {
-		return nil, fmt.Errorf("%w: no METransformer configuration (%s)", ErrCheckpoint, metaMETransConfig)
-	}
-	var cfg METransConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		return nil, fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
-	}
-	var stored float64
-	for _, n := range ck.file.Names() {
-		if info, ok := ck.file.Info(n); ok {
-			stored += float64(info.Len())
+	var m *METransformer
+	ck, err := readCheckpoint(r, o.maxBytes, func(f *safetensors.File) error {
+		raw, ok := f.Metadata()[metaMETransConfig]
+		if !ok {
+			return fmt.Errorf("%w: no METransformer configuration (%s)", ErrCheckpoint, metaMETransConfig)
 		}
-	}
-	if want := cfg.paramCount(); want > stored {
-		return nil, fmt.Errorf("%w: the configuration has %.0f parameters, the file holds %.0f values", ErrCheckpoint, want, stored)
-	}
-	m, err := NewMETransformer(cfg, 0)
+		var cfg METransConfig
+		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+			return fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
+		}
+		if err := cfg.validateShape(); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+		if err := cfg.checkBudget(b); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+		var stored float64
+		for _, n := range f.Names() {
+			if info, ok := f.Info(n); ok {
+				stored += float64(info.Len())
+			}
+		}
+		if want := cfg.paramCount(); want > stored {
+			return fmt.Errorf("%w: the configuration has %.0f parameters, the file holds %.0f values", ErrCheckpoint, want, stored)
+		}
+		var err error
+		if m, err = NewMETransformer(cfg, 0); err != nil {
+			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
+		return checkTensors(f, m, 0)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		return nil, err
 	}
 	if err := radgen.LoadParams(m, ck.file, ""); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
