@@ -61,6 +61,9 @@ type component struct {
 	stride int // distance between lines in plane
 	step   int // distance between samples in plane
 	offset int // index in plane of the first sample
+
+	coef     []int16 // progressive: quantised coefficients, 64 per block
+	cbw, cbh int     // progressive: blocks per line and column in coef
 }
 
 // decoder holds the state of one Decode call.
@@ -165,7 +168,7 @@ func (d *decoder) decode() (*codec.Frame, error) {
 					return nil, err
 				}
 			}
-		case m == mSOF0 || m == mSOF1 || m == mSOF3:
+		case m == mSOF0 || m == mSOF1 || m == mSOF2 || m == mSOF3:
 			p, err := d.segment(m)
 			if err != nil {
 				return nil, err
@@ -173,7 +176,7 @@ func (d *decoder) decode() (*codec.Frame, error) {
 			if err := d.parseSOF(m, p); err != nil {
 				return nil, err
 			}
-		case m == mSOF2, m >= mSOF5 && m <= 0xcf && m != mDHT && m != 0xc8, m == mDHP, m == mEXP, m == mDNL:
+		case m >= mSOF5 && m <= 0xcf && m != mDHT && m != 0xc8, m == mDHP, m == mEXP, m == mDNL:
 			return nil, fmt.Errorf("%w: %s", codec.ErrUnsupported, markerName(m))
 		case m == mDHT:
 			p, err := d.segment(m)
@@ -235,9 +238,9 @@ func (d *decoder) parseSOF(m byte, p []byte) error {
 		if d.precision != 8 {
 			return fmt.Errorf("%w: baseline frame with %d-bit samples", codec.ErrFormat, d.precision)
 		}
-	case mSOF1:
+	case mSOF1, mSOF2:
 		if d.precision != 8 && d.precision != 12 {
-			return fmt.Errorf("%w: extended sequential frame with %d-bit samples", codec.ErrFormat, d.precision)
+			return fmt.Errorf("%w: %s with %d-bit samples", codec.ErrFormat, markerName(m), d.precision)
 		}
 	case mSOF3:
 		if d.precision < 2 || d.precision > 16 {
@@ -396,7 +399,7 @@ func (d *decoder) scan(p []byte) error {
 		}
 		last = ci
 		c := &d.comps[ci]
-		if c.done {
+		if c.done && d.sof != mSOF2 {
 			return fmt.Errorf("%w: component %d coded twice", codec.ErrFormat, id)
 		}
 		td, ta := int(tables>>4), int(tables&15)
@@ -404,13 +407,23 @@ func (d *decoder) scan(p []byte) error {
 			return fmt.Errorf("%w: scan Huffman tables %d/%d", codec.ErrFormat, td, ta)
 		}
 		sc[i] = scanComp{c: c, dc: d.dc[td], ac: d.ac[ta]}
-		if sc[i].dc == nil || (d.sof != mSOF3 && sc[i].ac == nil) {
+		// Progressive scans use only the DC (Ss = 0) or the AC tables.
+		prog := d.sof == mSOF2
+		acScan := len(p) == 4+2*ns && p[1+2*ns] != 0
+		if (sc[i].dc == nil && !(prog && acScan)) || (d.sof != mSOF3 && sc[i].ac == nil && !(prog && !acScan)) {
 			return fmt.Errorf("%w: scan uses an undefined Huffman table", codec.ErrFormat)
 		}
-		if err := sc[i].dc.ready(d.sof == mSOF3); err != nil {
-			return err
+		if prog && acScan {
+			sc[i].dc = nil
+		} else if prog {
+			sc[i].ac = nil
 		}
-		if d.sof != mSOF3 {
+		if sc[i].dc != nil {
+			if err := sc[i].dc.ready(d.sof == mSOF3); err != nil {
+				return err
+			}
+		}
+		if d.sof != mSOF3 && sc[i].ac != nil {
 			if err := sc[i].ac.ready(false); err != nil {
 				return err
 			}
@@ -443,7 +456,7 @@ func (d *decoder) scan(p []byte) error {
 			return err
 		}
 	} else {
-		if ss != 0 || se != 63 || ah != 0 || al != 0 {
+		if d.sof != mSOF2 && (ss != 0 || se != 63 || ah != 0 || al != 0) {
 			return fmt.Errorf("%w: sequential scan with Ss %d, Se %d, Ah %d, Al %d", codec.ErrFormat, ss, se, ah, al)
 		}
 		maxDC, maxAC := uint8(11), 10
@@ -451,25 +464,35 @@ func (d *decoder) scan(p []byte) error {
 			maxDC, maxAC = 15, 14
 		}
 		for _, s := range sc[:ns] {
-			if d.quant[s.c.tq] == nil {
+			if d.sof != mSOF2 && d.quant[s.c.tq] == nil {
 				return fmt.Errorf("%w: component %d uses undefined quantisation table %d", codec.ErrFormat, s.c.id, s.c.tq)
 			}
-			if s.dc.maxVal > maxDC {
+			if s.dc != nil && s.dc.maxVal > maxDC {
 				return fmt.Errorf("%w: DC Huffman table with category %d", codec.ErrFormat, s.dc.maxVal)
 			}
-			for _, v := range s.ac.vals[:s.ac.nvals] {
-				if int(v&15) > maxAC {
-					return fmt.Errorf("%w: AC Huffman table with size %d", codec.ErrFormat, v&15)
+			if s.ac != nil {
+				for _, v := range s.ac.vals[:s.ac.nvals] {
+					if int(v&15) > maxAC {
+						return fmt.Errorf("%w: AC Huffman table with size %d", codec.ErrFormat, v&15)
+					}
 				}
 			}
 		}
-		if err := d.sequential(sc[:ns]); err != nil {
+		var err error
+		if d.sof == mSOF2 {
+			err = d.progressive(sc[:ns], ss, se, ah, al)
+		} else {
+			err = d.sequential(sc[:ns])
+		}
+		if err != nil {
 			return err
 		}
 	}
 	for _, s := range sc[:ns] {
 		s.c.done = true
-		s.c.pt = al
+		if d.sof == mSOF3 {
+			s.c.pt = al
+		}
 	}
 	return nil
 }
@@ -478,6 +501,11 @@ func (d *decoder) scan(p []byte) error {
 func (d *decoder) allocate() error {
 	if d.frame != nil {
 		return nil
+	}
+	if d.sof == mSOF2 {
+		if err := d.allocCoefficients(); err != nil {
+			return err
+		}
 	}
 	nf := len(d.comps)
 	f := &codec.Frame{Width: d.width, Height: d.height, Components: nf, Precision: d.precision}
@@ -504,6 +532,11 @@ func (d *decoder) finish() (*codec.Frame, error) {
 	for i := range d.comps {
 		if !d.comps[i].done {
 			return nil, fmt.Errorf("%w: component %d has no scan", codec.ErrFormat, d.comps[i].id)
+		}
+	}
+	if d.sof == mSOF2 {
+		if err := d.finishProgressive(); err != nil {
+			return nil, err
 		}
 	}
 	f := d.frame

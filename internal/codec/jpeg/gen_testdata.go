@@ -121,6 +121,19 @@ func main() {
 		turboRGB("dct_rgb420_scans_8", c8, w, h, "cjpeg -sample 2x2 -restart 3B -scans (one sequential scan per component)",
 			"-sample", "2x2", "-restart", "3B", "-scans", script)
 	}
+	// Progressive DCT: dcmtk (12 and 8 bits, spectral selection and
+	// successive approximation) and libjpeg-turbo (colour, restarts).
+	{
+		w, h := 45, 38
+		g12 := smooth(w, h, 1, 12, 51)
+		dcmtk("prog_gray12", g12, w, h, 1, 12, -1, "dcmcjpeg +ep (12-bit progressive)", "+ep")
+		dcmtk("prog_gray12_spectral", g12, w, h, 1, 12, -1, "dcmcjpeg +es (12-bit spectral selection)", "+es")
+		dcmtk("prog_gray8", smooth(w, h, 1, 8, 52), w, h, 1, 8, -1, "dcmcjpeg +ep (8-bit progressive)", "+ep")
+		c8 := smooth(51, 35, 3, 8, 53)
+		turboRGB("prog_rgb420_8", c8, 51, 35, "cjpeg -progressive -sample 2x2 -restart 1", "-progressive", "-sample", "2x2", "-restart", "1")
+		turbo("prog_gray8_rst", smooth(53, 27, 1, 8, 54), 53, 27, "cjpeg -grayscale -progressive -restart 2B -quality 95",
+			"-grayscale", "-progressive", "-restart", "2B", "-quality", "95")
+	}
 	js, err := json.MarshalIndent(cases, "", "  ")
 	check(err)
 	check(os.WriteFile("testdata/cases.json", append(js, '\n'), 0o644))
