@@ -1,6 +1,7 @@
 package jpeg2000
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/radgen/radgen/internal/codec"
@@ -176,6 +177,11 @@ func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []prog
 			maxRes = max(maxRes, len(tc.res))
 		}
 	}
+	// Every packet takes at least one byte, so a tile declaring far more
+	// (layer, resolution, component) combinations than it has bytes lies.
+	if n := int64(tl.layers) * int64(maxRes) * int64(len(tl.comps)); n > 64*int64(len(body)+len(hdr))+4096 {
+		return fmt.Errorf("%w: %d layers × %d resolutions × %d components in %d bytes", codec.ErrFormat, tl.layers, maxRes, len(tl.comps), len(body)+len(hdr))
+	}
 	if len(pocs) == 0 {
 		pocs = []progChange{{rs: 0, cs: 0, ly: tl.layers, re: maxRes, ce: len(tl.comps), prog: prog}}
 	}
@@ -183,15 +189,20 @@ func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []prog
 		pc.ly = min(pc.ly, tl.layers)
 		pc.re = min(pc.re, maxRes)
 		pc.ce = min(pc.ce, len(tl.comps))
-		if err := tl.progression(ps, pc, s); err != nil {
-			return err
-		}
-		if ps.pos >= len(ps.body) && (!packed || ps.hdr.pos >= len(ps.hdr.b)) {
+		err := tl.progression(ps, pc, s)
+		if err == errEndOfData {
 			break
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// errEndOfData stops the progression when a tile's data is exhausted: the
+// remaining packets are empty (a truncated tile decodes what it has).
+var errEndOfData = errors.New("jpeg2000: end of tile data")
 
 // packet reads the packet of layer l, component c, resolution r, precinct p
 // if it is the next one that precinct expects.
@@ -204,12 +215,10 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 	if p >= len(res.layerDone) || int(res.layerDone[p]) != l {
 		return nil
 	}
-	res.layerDone[p]++
 	if ps.pos >= len(ps.body) && (!ps.packed || ps.hdr.pos >= len(ps.hdr.b)) {
-		// The code stream ends early (truncated tile): the remaining
-		// packets are empty.
-		return nil
+		return errEndOfData
 	}
+	res.layerDone[p]++
 	if ps.sop && ps.pos+6 <= len(ps.body) && ps.body[ps.pos] == 0xFF && ps.body[ps.pos+1] == 0x91 {
 		ps.pos += 6
 	}
