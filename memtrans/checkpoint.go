@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/atomicfile"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
@@ -276,40 +276,17 @@ func (m *Model) save(w io.Writer, extra []safetensors.Tensor, meta map[string]st
 }
 
 // SaveFile writes the model to path atomically: a temporary file in the same
-// directory, fsync, then rename.
+// directory, fsync, then rename. Temporary files left by killed saves of the
+// same path are removed first.
 func (m *Model) SaveFile(path string) error {
 	return writeFileAtomic(path, m.Save)
 }
 
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil { // persist the rename
-		d.Sync()
-		d.Close()
-	}
-	return nil
+// writeFileAtomic writes path through a temporary file and a rename; the
+// temporary files of killed saves of the same path are removed first (see
+// internal/atomicfile).
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	return atomicfile.Write(path, 0o644, write)
 }
 
 // LoadOption configures Load.

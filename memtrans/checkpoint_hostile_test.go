@@ -262,3 +262,39 @@ func FuzzCheckpointPayload(f *testing.F) {
 		}
 	})
 }
+
+// A killed save leaves its temporary file; the next save of the same
+// target removes it (and those of earlier kills).
+func TestSaveFileRemovesStaleTemps(t *testing.T) {
+	_, tok, _ := tinySaved(t)
+	cfg := TinyConfig(tok.Len() + 1)
+	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 8, 8, 1
+	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	m, err := New(cfg, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.radgen")
+	for i := range 30 {
+		// What a save killed before its rename leaves.
+		f, err := os.CreateTemp(dir, ".model.radgen.tmp*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(bytes.Repeat([]byte{byte(i)}, 1000))
+		f.Close()
+	}
+	if err := m.SaveFile(path); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("stale %s left", e.Name())
+		}
+	}
+	if _, err := LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+}
