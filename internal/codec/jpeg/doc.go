@@ -31,6 +31,16 @@
 // components and lossless restart intervals that end inside a line return an
 // error wrapping codec.ErrUnsupported that names what was found.
 //
+// # DICOM pixel data
+//
+// The caller passes one frame's code stream: the concatenated fragments of
+// that frame (PS3.5 A.4). Frame.Precision is the code stream's sample
+// precision, which may exceed Bits Stored (dcmtk codes 10 of 16 bits as a
+// 16-bit lossless frame): the stored value is the low Bits Stored bits, to be
+// sign-extended from there when Pixel Representation is 1, since JPEG knows
+// no signedness (Frame.Signed is always false). Decode accepts any selection
+// value under either lossless transfer syntax.
+//
 // # Limits
 //
 // Decode checks every segment length, table, component count and sampling
