@@ -103,6 +103,7 @@ type decoder struct {
 	ppmStream []byte   // their concatenation, consumed per tile-part
 	tiles     []*tileData
 	maxPixels int64
+	rec       func(sop, hdr, body, end int) // see packetStream.rec
 }
 
 // tileData gathers a tile's tile-parts.

@@ -8,7 +8,7 @@ type mqState struct {
 	nmps, nlps uint8 // next index after an MPS or LPS
 }
 
-var mqStates = func() [94]mqState {
+var mqStates = func() [256]mqState {
 	tab := [47]struct {
 		qe         uint32
 		nmps, nlps uint8
@@ -27,7 +27,7 @@ var mqStates = func() [94]mqState {
 		{0x0049, 41, 38, 0}, {0x0025, 42, 39, 0}, {0x0015, 43, 40, 0}, {0x0009, 44, 41, 0},
 		{0x0005, 45, 42, 0}, {0x0001, 45, 43, 0}, {0x5601, 46, 46, 0},
 	}
-	var s [94]mqState
+	var s [256]mqState
 	for i, t := range tab {
 		for mps := range uint8(2) {
 			s[i<<1|int(mps)] = mqState{
@@ -60,7 +60,7 @@ type mqDecoder struct {
 	c    uint32
 	a    uint32
 	ct   uint32
-	cx   [numCtx]uint8
+	cx   [32]uint8 // contexts 0..numCtx-1 used
 }
 
 func (m *mqDecoder) resetContexts() {
@@ -105,11 +105,24 @@ func (m *mqDecoder) bytein() {
 	}
 }
 
-// decode returns the next decision in context cx.
+// decode returns the next decision in context cx. The common case (an MPS
+// without renormalisation) is small enough to inline; the rest is in
+// decodeSlow.
 func (m *mqDecoder) decode(cx int) uint32 {
-	s := &mqStates[m.cx[cx]]
+	s := &mqStates[m.cx[cx&31]]
+	a := m.a - s.qe
+	m.a = a
+	if m.c>>16 >= s.qe && a&0x8000 != 0 {
+		m.c -= s.qe << 16
+		return s.mps
+	}
+	return m.decodeSlow(cx&31, s)
+}
+
+// decodeSlow finishes decode after A -= Qe: the LPS and MPS exchanges and
+// renormalisation (T.800 C.3.2, Figures C.15-C.18).
+func (m *mqDecoder) decodeSlow(cx int, s *mqState) uint32 {
 	qe := s.qe
-	m.a -= qe
 	var d uint32
 	if m.c>>16 < qe {
 		if m.a < qe {
@@ -122,9 +135,6 @@ func (m *mqDecoder) decode(cx int) uint32 {
 		m.a = qe
 	} else {
 		m.c -= qe << 16
-		if m.a&0x8000 != 0 {
-			return s.mps
-		}
 		if m.a < qe {
 			d = 1 - s.mps
 			m.cx[cx] = s.nlps

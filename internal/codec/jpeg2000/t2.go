@@ -161,13 +161,16 @@ type packetStream struct {
 	packed  bool
 	sop     bool
 	eph     bool
-	cbStyle []byte // per component
+	// rec, when set (tests), is told each packet's byte ranges in an
+	// unpacked tile: [sop,hdr) an SOP marker, [hdr,body) the header (and
+	// EPH), [body,end) the body.
+	rec func(sop, hdr, body, end int)
 }
 
 // readPackets reads all packets of the tile in progression order, giving
 // each code-block its coded segments.
-func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []progChange, s *siz) error {
-	ps := &packetStream{body: body, packed: packed, sop: tl.scod&2 != 0, eph: tl.scod&4 != 0}
+func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []progChange, s *siz, rec func(sop, hdr, body, end int)) error {
+	ps := &packetStream{body: body, packed: packed, sop: tl.scod&2 != 0, eph: tl.scod&4 != 0, rec: rec}
 	if packed {
 		ps.hdr.b = hdr
 	}
@@ -219,9 +222,11 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 		return errEndOfData
 	}
 	res.layerDone[p]++
+	sopAt := ps.pos
 	if ps.sop && ps.pos+6 <= len(ps.body) && ps.body[ps.pos] == 0xFF && ps.body[ps.pos+1] == 0x91 {
 		ps.pos += 6
 	}
+	hdrAt := ps.pos
 	br := &ps.hdr
 	if !ps.packed {
 		*br = bitReader{b: ps.body, pos: ps.pos}
@@ -315,6 +320,7 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 	if !ps.packed {
 		ps.pos = br.pos
 	}
+	bodyAt := ps.pos
 	// Packet body.
 	for bi := range res.bands {
 		b := &res.bands[bi]
@@ -342,6 +348,9 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 			}
 			cb.newSegs = 0
 		}
+	}
+	if ps.rec != nil {
+		ps.rec(sopAt, hdrAt, bodyAt, ps.pos)
 	}
 	return nil
 }

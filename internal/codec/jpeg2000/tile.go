@@ -293,7 +293,7 @@ func (d *decoder) decodeTile(ws *workspace, ti int, td *tileData, f *codec.Frame
 	if len(pocs) == 0 {
 		pocs = d.main.poc
 	}
-	if err := tl.readPackets(body, hdr, packed, cd.prog, pocs, d.siz); err != nil {
+	if err := tl.readPackets(body, hdr, packed, cd.prog, pocs, d.siz, d.rec); err != nil {
 		return err
 	}
 	if err := ws.blocks(tl); err != nil {
