@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/radgen/radgen/internal/testutil"
 )
 
 // realDICOMEntry is one entry of the manifest.json of a directory of real
@@ -82,4 +84,11 @@ func checkDICOMManifest(t *testing.T, dir string) {
 			}
 		})
 	}
+}
+
+// dicomRealDir returns $RADGEN_REAL_DICOM (default ../shared/real/dicom)
+// or skips.
+func dicomRealDir(t testing.TB) string {
+	t.Helper()
+	return testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
 }

@@ -184,46 +184,61 @@ func decodeNative(w *dicomWalker, im *dicomImage, vl int64) (*DICOMFrame, error)
 	if vl < frameBytes*int64(im.frames) {
 		return nil, fmt.Errorf("%w: %d bytes of pixel data for %d frame(s) of %d×%d×%d samples of %d bits", ErrDICOM, vl, im.frames, im.cols, im.rows, im.samples, im.bitsAllocated)
 	}
-	raw, err := w.take(frameBytes, false)
-	if err != nil {
-		return nil, err
-	}
 	fr := im.newFrame()
 	shift := uint(im.highBit + 1 - im.bitsStored)
 	count := int(n * perPixel)
-	word := func(i int) uint32 {
-		switch bpp {
-		case 1:
-			return uint32(raw[i])
-		case 2:
-			return uint32(w.bo.Uint16(raw[2*i:]))
-		}
-		return w.bo.Uint32(raw[4*i:])
-	}
+	// The raw bytes are converted as they arrive, 64 KiB at a time: the
+	// frame is the only allocation proportional to the image.
+	var err error
+	i := 0
 	if im.bitsStored > 16 {
 		fr.Pix32 = make([]uint32, count)
-		for i := range fr.Pix32 {
-			fr.Pix32[i] = uint32(im.stored(word(i)>>shift, 32))
-		}
+		err = w.stream(frameBytes, int(bpp), func(raw []byte) {
+			for k := 0; k < len(raw); k += int(bpp) {
+				var u uint32
+				if bpp == 4 {
+					u = w.bo.Uint32(raw[k:])
+				} else if bpp == 2 {
+					u = uint32(w.bo.Uint16(raw[k:]))
+				} else {
+					u = uint32(raw[k])
+				}
+				fr.Pix32[i] = im.stored(u>>shift, 32)
+				i++
+			}
+		})
 	} else {
 		fr.Pix = make([]uint16, count)
-		switch {
-		case bpp == 2 && w.bo == binary.LittleEndian && shift == 0 && !im.signed && im.bitsStored == 16:
-			for i := range fr.Pix {
-				fr.Pix[i] = binary.LittleEndian.Uint16(raw[2*i:])
+		fast := bpp == 2 && w.bo == binary.LittleEndian && !im.signed
+		mask := uint16(1)<<im.bitsStored - 1
+		err = w.stream(frameBytes, int(bpp), func(raw []byte) {
+			switch {
+			case fast:
+				dst := fr.Pix[i : i+len(raw)/2]
+				for k := range dst {
+					dst[k] = binary.LittleEndian.Uint16(raw[2*k:]) >> shift & mask
+				}
+				i += len(dst)
+			default:
+				for k := 0; k < len(raw); k += int(bpp) {
+					var u uint32
+					switch bpp {
+					case 1:
+						u = uint32(raw[k])
+					case 2:
+						u = uint32(w.bo.Uint16(raw[k:]))
+					default:
+						u = w.bo.Uint32(raw[k:])
+					}
+					fr.Pix[i] = uint16(im.stored(u>>shift, 16))
+					i++
+				}
 			}
-		case bpp == 2 && w.bo == binary.LittleEndian && !im.signed:
-			mask := uint16(1)<<im.bitsStored - 1
-			for i := range fr.Pix {
-				fr.Pix[i] = binary.LittleEndian.Uint16(raw[2*i:]) >> shift & mask
-			}
-		default:
-			for i := range fr.Pix {
-				fr.Pix[i] = uint16(im.stored(word(i)>>shift, 16))
-			}
-		}
+		})
 	}
-	raw = nil
+	if err != nil {
+		return nil, err
+	}
 	if ybr422 {
 		fr.Pix = upsample422(fr.Pix, im.rows, im.cols)
 		fr.Photometric = "YBR_FULL"

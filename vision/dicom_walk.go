@@ -77,14 +77,14 @@ func (w *dicomWalker) take(n int64, keep bool) ([]byte, error) {
 		return nil, fmt.Errorf("%w: DICOM header exceeds %d bytes", ErrTooLarge, maxDICOMHeader)
 	}
 	if !keep {
-		// Grown as bytes arrive, so a size that overstates the stream
-		// costs no more than the stream holds.
-		var b bytes.Buffer
-		if _, err := io.CopyN(&b, w.r, n); err != nil {
+		// n has been checked against what the stream declares to hold;
+		// callers bound it further (pixel data by the pixel limit).
+		b := make([]byte, n)
+		if _, err := io.ReadFull(w.r, b); err != nil {
 			return nil, w.fail("truncated: %v", err)
 		}
 		w.pos += n
-		return b.Bytes(), nil
+		return b, nil
 	}
 	start := w.head.Len()
 	if _, err := io.CopyN(&w.head, w.r, n); err != nil {
@@ -465,4 +465,23 @@ func (w *dicomWalker) fragment(total *int64, limit int64) ([]byte, bool, error) 
 		return nil, false, err
 	}
 	return b, true, nil
+}
+
+// stream passes the next n bytes to f in chunks of at most 64 KiB (whole
+// multiples of unit bytes), without buffering them all.
+func (w *dicomWalker) stream(n int64, unit int, f func(chunk []byte)) error {
+	if n > w.size-w.pos {
+		return w.fail("%d bytes needed, %d left", n, w.size-w.pos)
+	}
+	buf := make([]byte, min(n, int64(64<<10/unit*unit)))
+	for n > 0 {
+		b := buf[:min(n, int64(len(buf)))]
+		if _, err := io.ReadFull(w.r, b); err != nil {
+			return w.fail("truncated: %v", err)
+		}
+		w.pos += int64(len(b))
+		n -= int64(len(b))
+		f(b)
+	}
+	return nil
 }
