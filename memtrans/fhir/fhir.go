@@ -249,3 +249,32 @@ func instant(t time.Time) (string, error) {
 	}
 	return t.Format(time.RFC3339Nano), nil
 }
+
+// StudyFromDICOM returns the Study of a study read from DICOM files
+// (memtrans.Study.DICOM): its StudyInstanceUID, AccessionNumber and
+// PatientID, and its time from StudyDate and StudyTime read in loc, the
+// zone of the site that took the images (DICOM times carry none; nil
+// leaves Time zero, so that effectiveDateTime is the issue time).
+func StudyFromDICOM(src *memtrans.DICOMSource, loc *time.Location) Study {
+	if src == nil || len(src.Views) == 0 || src.Views[0].Info == nil {
+		return Study{}
+	}
+	h := src.Header()
+	s := Study{InstanceUID: h.StudyInstanceUID, AccessionNumber: h.AccessionNumber, PatientID: h.PatientID}
+	if loc != nil && len(h.StudyDate) == 8 {
+		clock := h.StudyTime
+		if i := strings.IndexByte(clock, '.'); i >= 0 {
+			clock = clock[:i]
+		}
+		if len(clock) == 4 || len(clock) == 2 {
+			clock += "0000"[:6-len(clock)]
+		}
+		if len(clock) != 6 {
+			clock = "000000"
+		}
+		if t, err := time.ParseInLocation("20060102150405", h.StudyDate+clock, loc); err == nil {
+			s.Time = t
+		}
+	}
+	return s
+}

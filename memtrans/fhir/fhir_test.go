@@ -11,6 +11,7 @@ import (
 
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
+	"github.com/radgen/radgen/vision"
 )
 
 var (
@@ -222,5 +223,28 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("got %v, %v; want an ErrInput", dr, err)
 			}
 		})
+	}
+}
+
+func TestStudyFromDICOM(t *testing.T) {
+	info := &vision.DICOMInfo{StudyInstanceUID: "1.2.3", AccessionNumber: "A1", PatientID: "P1", StudyDate: "20240102", StudyTime: "1015"}
+	src := &memtrans.DICOMSource{StudyInstanceUID: "1.2.3", Views: []memtrans.DICOMView{{Info: info}}}
+	s := fhir.StudyFromDICOM(src, time.UTC)
+	if s.InstanceUID != "1.2.3" || s.AccessionNumber != "A1" || s.PatientID != "P1" || !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 0, 0, time.UTC)) {
+		t.Errorf("%+v", s)
+	}
+	info.StudyTime = "101530.25"
+	if s := fhir.StudyFromDICOM(src, time.UTC); !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 30, 0, time.UTC)) {
+		t.Errorf("%v", s.Time)
+	}
+	if s := fhir.StudyFromDICOM(src, nil); !s.Time.IsZero() {
+		t.Errorf("no zone: %v", s.Time)
+	}
+	info.StudyDate = "2024"
+	if s := fhir.StudyFromDICOM(src, time.UTC); !s.Time.IsZero() {
+		t.Errorf("bad date: %v", s.Time)
+	}
+	if s := fhir.StudyFromDICOM(nil, time.UTC); s.InstanceUID != "" {
+		t.Errorf("nil source: %+v", s)
 	}
 }
