@@ -408,15 +408,21 @@ func (d *decoder) scan(p []byte) error {
 		}
 		sc[i] = scanComp{c: c, dc: d.dc[td], ac: d.ac[ta]}
 		// Progressive scans use only the DC (Ss = 0) or the AC tables.
-		prog := d.sof == mSOF2
-		acScan := len(p) == 4+2*ns && p[1+2*ns] != 0
-		if (sc[i].dc == nil && !(prog && acScan)) || (d.sof != mSOF3 && sc[i].ac == nil && !(prog && !acScan)) {
-			return fmt.Errorf("%w: scan uses an undefined Huffman table", codec.ErrFormat)
+		// Progressive scans use the DC tables for a first DC pass (Ss = 0,
+		// Ah = 0), the AC tables for an AC band, and none to refine DC.
+		needDC, needAC := true, d.sof != mSOF3
+		if d.sof == mSOF2 {
+			acScan, refine := p[1+2*ns] != 0, p[3+2*ns]>>4 != 0
+			needDC, needAC = !acScan && !refine, acScan
 		}
-		if prog && acScan {
+		if !needDC {
 			sc[i].dc = nil
-		} else if prog {
+		}
+		if !needAC {
 			sc[i].ac = nil
+		}
+		if (needDC && sc[i].dc == nil) || (needAC && sc[i].ac == nil) {
+			return fmt.Errorf("%w: scan uses an undefined Huffman table", codec.ErrFormat)
 		}
 		if sc[i].dc != nil {
 			if err := sc[i].dc.ready(d.sof == mSOF3); err != nil {
