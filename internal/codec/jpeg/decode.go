@@ -568,47 +568,54 @@ func (d *decoder) finish() (*codec.Frame, error) {
 // readRestart consumes the RSTn marker expected after a restart interval and
 // resets the bit reader behind it.
 func (d *decoder) readRestart(n int) error {
-	br := &d.br
-	if br.overrun() {
+	if d.br.overrun() {
 		return errTruncated
 	}
-	// Fill bits of the last byte are dropped with the reader's buffer.
-	pos := br.pos
-	for pos < len(d.data) && d.data[pos] == 0xff && pos+1 < len(d.data) && d.data[pos+1] == 0xff {
-		pos++
+	// The fill bits of the interval's last byte go with the reader's
+	// buffer; bytes the decoder did not need are skipped, as libjpeg does.
+	pos, err := d.skipToMarker(d.br.pos)
+	if err != nil {
+		return err
 	}
-	if pos+1 >= len(d.data) {
-		return errTruncated
+	if d.data[pos+1] != byte(mRST0+n&7) {
+		return fmt.Errorf("%w: expected RST%d at offset %d, found marker 0x%02X", codec.ErrFormat, n&7, pos, d.data[pos+1])
 	}
-	if d.data[pos] != 0xff || d.data[pos+1] != byte(mRST0+n&7) {
-		return fmt.Errorf("%w: expected RST%d at offset %d", codec.ErrFormat, n&7, pos)
-	}
-	br.reset(d.data, pos+2)
+	d.br.reset(d.data, pos+2)
 	return nil
 }
 
-// endScan checks the scan's data was all there and moves to the marker after it.
+// endScan checks the scan's data was all there and moves to the marker
+// after it.
 func (d *decoder) endScan() error {
-	br := &d.br
-	if br.overrun() {
+	if d.br.overrun() {
 		return errTruncated
 	}
-	// Any whole bytes left in the buffer belong to data the scan did not need;
-	// step to the next marker (T.81 allows none, libjpeg skips them too).
-	pos := br.pos
-	for {
-		if pos+1 >= len(d.data) {
-			return errTruncated
-		}
-		if d.data[pos] == 0xff && d.data[pos+1] != 0 && d.data[pos+1] != 0xff {
-			break
-		}
-		if d.data[pos] == 0xff && d.data[pos+1] == 0 {
-			pos += 2
-			continue
-		}
-		pos++
+	pos, err := d.skipToMarker(d.br.pos)
+	if err != nil {
+		return err
 	}
 	d.pos = pos
 	return nil
+}
+
+// skipToMarker returns the offset of the first marker at or after pos: a
+// 0xFF followed by neither a stuffed zero nor another 0xFF (fill).
+func (d *decoder) skipToMarker(pos int) (int, error) {
+	for {
+		if pos+1 >= len(d.data) {
+			return 0, errTruncated
+		}
+		if d.data[pos] == 0xff {
+			switch d.data[pos+1] {
+			case 0:
+				pos += 2
+				continue
+			case 0xff:
+				pos++
+				continue
+			}
+			return pos, nil
+		}
+		pos++
+	}
 }
