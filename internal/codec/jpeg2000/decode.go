@@ -315,18 +315,28 @@ func (d *decoder) decode() (*codec.Frame, error) {
 			return nil, fmt.Errorf("%w: components of differing precision or signedness", codec.ErrUnsupported)
 		}
 	}
-	w := ceilDiv(s.x1, c0.dx) - ceilDiv(s.x0, c0.dx)
-	h := ceilDiv(s.y1, c0.dy) - ceilDiv(s.y0, c0.dy)
-	f := &codec.Frame{Width: w, Height: h, Components: len(s.comps), Precision: c0.prec, Signed: c0.signed,
-		Pix: make([]uint16, w*h*len(s.comps))}
+	var f *codec.Frame
 	ws := newWorkspace()
 	for i, t := range d.tiles {
-		if err := d.decodeTile(ws, i, t, f); err != nil {
+		if err := d.decodeTile(ws, i, t, &f); err != nil {
 			return nil, fmt.Errorf("tile %d: %w", i, err)
 		}
 		d.tiles[i] = nil
 	}
+	if f == nil {
+		return nil, fmt.Errorf("%w: no tiles", codec.ErrFormat)
+	}
 	return f, nil
+}
+
+// newFrame allocates the output frame, of component 0's size.
+func (d *decoder) newFrame() *codec.Frame {
+	s := d.siz
+	c0 := s.comps[0]
+	w := ceilDiv(s.x1, c0.dx) - ceilDiv(s.x0, c0.dx)
+	h := ceilDiv(s.y1, c0.dy) - ceilDiv(s.y0, c0.dy)
+	return &codec.Frame{Width: w, Height: h, Components: len(s.comps), Precision: c0.prec, Signed: c0.signed,
+		Pix: make([]uint16, w*h*len(s.comps))}
 }
 
 // tileParams resolves the coding parameters of a tile's component c

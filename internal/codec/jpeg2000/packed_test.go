@@ -22,10 +22,7 @@ func repack(t *testing.T, cs []byte, ppm bool) []byte {
 	if err := d.readTiles(); err != nil {
 		t.Fatal(err)
 	}
-	s := d.siz
-	c0 := s.comps[0]
-	w, h := ceilDiv(s.x1, c0.dx)-ceilDiv(s.x0, c0.dx), ceilDiv(s.y1, c0.dy)-ceilDiv(s.y0, c0.dy)
-	f := &codec.Frame{Width: w, Height: h, Components: len(s.comps), Precision: c0.prec, Pix: make([]uint16, w*h*len(s.comps))}
+	var f *codec.Frame
 	ws := newWorkspace()
 	hdrs := make([][]byte, len(d.tiles))
 	bodies := make([][]byte, len(d.tiles))
@@ -39,7 +36,7 @@ func repack(t *testing.T, cs []byte, ppm bool) []byte {
 			hdrs[ti] = append(hdrs[ti], b[hdr:body]...)
 			bodies[ti] = append(bodies[ti], b[body:end]...)
 		}
-		if err := d.decodeTile(ws, ti, td, f); err != nil {
+		if err := d.decodeTile(ws, ti, td, &f); err != nil {
 			t.Fatal(err)
 		}
 	}

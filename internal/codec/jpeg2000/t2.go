@@ -1,7 +1,6 @@
 package jpeg2000
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/radgen/radgen/internal/codec"
@@ -155,12 +154,12 @@ const (
 
 // packetStream is the state shared by the packets of one tile.
 type packetStream struct {
-	body    []byte
-	pos     int
-	hdr     bitReader // packet headers (a separate stream with PPM/PPT)
-	packed  bool
-	sop     bool
-	eph     bool
+	body   []byte
+	pos    int
+	hdr    bitReader // packet headers (a separate stream with PPM/PPT)
+	packed bool
+	sop    bool
+	eph    bool
 	// rec, when set (tests), is told each packet's byte ranges in an
 	// unpacked tile: [sop,hdr) an SOP marker, [hdr,body) the header (and
 	// EPH), [body,end) the body.
@@ -192,20 +191,12 @@ func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []prog
 		pc.ly = min(pc.ly, tl.layers)
 		pc.re = min(pc.re, maxRes)
 		pc.ce = min(pc.ce, len(tl.comps))
-		err := tl.progression(ps, pc, s)
-		if err == errEndOfData {
-			break
-		}
-		if err != nil {
+		if err := tl.progression(ps, pc, s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// errEndOfData stops the progression when a tile's data is exhausted: the
-// remaining packets are empty (a truncated tile decodes what it has).
-var errEndOfData = errors.New("jpeg2000: end of tile data")
 
 // packet reads the packet of layer l, component c, resolution r, precinct p
 // if it is the next one that precinct expects.
@@ -219,7 +210,8 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 		return nil
 	}
 	if ps.pos >= len(ps.body) && (!ps.packed || ps.hdr.pos >= len(ps.hdr.b)) {
-		return errEndOfData
+		// Every packet takes at least one byte: the tile is truncated.
+		return fmt.Errorf("%w: tile data ends before the packet of layer %d, resolution %d, component %d, precinct %d", codec.ErrFormat, l, r, c, p)
 	}
 	res.layerDone[p]++
 	sopAt := ps.pos

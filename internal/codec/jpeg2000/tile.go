@@ -207,7 +207,6 @@ func (tc *tileComp) build(comp component, q *quant) error {
 			b.build(res, r)
 		}
 	}
-	tc.alloc()
 	return nil
 }
 
@@ -270,8 +269,9 @@ func (tc *tileComp) alloc() {
 	}
 }
 
-// decodeTile decodes one tile and writes it into f.
-func (d *decoder) decodeTile(ws *workspace, ti int, td *tileData, f *codec.Frame) error {
+// decodeTile decodes one tile and writes it into the frame, which it
+// allocates on the first tile that reads to its end.
+func (d *decoder) decodeTile(ws *workspace, ti int, td *tileData, f **codec.Frame) error {
 	tl, err := d.buildTile(ti, td)
 	if err != nil {
 		return err
@@ -296,11 +296,19 @@ func (d *decoder) decodeTile(ws *workspace, ti int, td *tileData, f *codec.Frame
 	if err := tl.readPackets(body, hdr, packed, cd.prog, pocs, d.siz, d.rec); err != nil {
 		return err
 	}
+	// Only now, with all of the tile's packets read, allocate anything
+	// proportional to its samples.
+	for ci := range tl.comps {
+		tl.comps[ci].alloc()
+	}
+	if *f == nil {
+		*f = d.newFrame()
+	}
 	if err := ws.blocks(tl); err != nil {
 		return err
 	}
 	for ci := range tl.comps {
 		ws.idwt(&tl.comps[ci])
 	}
-	return d.writeTile(tl, f)
+	return d.writeTile(tl, *f)
 }
