@@ -55,8 +55,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer]
                [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
-  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files...) [-beam 3]
-               [-device cpu|cuda:N|reference] [-half] [-o reports.json]
+  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files... | DICOM folders...) [-beam 3]
+               [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir]
   cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]`)
 	os.Exit(2)
 }
@@ -281,6 +281,7 @@ func generate(ctx context.Context, args []string) error {
 	outPath := fs.String("o", "", "write reports as JSON to this file (default: print)")
 	device := fs.String("device", "cpu", "where to decode: cpu, cuda:N (a build with -tags cuda) or reference")
 	halfWeights := fs.Bool("half", false, "decode with half-precision weight copies (faster on the CPU; log-probs within ~2e-3)")
+	hosp := hospitalFlags(fs)
 	fs.Parse(args)
 	if *modelPath == "" {
 		return errors.New("-model is required")
@@ -319,6 +320,10 @@ func generate(ctx context.Context, args []string) error {
 			}
 			studies = append(studies, st)
 		}
+	} else if hosp.folders(fs.Args()) {
+		if studies, err = hosp.studies(ctx, fs.Args(), model.Config().Views); err != nil {
+			return err
+		}
 	} else {
 		if fs.NArg() == 0 {
 			return errors.New("give -ann or image files")
@@ -341,12 +346,16 @@ func generate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		hosp.keep(reps)
 		for _, r := range reps {
 			out = append(out, generated{r.StudyID, r.Text, r.LogProb})
 		}
 		bar.Set(len(out), len(studies), "reports")
 	}
 	bar.Done()
+	if err := hosp.write(*modelPath, model.Config().Architecture(), studies); err != nil {
+		return err
+	}
 	if *outPath == "" {
 		for _, g := range out {
 			fmt.Printf("%s\t%s\n", g.ID, g.Report)
