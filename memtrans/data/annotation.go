@@ -1,16 +1,18 @@
 package data
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/radgen/radgen/internal/boundedio"
 )
 
 // Splits are the split names of an annotation.json, in file order.
@@ -125,34 +127,113 @@ func (a *Annotation) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ReadAnnotation parses an annotation.json. Every study needs a non-empty
-// id, a report with some non-space text and at least one image path; the
-// strings must be valid UTF-8 (JSON escapes of lone surrogates included).
-// Errors name the split, the position and the study id. study_id and
-// subject_id may be numbers or numeric strings.
-func ReadAnnotation(r io.Reader) (*Annotation, error) {
-	var top map[string]json.RawMessage
-	raw, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
+// DefaultMaxAnnotationBytes bounds an annotation.json: 1 GiB, several times
+// MIMIC-CXR's (about 150 MB for 270k studies). Parsing streams study by
+// study, so memory is about the size of the studies kept, not a multiple
+// of the file's.
+const DefaultMaxAnnotationBytes = 1 << 30
+
+// ErrTooLarge is wrapped by the error for an input over its size limit.
+var ErrTooLarge = boundedio.ErrTooLarge
+
+// ErrNotRegular is wrapped by the error for a FIFO, device or other
+// non-regular file given where a file is read, unless allowed
+// ([WithNonRegularFiles]).
+var ErrNotRegular = boundedio.ErrNotRegular
+
+// FileOption configures how [OpenAnnotation] reads a file.
+type FileOption func(*fileOptions) error
+
+type fileOptions struct {
+	maxBytes   int64
+	nonRegular bool
+}
+
+// WithMaxFileBytes bounds the bytes read (default
+// DefaultMaxAnnotationBytes); n must be positive.
+func WithMaxFileBytes(n int64) FileOption {
+	return func(o *fileOptions) error {
+		if n <= 0 {
+			return fmt.Errorf("data: file size limit %d", n)
+		}
+		o.maxBytes = n
+		return nil
 	}
-	if err := json.Unmarshal(raw, &top); err != nil {
+}
+
+// WithNonRegularFiles allows FIFOs, character devices and the like (for
+// example /dev/stdin); they are refused by default, since a FIFO without a
+// writer blocks forever. The size limit still applies.
+func WithNonRegularFiles() FileOption {
+	return func(o *fileOptions) error { o.nonRegular = true; return nil }
+}
+
+// ReadAnnotation parses an annotation.json of at most
+// DefaultMaxAnnotationBytes (see [ReadAnnotationLimit]). Every study needs a
+// non-empty id, a report with some non-space text and at least one image
+// path; the strings must be valid UTF-8 (JSON escapes of lone surrogates
+// included). Errors name the split, the position and the study id.
+// study_id and subject_id may be numbers or numeric strings.
+func ReadAnnotation(r io.Reader) (*Annotation, error) {
+	return ReadAnnotationLimit(r, DefaultMaxAnnotationBytes)
+}
+
+// ReadAnnotationLimit is ReadAnnotation reading at most maxBytes bytes; a
+// longer input gives an error wrapping [ErrTooLarge]. The JSON is decoded
+// study by study as it streams in. A split named twice is an error.
+func ReadAnnotationLimit(r io.Reader, maxBytes int64) (*Annotation, error) {
+	dec := json.NewDecoder(boundedio.Reader(r, maxBytes, "data: annotation"))
+	fail := func(err error) (*Annotation, error) {
+		if errors.Is(err, ErrTooLarge) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("data: annotation: %w", err)
 	}
-	a := &Annotation{splits: make(map[string][]Study, len(top))}
-	for k, v := range top {
-		var entries []json.RawMessage
-		if err := json.Unmarshal(v, &entries); err != nil {
-			return nil, fmt.Errorf("data: annotation split %q: %w", k, err)
+	delim := func(want json.Delim) error {
+		t, err := dec.Token()
+		if err != nil {
+			return err
 		}
-		studies := make([]Study, len(entries))
-		for i, e := range entries {
-			if err := parseStudy(&studies[i], e); err != nil {
-				return nil, fmt.Errorf("data: annotation %s[%d]: %w", k, i, err)
+		if d, ok := t.(json.Delim); !ok || d != want {
+			return fmt.Errorf("want %v, have %v", want, t)
+		}
+		return nil
+	}
+	a := &Annotation{splits: map[string][]Study{}}
+	t, err := dec.Token()
+	if err != nil {
+		return fail(err)
+	}
+	switch t {
+	case nil: // null: no splits, as json.Unmarshal makes of it
+	case json.Delim('{'):
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return fail(err)
 			}
+			k := kt.(string) // object keys are strings
+			if _, dup := a.splits[k]; dup {
+				return nil, fmt.Errorf("data: annotation: split %q appears twice", k)
+			}
+			studies, err := readSplit(dec, k, delim)
+			if err != nil {
+				return nil, err
+			}
+			a.order = append(a.order, k)
+			a.splits[k] = studies
 		}
-		a.splits[k] = studies
-		a.order = append(a.order, k)
+		if err := delim('}'); err != nil {
+			return fail(err)
+		}
+	default:
+		return fail(fmt.Errorf("the top level must be an object, have %v", t))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("data after the top-level object")
+		}
+		return fail(err)
 	}
 	slices.SortFunc(a.order, func(x, y string) int {
 		if d := splitRank(x) - splitRank(y); d != 0 {
@@ -163,14 +244,66 @@ func ReadAnnotation(r io.Reader) (*Annotation, error) {
 	return a, nil
 }
 
-// LoadAnnotation reads the named annotation.json.
-func LoadAnnotation(name string) (*Annotation, error) {
-	f, err := os.Open(name)
+// readSplit decodes one split's array, a study at a time.
+func readSplit(dec *json.Decoder, k string, delim func(json.Delim) error) ([]Study, error) {
+	bad := func(err error) error {
+		if errors.Is(err, ErrTooLarge) {
+			return err
+		}
+		return fmt.Errorf("data: annotation split %q: %w", k, err)
+	}
+	t, err := dec.Token()
+	if err != nil {
+		return nil, bad(err)
+	}
+	switch t {
+	case nil:
+		return nil, nil
+	case json.Delim('['):
+	default:
+		return nil, bad(fmt.Errorf("want an array of studies, have %v", t))
+	}
+	studies := []Study{}
+	for i := 0; dec.More(); i++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, bad(err)
+		}
+		var s Study
+		if err := parseStudy(&s, raw); err != nil {
+			return nil, fmt.Errorf("data: annotation %s[%d]: %w", k, i, err)
+		}
+		studies = append(studies, s)
+	}
+	if err := delim(']'); err != nil {
+		return nil, bad(err)
+	}
+	return studies, nil
+}
+
+// LoadAnnotation reads the named annotation.json with the default limits
+// (see [OpenAnnotation]).
+func LoadAnnotation(name string) (*Annotation, error) { return OpenAnnotation(name) }
+
+// OpenAnnotation reads the named annotation.json: a regular file (FIFOs
+// and devices are refused unless [WithNonRegularFiles]) of at most
+// DefaultMaxAnnotationBytes ([WithMaxFileBytes]).
+func OpenAnnotation(name string, opts ...FileOption) (*Annotation, error) {
+	o := fileOptions{maxBytes: DefaultMaxAnnotationBytes}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	f, err := boundedio.Open(name, o.nonRegular)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	a, err := ReadAnnotation(f)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > o.maxBytes {
+		return nil, fmt.Errorf("%s: %w: %d bytes, limit %d", name, ErrTooLarge, st.Size(), o.maxBytes)
+	}
+	a, err := ReadAnnotationLimit(bufio.NewReaderSize(f, 64<<10), o.maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
