@@ -33,3 +33,27 @@ func ExampleDecodeDICOM() {
 	}
 	fmt.Println(px.W, px.H, px.C, "→", img.C, img.H, img.W)
 }
+
+// ExampleDecodeDICOMFrame reads the stored values of a JPEG-LS
+// near-lossless file (NEAR = 3) and of the uncompressed image it was encoded
+// from, and reports how far apart they are: at most NEAR, as the codec
+// promises.
+func ExampleDecodeDICOMFrame() {
+	coded, err := vision.DecodeDICOMFrameFile("testdata/dicom/jls_near3_mono8.dcm")
+	if err != nil {
+		log.Fatal(err)
+	}
+	source, err := vision.DecodeDICOMFrameFile("testdata/dicom/mono8.dcm")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var maxDiff int64
+	for i := range coded.Len() {
+		maxDiff = max(maxDiff, coded.Value(i)-source.Value(i), source.Value(i)-coded.Value(i))
+	}
+	fmt.Println(coded.TransferSyntax, coded.Columns, coded.Rows, coded.BitsStored, coded.Photometric)
+	fmt.Println("max |Δ|:", maxDiff)
+	// Output:
+	// 1.2.840.10008.1.2.4.81 64 48 8 MONOCHROME2
+	// max |Δ|: 3
+}

@@ -536,6 +536,9 @@ func FuzzDecodeDICOM(f *testing.F) {
 	e.body.Write([]byte{0x28, 0x00, 0x10, 0x30, 'S', 'Q', 0, 0, 0xff, 0xff, 0xff, 0xff})
 	e.body.Write(seq.Bytes())
 	f.Add(e.el(0x7fe0, 0x0010, "OB", []byte{0, 1}).bytes())
+	// The small codec files of testdata/dicom (JPEG-LS, RLE, JPEG lossless
+	// and baseline, a bare data set).
+	addDICOMFuzzSeeds(f)
 	// Real files when the module cache has them: an MR (64 KB) and the
 	// deflated one.
 	if dir, err := dicomTestdataDir(); err == nil {
@@ -556,6 +559,56 @@ func FuzzDecodeDICOM(f *testing.F) {
 		}
 		if p.W*p.H > limit || len(p.Pix) != p.W*p.H*p.C || p.W <= 0 || p.H <= 0 {
 			t.Fatalf("decoded %d×%d×%d with %d samples", p.W, p.H, p.C, len(p.Pix))
+		}
+	})
+}
+
+// addDICOMFuzzSeeds adds the files testdata/dicom/fuzz_*.dcm: images of a
+// few pixels in each transfer syntax, written by dcmtk.
+func addDICOMFuzzSeeds(f *testing.F) {
+	names, err := filepath.Glob(filepath.Join("testdata", "dicom", "fuzz_*.dcm"))
+	if err != nil || len(names) == 0 {
+		f.Fatalf("no DICOM fuzz seeds: %v", err)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzDecodeDICOMFrame decodes arbitrary bytes to stored values: errors are
+// classified, and a decoded frame is within the limit and consistent.
+func FuzzDecodeDICOMFrame(f *testing.F) {
+	addDICOMFuzzSeeds(f)
+	f.Add(newDCM(false).image(2, 2, 8, 8, 7, 0, "MONOCHROME2").el(0x7fe0, 0x0010, "OB", []byte{1, 2, 3, 4}).bytes())
+	f.Add(encapsulated(tsRLE, 1, 2, append(append([]byte{1}, make([]byte, 63)...), 1, 5, 6)))
+	const limit = 1 << 14
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := DecodeDICOMFrame(bytes.NewReader(b), int64(len(b)), WithMaxPixels(limit))
+		if err != nil {
+			if !errors.Is(err, ErrDICOM) && !errors.Is(err, ErrDICOMUnsupported) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("unclassified error: %v", err)
+			}
+			return
+		}
+		n := fr.Len()
+		if fr.Rows*fr.Columns > limit || fr.Rows <= 0 || fr.Columns <= 0 || len(fr.Pix)+len(fr.Pix32) != n {
+			t.Fatalf("decoded %d×%d×%d with %d+%d samples", fr.Columns, fr.Rows, fr.SamplesPerPixel, len(fr.Pix), len(fr.Pix32))
+		}
+		if fr.BitsStored < 1 || fr.BitsStored > 32 {
+			t.Fatalf("%d bits stored", fr.BitsStored)
+		}
+		lo, hi := int64(0), int64(1)<<fr.BitsStored-1
+		if fr.Signed {
+			lo, hi = -int64(1)<<(fr.BitsStored-1), int64(1)<<(fr.BitsStored-1)-1
+		}
+		for i := range n {
+			if v := fr.Value(i); v < lo || v > hi {
+				t.Fatalf("sample %d = %d outside %d bits stored (signed %v)", i, v, fr.BitsStored, fr.Signed)
+			}
 		}
 	})
 }

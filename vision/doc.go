@@ -35,7 +35,14 @@
 // slope and intercept, the file's VOI window (LINEAR, LINEAR_EXACT, SIGMOID,
 // or a VOI LUT sequence; min/max when there is none), MONOCHROME1 inverted,
 // with every length checked and the pixel limit applied before pixel data is
-// read.
+// read. [DecodeDICOMFrame] returns the stored values of the first frame
+// instead (before rescale and window), for checking and for callers that
+// window themselves. Both read Part 10 files and bare data sets, native data
+// (8–32 bits allocated, signed or not, monochrome, RGB and YBR) and the
+// common compressed syntaxes in pure Go: RLE Lossless, JPEG baseline,
+// extended 12-bit and lossless (process 14), JPEG-LS lossless and
+// near-lossless. A 16-bit chest film costs about 2 bytes a pixel as stored
+// values, plus its compressed bytes, and one more byte a pixel rendered.
 //
 // # Extractors
 //
