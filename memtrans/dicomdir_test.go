@@ -129,7 +129,7 @@ func writeTestElem(w io.Writer, e testElem) {
 	w.Write(e.val)
 }
 
-func film(path, study, sop, vp string, w, h int) testFilm {
+func testFilmOf(path, study, sop, vp string, w, h int) testFilm {
 	return testFilm{path: path, study: study, series: study + ".1", sop: sop, patient: "P1", viewPosition: vp, w: w, h: h, seriesNo: "1", instance: "1"}
 }
 
@@ -137,20 +137,20 @@ func TestStudiesFromDICOMDir(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	// Study 1.1: a PA, an AP (not chosen), a lateral by its SNOMED CT code.
-	pa := writeTestFilm(t, dir, film("a/pa.dcm", "1.1", "1.1.1", "PA", 40, 30))
-	ap := writeTestFilm(t, dir, film("a/ap.dcm", "1.1", "1.1.2", "AP", 36, 30))
-	lat := film("a/sub/lat", "1.1", "1.1.3", "", 30, 40) // no .dcm: found by its content
+	pa := writeTestFilm(t, dir, testFilmOf("a/pa.dcm", "1.1", "1.1.1", "PA", 40, 30))
+	ap := writeTestFilm(t, dir, testFilmOf("a/ap.dcm", "1.1", "1.1.2", "AP", 36, 30))
+	lat := testFilmOf("a/sub/lat", "1.1", "1.1.3", "", 30, 40) // no .dcm: found by its content
 	lat.code = [3]string{"399067008", "SCT", "lateral"}
 	latPath := writeTestFilm(t, dir, lat)
 	// Study 1.2: a lateral only (by a retired SRT code's meaning).
-	only := film("b/lat.dcm", "1.2", "1.2.1", "", 32, 32)
+	only := testFilmOf("b/lat.dcm", "1.2", "1.2.1", "", 32, 32)
 	only.code = [3]string{"R-10232", "SRT", "lateral"}
 	writeTestFilm(t, dir, only)
 	// Study 1.3: frontal only.
-	writeTestFilm(t, dir, film("c/pa.dcm", "1.3", "1.3.1", "PA", 32, 32))
+	writeTestFilm(t, dir, testFilmOf("c/pa.dcm", "1.3", "1.3.1", "PA", 32, 32))
 	// Noise: a text file and a DICOM object without pixels.
 	os.WriteFile(filepath.Join(dir, "README.txt"), []byte("exported by a PACS"), 0o644)
-	sr := film("a/sr.dcm", "1.1", "1.1.9", "", 0, 0)
+	sr := testFilmOf("a/sr.dcm", "1.1", "1.1.9", "", 0, 0)
 	sr.noPixels = true
 	writeTestFilm(t, dir, sr)
 
@@ -208,8 +208,8 @@ func TestStudiesFromDICOMDirErrors(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	writeTestFilm(t, dir, film("pa.dcm", "2.1", "2.1.1", "PA", 16, 16))
-	other := film("lat.dcm", "2.1", "2.1.2", "LL", 16, 16)
+	writeTestFilm(t, dir, testFilmOf("pa.dcm", "2.1", "2.1.1", "PA", 16, 16))
+	other := testFilmOf("lat.dcm", "2.1", "2.1.2", "LL", 16, 16)
 	other.patient = "P2"
 	writeTestFilm(t, dir, other)
 	if _, err := StudiesFromDICOMDir(ctx, dir, 2); err == nil || !strings.Contains(err.Error(), "other patients") {
@@ -257,7 +257,7 @@ func TestViewKind(t *testing.T) {
 		{"", [3]string{}, ViewOther},
 	} {
 		dir := t.TempDir()
-		f := film("x.dcm", "3.1", "3.1.1", c.vp, 8, 8)
+		f := testFilmOf("x.dcm", "3.1", "3.1.1", c.vp, 8, 8)
 		f.code = c.code
 		info, ok, err := readDICOMHeader(writeTestFilm(t, dir, f))
 		if err != nil || !ok {
