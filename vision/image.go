@@ -12,6 +12,8 @@ import (
 	_ "image/png"
 	"io"
 	"os"
+
+	"github.com/radgen/radgen/internal/boundedio"
 )
 
 // Pixels is an 8-bit image: interleaved, row-major H×W×C, with C = 1 (gray)
@@ -30,10 +32,16 @@ type Image struct {
 	Pix     []float32
 }
 
-// DefaultMaxPixels is the default pixel limit of [Decode]: 64 Mi pixels (for
-// example 8192×8192), far above any chest film (MIMIC-CXR's largest are about
-// 4k×3k) and far below what would exhaust memory.
-const DefaultMaxPixels = 64 << 20
+// DefaultMaxPixels is the default pixel limit of [Decode]: 16 Mi pixels
+// (4096×4096), the largest chest radiographs (MIMIC-CXR's are up to about
+// 4.3k×3.5k = 15 Mi) and no more. A view then costs at most 64 MiB to decode
+// (see [Decode]).
+const DefaultMaxPixels = 16 << 20
+
+// DefaultMaxFileBytes is the default size limit of an image file read by
+// [DecodeFile]: 256 MiB, over four times an uncompressed 4096² 16-bit RGB
+// image.
+const DefaultMaxFileBytes = 256 << 20
 
 // Errors returned by [Decode].
 var (
@@ -49,7 +57,57 @@ var (
 type Option func(*options) error
 
 type options struct {
-	maxPixels int64
+	maxPixels    int64
+	maxFileBytes int64
+	nonRegular   bool
+}
+
+// WithMaxFileBytes limits the bytes read from an image file (default
+// [DefaultMaxFileBytes]); a longer file is refused with an error wrapping
+// [ErrTooLarge]. n must be positive.
+func WithMaxFileBytes(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("vision: WithMaxFileBytes(%d): the limit must be positive", n)
+		}
+		o.maxFileBytes = n
+		return nil
+	}
+}
+
+// WithNonRegularFiles lets [DecodeFile] read FIFOs, devices and the like,
+// which are refused by default (a FIFO without a writer blocks forever).
+// The size limit still applies.
+func WithNonRegularFiles() Option {
+	return func(o *options) error { o.nonRegular = true; return nil }
+}
+
+// ErrNotRegular is wrapped by the error for a FIFO, device or other
+// non-regular file given to [DecodeFile] without [WithNonRegularFiles].
+var ErrNotRegular = boundedio.ErrNotRegular
+
+// OpenFile opens the named image file as the options of [DecodeFile]
+// allow: a regular file (unless WithNonRegularFiles) of at most the file
+// size limit. It returns the file, its size (-1 when unknown) and a reader
+// that fails with an error wrapping [ErrTooLarge] past the limit.
+func OpenFile(name string, opts ...Option) (*os.File, int64, io.Reader, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	f, err := boundedio.Open(name, o.nonRegular)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+		if size > o.maxFileBytes {
+			f.Close()
+			return nil, 0, nil, fmt.Errorf("%s: %w: %d bytes, file limit %d", name, ErrTooLarge, size, o.maxFileBytes)
+		}
+	}
+	return f, size, boundedio.Reader(f, o.maxFileBytes, name), nil
 }
 
 // WithMaxPixels limits the width×height an image may declare in its header;
@@ -67,7 +125,7 @@ func WithMaxPixels(n int64) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{maxPixels: DefaultMaxPixels}
+	o := options{maxPixels: DefaultMaxPixels, maxFileBytes: DefaultMaxFileBytes}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, err
@@ -85,6 +143,17 @@ func newOptions(opts []Option) (options, error) {
 // JPEG decoding uses Go's image/jpeg, whose inverse DCT and chroma upsampling
 // may differ from libjpeg's (behind Pillow) by a few levels; PNG and GIF
 // decoding is exact.
+//
+// # Memory
+//
+// The samples are converted in place in the decoder's own buffer, whose
+// size is the image's in its own bit depth (Go's decoders keep 8-bit RGB
+// as RGBA): a view costs its pixel count times 1 byte (8-bit gray), 2
+// (16-bit gray), 4 (8-bit RGB or RGBA), 8 (16-bit colour), or 4.5 to 6
+// (colour JPEG, whose planes and the RGB result coexist), plus the
+// decoder's fixed buffers. At the default limit ([DefaultMaxPixels], 16 Mi)
+// that is at most 128 MiB (16-bit colour) and 32 MiB for a 16-bit 4096²
+// radiograph.
 func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
 	o, err := newOptions(opts)
 	if err != nil {
@@ -111,21 +180,86 @@ func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
 		// Cannot happen with the standard decoders; guards the limit.
 		return nil, fmt.Errorf("vision: %s decoded to %v, header said %d×%d", format, b, cfg.Width, cfg.Height)
 	}
-	return FromImage(nil, img), nil
+	return fromImageOwned(img), nil
 }
 
-// DecodeFile is [Decode] on the named file.
+// DecodeFile is [Decode] on the named file, opened as [OpenFile] does: a
+// FIFO or device is refused unless [WithNonRegularFiles], and a file over
+// the size limit ([WithMaxFileBytes]) with [ErrTooLarge].
 func DecodeFile(name string, opts ...Option) (*Pixels, error) {
-	f, err := os.Open(name)
+	f, _, r, err := OpenFile(name, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	p, err := Decode(bufio.NewReaderSize(f, 64<<10), opts...)
+	p, err := Decode(bufio.NewReaderSize(r, 64<<10), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil
+}
+
+// fromImageOwned is FromImage for an image nobody else holds: the samples
+// are converted in place in img's buffer wherever the result is no larger
+// than the source (gray, 16-bit gray, RGBA, NRGBA, NRGBA64), so the
+// conversion costs no second full-resolution copy. Each output sample is
+// written at or before the position of the input samples it comes from,
+// and those are read before the write, so the forward pass is safe.
+func fromImageOwned(img image.Image) *Pixels {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	switch m := img.(type) {
+	case *image.Gray:
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			copy(m.Pix[y*w:(y+1)*w], m.Pix[i:i+w])
+		}
+		return &Pixels{W: w, H: h, C: 1, Pix: m.Pix[: w*h : w*h]}
+	case *image.Gray16:
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			for x := range w {
+				m.Pix[y*w+x] = m.Pix[i+2*x] // the high byte
+			}
+		}
+		return &Pixels{W: w, H: h, C: 1, Pix: m.Pix[: w*h : w*h]}
+	case *image.NRGBA:
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			for x := range w {
+				r, g, bl := m.Pix[i+4*x], m.Pix[i+4*x+1], m.Pix[i+4*x+2]
+				o := 3 * (y*w + x)
+				m.Pix[o], m.Pix[o+1], m.Pix[o+2] = r, g, bl
+			}
+		}
+		return &Pixels{W: w, H: h, C: 3, Pix: m.Pix[: 3*w*h : 3*w*h]}
+	case *image.NRGBA64:
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			for x := range w {
+				r, g, bl := m.Pix[i+8*x], m.Pix[i+8*x+2], m.Pix[i+8*x+4]
+				o := 3 * (y*w + x)
+				m.Pix[o], m.Pix[o+1], m.Pix[o+2] = r, g, bl
+			}
+		}
+		return &Pixels{W: w, H: h, C: 3, Pix: m.Pix[: 3*w*h : 3*w*h]}
+	case *image.RGBA:
+		for y := range h {
+			i := m.PixOffset(b.Min.X, b.Min.Y+y)
+			for x := range w {
+				s := m.Pix[i+4*x : i+4*x+4 : i+4*x+4]
+				r, g, bl, a := s[0], s[1], s[2], s[3]
+				if a != 0xff {
+					c := color.NRGBAModel.Convert(color.RGBA{r, g, bl, a}).(color.NRGBA)
+					r, g, bl = c.R, c.G, c.B
+				}
+				o := 3 * (y*w + x)
+				m.Pix[o], m.Pix[o+1], m.Pix[o+2] = r, g, bl
+			}
+		}
+		return &Pixels{W: w, H: h, C: 3, Pix: m.Pix[: 3*w*h : 3*w*h]}
+	}
+	return FromImage(nil, img)
 }
 
 // FromImage converts img to Pixels the way Pillow's convert("RGB") does, and
