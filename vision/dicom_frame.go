@@ -11,6 +11,7 @@ import (
 
 	"github.com/radgen/radgen/internal/codec"
 	"github.com/radgen/radgen/internal/codec/jpeg"
+	"github.com/radgen/radgen/internal/codec/jpeg2000"
 	"github.com/radgen/radgen/internal/codec/jpegls"
 	"github.com/radgen/radgen/internal/codec/rle"
 	"github.com/suyashkumar/dicom/pkg/tag"
@@ -80,7 +81,8 @@ func (f *DICOMFrame) Len() int { return f.Rows * f.Columns * f.SamplesPerPixel }
 // 12-bit (…4.50, …4.51; libjpeg's accurate integer IDCT, YCbCr converted to
 // RGB as libjpeg does, so the values are those dcmtk gives); JPEG Lossless
 // process 14 (…4.57, …4.70); JPEG-LS lossless and near-lossless (…4.80,
-// …4.81).
+// …4.81); JPEG 2000 (…4.90, …4.91; YBR_RCT and YBR_ICT come back as RGB,
+// the code stream's component transform undone).
 // Other encapsulated syntaxes and deflated data sets are refused with
 // [ErrDICOMUnsupported]. Native data: 8, 16 or 32 bits allocated, any bits
 // stored below the high bit, signed or unsigned, MONOCHROME1/2, RGB,
@@ -308,6 +310,8 @@ var frameCodecs = map[string]func([]byte, int64) (*codec.Frame, error){
 	tsJPEGLossless:    jpeg.Decode,
 	tsJPEGLosslessSV1: jpeg.Decode,
 	tsJPEGLSLossless:  jpegls.Decode,
+	tsJ2KLossless:     jpeg2000.Decode,
+	tsJ2K:             jpeg2000.Decode,
 	tsJPEGLSNear:      jpegls.Decode,
 }
 

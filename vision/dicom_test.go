@@ -436,10 +436,15 @@ func TestDICOMJPEG(t *testing.T) {
 			t.Fatalf("pixel %d: %d, want %d", i, p.Pix[i], want)
 		}
 	}
-	// Other compressed syntaxes are refused.
-	d.syntax = "1.2.840.10008.1.2.4.90"
+	// Syntaxes without a codec (here MPEG-2) are refused.
+	d.syntax = "1.2.840.10008.1.2.4.100"
 	if _, err := decodeBytes(d.bytes()); !errors.Is(err, ErrDICOMUnsupported) {
-		t.Errorf("JPEG 2000: %v", err)
+		t.Errorf("MPEG-2: %v", err)
+	}
+	// A JPEG stream under the JPEG 2000 syntax is malformed.
+	d.syntax = "1.2.840.10008.1.2.4.90"
+	if _, err := decodeBytes(d.bytes()); !errors.Is(err, ErrDICOM) {
+		t.Errorf("JPEG under JPEG 2000: %v", err)
 	}
 }
 
