@@ -4,6 +4,7 @@ package jpeg2000
 // Table C.2), indexed by state<<1 | MPS.
 type mqState struct {
 	qe         uint32
+	qe16       uint32 // qe << 16
 	mps        uint32
 	nmps, nlps uint8 // next index after an MPS or LPS
 }
@@ -32,6 +33,7 @@ var mqStates = func() [256]mqState {
 		for mps := range uint8(2) {
 			s[i<<1|int(mps)] = mqState{
 				qe:   t.qe,
+				qe16: t.qe << 16,
 				mps:  uint32(mps),
 				nmps: t.nmps<<1 | mps,
 				nlps: t.nlps<<1 | (mps ^ t.sw),
@@ -108,20 +110,20 @@ func (m *mqDecoder) bytein() {
 // decode returns the next decision in context cx. The common case (an MPS
 // without renormalisation) is small enough to inline; the rest is in
 // decodeSlow.
-func (m *mqDecoder) decode(cx int) uint32 {
+func (m *mqDecoder) decode(cx uint8) uint32 {
 	s := &mqStates[m.cx[cx&31]]
-	a := m.a - s.qe
-	m.a = a
-	if m.c>>16 >= s.qe && a&0x8000 != 0 {
-		m.c -= s.qe << 16
+	m.a -= s.qe
+	if m.a&0x8000 != 0 && m.c >= s.qe16 {
+		m.c -= s.qe16
 		return s.mps
 	}
-	return m.decodeSlow(cx&31, s)
+	return m.decodeSlow(cx, s)
 }
 
 // decodeSlow finishes decode after A -= Qe: the LPS and MPS exchanges and
 // renormalisation (T.800 C.3.2, Figures C.15-C.18).
-func (m *mqDecoder) decodeSlow(cx int, s *mqState) uint32 {
+func (m *mqDecoder) decodeSlow(cx uint8, s *mqState) uint32 {
+	cx &= 31
 	qe := s.qe
 	var d uint32
 	if m.c>>16 < qe {

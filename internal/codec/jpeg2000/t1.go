@@ -232,12 +232,16 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 	vsc := cbStyle&cbVSC != 0
 	one := uint32(3) << p
 	mq := &t.mq
+	// The MQ registers live in locals; decodeSlow syncs them (see mqDecoder.decode).
+	a, c, ct := mq.a, mq.c, mq.ct
+	var st *mqState
+	flags := t.flags
 	for y0 := 0; y0 < t.h; y0 += 4 {
 		y1 := min(y0+4, t.h)
 		for x := range t.w {
 			i := (y0+1)*s + x + 1
 			for y := y0; y < y1; y, i = y+1, i+s {
-				f := t.flags[i]
+				f := flags[i]
 				if f&fSig != 0 || f&fNeighbours == 0 {
 					continue
 				}
@@ -247,16 +251,38 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 						continue
 					}
 				}
-				if mq.decode(int(zc[f&fNeighbours])) != 0 {
-					sc := scLUT[scIndex(f)]
-					neg := mq.decode(int(sc&0x7F)) ^ uint32(sc>>7)
-					t.mag[i] = one
-					t.setSig(i, neg)
+				var bit uint32
+				st = &mqStates[mq.cx[(zc[f&fNeighbours])&31]]
+				a -= st.qe
+				if a&0x8000 != 0 && c >= st.qe16 {
+					c -= st.qe16
+					bit = st.mps
+				} else {
+					mq.a, mq.c, mq.ct = a, c, ct
+					bit = mq.decodeSlow(zc[f&fNeighbours], st)
+					a, c, ct = mq.a, mq.c, mq.ct
 				}
-				t.flags[i] |= fVisit
+				if bit != 0 {
+					sc := scLUT[scIndex(f)]
+					var neg uint32
+					st = &mqStates[mq.cx[(sc&0x7F)&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						neg = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						neg = mq.decodeSlow(sc&0x7F, st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
+					t.mag[i] = one
+					t.setSig(i, neg^uint32(sc>>7))
+				}
+				flags[i] |= fVisit
 			}
 		}
 	}
+	mq.a, mq.c, mq.ct = a, c, ct
 }
 
 func (t *t1) sigPassRaw(p int, cbStyle byte) {
@@ -291,31 +317,45 @@ func (t *t1) refPass(p int, cbStyle byte) {
 	vsc := cbStyle&cbVSC != 0
 	half := uint32(1) << p
 	mq := &t.mq
+	a, c, ct := mq.a, mq.c, mq.ct
+	var st *mqState
+	flags := t.flags
 	for y0 := 0; y0 < t.h; y0 += 4 {
 		y1 := min(y0+4, t.h)
 		for x := range t.w {
 			i := (y0+1)*s + x + 1
 			for y := y0; y < y1; y, i = y+1, i+s {
-				f := t.flags[i]
+				f := flags[i]
 				if f&(fSig|fVisit) != fSig {
 					continue
 				}
 				if vsc && y == y0+3 {
 					f &= fCausal
 				}
-				ctx := ctxMR
+				ctx := uint8(ctxMR)
 				switch {
 				case f&fRefine != 0:
 					ctx = ctxMR + 2
 				case f&fNeighbours != 0:
 					ctx = ctxMR + 1
 				}
-				b := mq.decode(ctx)
+				var b uint32
+				st = &mqStates[mq.cx[(ctx)&31]]
+				a -= st.qe
+				if a&0x8000 != 0 && c >= st.qe16 {
+					c -= st.qe16
+					b = st.mps
+				} else {
+					mq.a, mq.c, mq.ct = a, c, ct
+					b = mq.decodeSlow(ctx, st)
+					a, c, ct = mq.a, mq.c, mq.ct
+				}
 				t.mag[i] += b<<(p+1) - half
-				t.flags[i] |= fRefine
+				flags[i] |= fRefine
 			}
 		}
 	}
+	mq.a, mq.c, mq.ct = a, c, ct
 }
 
 func (t *t1) refPassRaw(p int, cbStyle byte) {
@@ -342,6 +382,8 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 	vsc := cbStyle&cbVSC != 0
 	one := uint32(3) << p
 	mq := &t.mq
+	a, c, ct := mq.a, mq.c, mq.ct
+	var st *mqState
 	flags := t.flags
 	for y0 := 0; y0 < t.h; y0 += 4 {
 		y1 := min(y0+4, t.h)
@@ -354,19 +396,59 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					f3 &= fCausal
 				}
 				if (flags[i]|flags[i+s]|flags[i+2*s]|f3)&(fSig|fVisit|fNeighbours) == 0 {
-					if mq.decode(ctxRL) == 0 {
+					var bit, r0, r1, neg uint32
+					st = &mqStates[mq.cx[(ctxRL)&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						bit = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						bit = mq.decodeSlow(ctxRL, st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
+					if bit == 0 {
 						continue
 					}
-					r := int(mq.decode(ctxUNI)<<1 | mq.decode(ctxUNI))
+					st = &mqStates[mq.cx[(ctxUNI)&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						r0 = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						r0 = mq.decodeSlow(ctxUNI, st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
+					st = &mqStates[mq.cx[(ctxUNI)&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						r1 = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						r1 = mq.decodeSlow(ctxUNI, st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
+					r := int(r0<<1 | r1)
 					j := i + r*s
 					f := flags[j]
 					if vsc && r == 3 {
 						f &= fCausal
 					}
 					sc := scLUT[scIndex(f)]
-					neg := mq.decode(int(sc&0x7F)) ^ uint32(sc>>7)
+					st = &mqStates[mq.cx[(sc&0x7F)&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						neg = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						neg = mq.decodeSlow(sc&0x7F, st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
 					t.mag[j] = one
-					t.setSig(j, neg)
+					t.setSig(j, neg^uint32(sc>>7))
 					start = y0 + r + 1
 					i = j + s
 				}
@@ -377,17 +459,39 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					if vsc && y == y0+3 {
 						f &= fCausal
 					}
-					if mq.decode(int(zc[f&fNeighbours])) != 0 {
+					var bit uint32
+					st = &mqStates[mq.cx[(zc[f&fNeighbours])&31]]
+					a -= st.qe
+					if a&0x8000 != 0 && c >= st.qe16 {
+						c -= st.qe16
+						bit = st.mps
+					} else {
+						mq.a, mq.c, mq.ct = a, c, ct
+						bit = mq.decodeSlow(zc[f&fNeighbours], st)
+						a, c, ct = mq.a, mq.c, mq.ct
+					}
+					if bit != 0 {
 						sc := scLUT[scIndex(f)]
-						neg := mq.decode(int(sc&0x7F)) ^ uint32(sc>>7)
+						var neg uint32
+						st = &mqStates[mq.cx[(sc&0x7F)&31]]
+						a -= st.qe
+						if a&0x8000 != 0 && c >= st.qe16 {
+							c -= st.qe16
+							neg = st.mps
+						} else {
+							mq.a, mq.c, mq.ct = a, c, ct
+							neg = mq.decodeSlow(sc&0x7F, st)
+							a, c, ct = mq.a, mq.c, mq.ct
+						}
 						t.mag[i] = one
-						t.setSig(i, neg)
+						t.setSig(i, neg^uint32(sc>>7))
 					}
 				}
 				flags[i] &^= fVisit
 			}
 		}
 	}
+	mq.a, mq.c, mq.ct = a, c, ct
 	if cbStyle&cbSegSym != 0 {
 		for range 4 {
 			mq.decode(ctxUNI)
