@@ -1,0 +1,215 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/radgen/radgen/vision"
+)
+
+// Defaults of the options.
+const (
+	DefaultMaxUploadBytes = 64 << 20         // bytes of one request body
+	DefaultMaxPixels      = vision.DefaultMaxPixels // pixels of one view (width × height)
+	DefaultTimeout        = 60 * time.Second // a request, from admission to its report
+	DefaultQueue          = 64               // requests admitted at once
+	DefaultMaxBatch       = 16               // studies in one Generate call
+	DefaultBatchWait      = 5 * time.Millisecond
+	DefaultMaxBeamSize    = 8
+)
+
+// Option configures a Handler. An option given an invalid value makes New
+// return an error wrapping ErrOption.
+type Option func(*options) error
+
+// ErrOption is wrapped by New's errors about its options.
+var ErrOption = errors.New("serve: invalid option")
+
+type options struct {
+	maxUpload   int64
+	maxPixels   int64
+	maxViews    int
+	timeout     time.Duration
+	queue       int
+	concurrency int
+	batch       bool
+	maxBatch    int
+	batchWait   time.Duration
+	maxBeam     int
+	tokens      []string
+	logger      *slog.Logger
+	name        string
+}
+
+func defaultOptions() options {
+	return options{
+		maxUpload:   DefaultMaxUploadBytes,
+		maxPixels:   DefaultMaxPixels,
+		timeout:     DefaultTimeout,
+		queue:       DefaultQueue,
+		concurrency: 1,
+		batch:       true,
+		maxBatch:    DefaultMaxBatch,
+		batchWait:   DefaultBatchWait,
+		maxBeam:     DefaultMaxBeamSize,
+		logger:      slog.New(slog.DiscardHandler),
+		name:        "radgen",
+	}
+}
+
+// WithMaxUploadBytes bounds the body of a report request (default
+// DefaultMaxUploadBytes); a larger upload is refused with 413
+// upload_too_large as soon as the limit is crossed, without reading the rest.
+func WithMaxUploadBytes(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: upload limit %d", ErrOption, n)
+		}
+		o.maxUpload = n
+		return nil
+	}
+}
+
+// WithMaxPixels bounds the width × height of every uploaded view (default
+// DefaultMaxPixels). The limit is checked against the image's header before
+// its pixels are decoded; a larger view is refused with 413 too_many_pixels.
+func WithMaxPixels(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: pixel limit %d", ErrOption, n)
+		}
+		o.maxPixels = n
+		return nil
+	}
+}
+
+// WithMaxViews bounds the files of one upload (default: the views the model
+// takes). Reading stops at the first file beyond it (413 too_many_views).
+func WithMaxViews(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: view limit %d", ErrOption, n)
+		}
+		o.maxViews = n
+		return nil
+	}
+}
+
+// WithTimeout bounds a report request from its admission to its answer,
+// waiting in the queue included (default DefaultTimeout). The request's
+// context, with this deadline, reaches Model.Generate; a request past it gets
+// 504 timeout.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %v", ErrOption, d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithQueue bounds the report requests admitted at once, reading their
+// upload, waiting or being generated (default DefaultQueue). A request
+// beyond it is answered at once with 429 overloaded and a Retry-After
+// header; none waits unboundedly.
+func WithQueue(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: queue limit %d", ErrOption, n)
+		}
+		o.queue = n
+		return nil
+	}
+}
+
+// WithConcurrency sets how many Model.Generate calls run at once (default 1:
+// a generation already spreads its matrix products over the cores, and
+// batching serves concurrent requests together).
+func WithConcurrency(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: concurrency %d", ErrOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// WithBatching sets how concurrent requests are combined: up to maxBatch
+// studies with the same generation options go to one Model.Generate call.
+// A generation starts with the requests already waiting; while others are
+// still being uploaded and decoded, it waits for them at most wait. The
+// defaults are DefaultMaxBatch and DefaultBatchWait. maxBatch 1 turns
+// batching off (see WithoutBatching).
+func WithBatching(maxBatch int, wait time.Duration) Option {
+	return func(o *options) error {
+		if maxBatch <= 0 || wait < 0 {
+			return fmt.Errorf("%w: batching %d within %v", ErrOption, maxBatch, wait)
+		}
+		o.batch, o.maxBatch, o.batchWait = maxBatch > 1, maxBatch, wait
+		return nil
+	}
+}
+
+// WithoutBatching makes every request its own Model.Generate call, with the
+// request's context.
+func WithoutBatching() Option {
+	return func(o *options) error { o.batch, o.maxBatch = false, 1; return nil }
+}
+
+// WithMaxBeamSize bounds the beam_size a request may ask for (default
+// DefaultMaxBeamSize).
+func WithMaxBeamSize(k int) Option {
+	return func(o *options) error {
+		if k <= 0 {
+			return fmt.Errorf("%w: beam limit %d", ErrOption, k)
+		}
+		o.maxBeam = k
+		return nil
+	}
+}
+
+// WithBearerToken requires "Authorization: Bearer <token>" on the API
+// (/v1/…) and /metrics; any of the given tokens is accepted. The page,
+// /healthz and /readyz stay open. By default no authentication is required.
+func WithBearerToken(tokens ...string) Option {
+	return func(o *options) error {
+		if len(tokens) == 0 {
+			return fmt.Errorf("%w: no bearer token", ErrOption)
+		}
+		for _, t := range tokens {
+			if t == "" {
+				return fmt.Errorf("%w: empty bearer token", ErrOption)
+			}
+		}
+		o.tokens = append([]string(nil), tokens...)
+		return nil
+	}
+}
+
+// WithLogger sends the handler's logs (one line per report request, errors,
+// warm-up) to l. By default they are discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrOption)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithModelName sets the name the handler reports for its model (default
+// "radgen"), for example the checkpoint's file name.
+func WithModelName(name string) Option {
+	return func(o *options) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty model name", ErrOption)
+		}
+		o.name = name
+		return nil
+	}
+}
