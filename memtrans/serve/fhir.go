@@ -27,7 +27,7 @@ func (h *Handler) fhirReport(rep memtrans.Report, up *upload, issued time.Time) 
 	uid := st.InstanceUID
 	if uid == "" {
 		var b [16]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		_, _ = rand.Read(b[:])  // crypto/rand.Read never fails
 		b[6] = b[6]&0x0f | 0x40 // a version-4 UUID
 		b[8] = b[8]&0x3f | 0x80
 		uid = "2.25." + new(big.Int).SetBytes(b[:]).String()

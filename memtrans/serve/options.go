@@ -11,11 +11,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultMaxUploadBytes = 64 << 20         // bytes of one request body
+	DefaultMaxUploadBytes = 64 << 20                // bytes of one request body
 	DefaultMaxPixels      = vision.DefaultMaxPixels // pixels of one view (width × height)
-	DefaultTimeout        = 60 * time.Second // a request, from admission to its report
-	DefaultQueue          = 64               // requests admitted at once
-	DefaultMaxBatch       = 16               // studies in one Generate call
+	DefaultTimeout        = 60 * time.Second        // a request, from admission to its report
+	DefaultQueue          = 64                      // requests admitted at once
+	DefaultMaxBatch       = 16                      // studies in one Generate call
 	DefaultBatchWait      = 5 * time.Millisecond
 	DefaultMaxBeamSize    = 8
 )

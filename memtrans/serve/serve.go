@@ -303,7 +303,7 @@ func (h *Handler) authorize(r *http.Request) *apiError {
 func (h *Handler) retryAfter() int {
 	last := time.Duration(h.lastBatch.Load())
 	rounds := (int(h.m.admitted.Load()) + h.o.maxBatch*h.o.concurrency - 1) / (h.o.maxBatch * h.o.concurrency)
-	return min(60, max(1, int(math.Ceil((last * time.Duration(rounds)).Seconds()))))
+	return min(60, max(1, int(math.Ceil((last*time.Duration(rounds)).Seconds()))))
 }
 
 // reportResponse is the answer of POST /v1/reports.
