@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"math"
-	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
@@ -30,58 +31,122 @@ type Study struct {
 // StudyFromFiles decodes image files into a Study: PNG or JPEG (8- or
 // 16-bit, gray or colour), or DICOM, recognised by the "DICM" marker after
 // its 128-byte preamble whatever the file's name, and rendered by
-// vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion) with the
-// default pixel limit.
+// vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion), with the
+// default limits: vision.DefaultMaxPixels pixels and
+// vision.DefaultMaxFileBytes bytes a file, FIFOs and devices refused (see
+// [StudyFromFilesWith]).
 func StudyFromFiles(id string, paths ...string) (Study, error) {
+	return StudyFromFilesWith(id, paths)
+}
+
+// StudyFromFilesWith is StudyFromFiles with decoding options
+// (vision.WithMaxPixels, vision.WithMaxFileBytes,
+// vision.WithNonRegularFiles). Views are decoded one at a time and keep 8
+// bits a sample (1 byte a pixel for gray films, 3 for colour).
+func StudyFromFilesWith(id string, paths []string, opts ...vision.Option) (Study, error) {
+	return studyFromFiles(id, paths, opts, 0)
+}
+
+// studyFromFiles decodes the views; with size > 0 each is resized to
+// size×size (the evaluation transform's Resize) as soon as it is decoded,
+// so that a study keeps size²·C bytes a view, not the film's full
+// resolution.
+func studyFromFiles(id string, paths []string, opts []vision.Option, size int) (Study, error) {
 	s := Study{ID: id}
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return Study{}, fmt.Errorf("memtrans: study %s: %w", id, err)
-		}
-		var img image.Image
-		var head [132]byte
-		n, _ := f.ReadAt(head[:], 0)
-		if vision.IsDICOM(head[:n]) {
-			var st os.FileInfo
-			var px *vision.Pixels
-			if st, err = f.Stat(); err == nil {
-				px, err = vision.DecodeDICOM(f, st.Size())
-			}
-			if err == nil {
-				rect := image.Rect(0, 0, px.W, px.H)
-				if px.C == 1 {
-					img = &image.Gray{Pix: px.Pix, Stride: px.W, Rect: rect}
-				} else {
-					rgba := image.NewNRGBA(rect)
-					for i := range px.W * px.H {
-						copy(rgba.Pix[4*i:4*i+3], px.Pix[3*i:3*i+3])
-						rgba.Pix[4*i+3] = 0xff
-					}
-					img = rgba
-				}
-			}
-		} else {
-			img, _, err = image.Decode(bufio.NewReaderSize(f, 64<<10))
-		}
-		f.Close()
+		px, err := decodeView(p, opts)
 		if err != nil {
 			return Study{}, fmt.Errorf("memtrans: study %s: decoding %s: %w", id, p, err)
 		}
-		s.Views = append(s.Views, img)
+		if size > 0 && (px.W != size || px.H != size) {
+			px = vision.Resize(nil, px, size, size)
+		} else if cap(px.Pix) > len(px.Pix)+len(px.Pix)/4 {
+			// The decoder's buffer was wider (16-bit or RGBA): keep 8 bits
+			// a sample only.
+			px.Pix = slices.Clone(px.Pix)
+		}
+		s.Views = append(s.Views, pixelsImage(px))
 	}
 	return s, nil
 }
 
+// decodeView decodes one image file, DICOM or not.
+func decodeView(path string, opts []vision.Option) (*vision.Pixels, error) {
+	f, size, r, err := vision.OpenFile(path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, _ := br.Peek(132)
+	if vision.IsDICOM(head) {
+		if size < 0 { // a FIFO or device, allowed: bound it by the default
+			size = vision.DefaultMaxFileBytes
+		}
+		return vision.DecodeDICOM(br, size, opts...)
+	}
+	return vision.Decode(br, opts...)
+}
+
+// pixelsImage presents decoded pixels as an image.Image without copying:
+// gray as *image.Gray, colour as an rgbImage (which Preprocess reads
+// directly).
+func pixelsImage(px *vision.Pixels) image.Image {
+	rect := image.Rect(0, 0, px.W, px.H)
+	if px.C == 1 {
+		return &image.Gray{Pix: px.Pix, Stride: px.W, Rect: rect}
+	}
+	return &rgbImage{px}
+}
+
+// rgbImage is an 8-bit RGB image over vision.Pixels (C = 3).
+type rgbImage struct{ px *vision.Pixels }
+
+func (m *rgbImage) ColorModel() color.Model { return color.RGBAModel }
+func (m *rgbImage) Bounds() image.Rectangle { return image.Rect(0, 0, m.px.W, m.px.H) }
+func (m *rgbImage) At(x, y int) color.Color {
+	if x < 0 || y < 0 || x >= m.px.W || y >= m.px.H {
+		return color.RGBA{}
+	}
+	i := 3 * (y*m.px.W + x)
+	return color.RGBA{m.px.Pix[i], m.px.Pix[i+1], m.px.Pix[i+2], 0xff}
+}
+
+// asPixels returns img's samples as vision.Pixels, sharing them when img is
+// an 8-bit gray image at the origin or an rgbImage, converting otherwise.
+func asPixels(img image.Image) *vision.Pixels {
+	switch m := img.(type) {
+	case *rgbImage:
+		return m.px
+	case *image.Gray:
+		w, h := m.Rect.Dx(), m.Rect.Dy()
+		if m.Rect.Min == (image.Point{}) && m.Stride == w && len(m.Pix) >= w*h {
+			return &vision.Pixels{W: w, H: h, C: 1, Pix: m.Pix[:w*h]}
+		}
+	}
+	return vision.FromImage(nil, img)
+}
+
 // StudyFromAnnotation decodes the images of an annotation.json entry,
 // relative to imageDir, keeping the first views the model takes (R2Gen uses
-// both IU X-Ray views and the first MIMIC-CXR image).
+// both IU X-Ray views and the first MIMIC-CXR image), with the model's
+// image limits (WithMaxPixels, WithImageOptions). Each view is resized to
+// the model's ImageSize as soon as it is decoded, exactly as Generate's
+// preprocessing would, so the reports are the same and a study costs the
+// largest of its views decoded (at most the pixel limit times 1 byte for
+// 8-bit gray, 2 for 16-bit gray, 4 for 8-bit colour, 8 for 16-bit colour:
+// 32 MiB for a 4096² 16-bit radiograph) plus ImageSize²·3 bytes a view.
 func (m *Model) StudyFromAnnotation(s data.Study, imageDir string) (Study, error) {
 	paths := make([]string, 0, min(len(s.ImagePath), m.cfg.Views))
 	for _, p := range s.ImagePath[:min(len(s.ImagePath), m.cfg.Views)] {
 		paths = append(paths, filepath.Join(imageDir, p))
 	}
-	return StudyFromFiles(s.ID, paths...)
+	return studyFromFiles(s.ID, paths, m.imageOptions(), m.cfg.ImageSize)
+}
+
+// imageOptions returns the model's decoding options.
+func (m *Model) imageOptions() []vision.Option {
+	return append([]vision.Option{vision.WithMaxPixels(m.maxPixels)}, m.imageOpts...)
 }
 
 // Report is a generated report.
@@ -227,7 +292,7 @@ func (m *Model) Preprocess(s Study) ([]*vision.Image, error) {
 		if b.Dx() <= 0 || b.Dy() <= 0 || int64(b.Dx())*int64(b.Dy()) > m.maxPixels {
 			return nil, fmt.Errorf("%w %q: view %d is %dx%d: %w", ErrStudy, s.ID, i, b.Dx(), b.Dy(), vision.ErrTooLarge)
 		}
-		x, err := tr.Apply(nil, vision.FromImage(nil, img), nil)
+		x, err := tr.Apply(nil, asPixels(img), nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: view %d: %w", ErrStudy, s.ID, i, err)
 		}

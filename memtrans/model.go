@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 
 	"github.com/radgen/radgen"
@@ -95,6 +96,7 @@ type Model struct {
 	logger      *slog.Logger
 	maxPixels   int64
 	budget      Budget
+	imageOpts   []vision.Option
 	device      Device
 	dev         *deviceState // nil on the CPU
 	half        *halfState   // nil unless WithHalfWeights
@@ -125,6 +127,19 @@ func WithMaxPixels(n int64) Option {
 			return fmt.Errorf("memtrans: pixel limit %d", n)
 		}
 		m.maxPixels = n
+		return nil
+	}
+}
+
+// WithImageOptions passes decoding options (vision.WithMaxFileBytes,
+// vision.WithNonRegularFiles, vision.WithMaxPixels) to the files the model
+// reads (StudyFromAnnotation); they are checked now.
+func WithImageOptions(opts ...vision.Option) Option {
+	return func(m *Model) error {
+		if _, _, _, err := vision.OpenFile("", opts...); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("memtrans: image options: %w", err)
+		}
+		m.imageOpts = append(m.imageOpts, opts...)
 		return nil
 	}
 }
