@@ -1,6 +1,7 @@
 package vision
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -91,4 +92,37 @@ func checkDICOMManifest(t *testing.T, dir string) {
 func dicomRealDir(t testing.TB) string {
 	t.Helper()
 	return testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
+}
+
+// TestDICOMFirstFrameBytes checks where the first frame of a multi-frame
+// file ends, located by the basic offset table, the Extended Offset Table,
+// or the first fragment that ends a JPEG code stream: the codecs stop at
+// their end-of-image marker, so a frame taken too long would still decode.
+// The three files hold the same frames in 1 KiB fragments (four for the
+// first frame, whose code stream is 3602 bytes).
+func TestDICOMFirstFrameBytes(t *testing.T) {
+	for _, name := range []string{"jls_mf64_frag_bot.dcm", "jls_mf64_frag_nobot.dcm", "jls_mf64_frag_eot.dcm"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "dicom", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := newOptions(nil)
+		im, w, err := readDICOMHeader(bytes.NewReader(data), int64(len(data)), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := w.elemHeader(w.bo, w.implicit, false); err != nil {
+			t.Fatal(err)
+		}
+		frame, err := firstFrameBytes(w, im)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(frame) != 3602 || !endsJPEG(frame) {
+			t.Errorf("%s: first frame of %d bytes, want 3602 ending with EOI", name, len(frame))
+		}
+		if w.pos >= int64(len(data))-8 {
+			t.Errorf("%s: read to byte %d of %d: past the first frame", name, w.pos, len(data))
+		}
+	}
 }
