@@ -103,11 +103,15 @@ func bitsFor(maxv int) int {
 func source(t *testing.T, name string) *image {
 	t.Helper()
 	switch {
-	case strings.Contains(name, "_s12"):
-		// 38×27 signed 12-bit, 16-bit big-endian raw.
+	case strings.Contains(name, "_s12"), strings.Contains(name, "_s16"):
+		// 38×27 signed 12-bit or 40×30 signed 16-bit, 16-bit big-endian raw.
 		b := readTestdata(t, "s12.raw")
 		im := &image{w: []int{38}, h: []int{27}, prec: 12, signed: true}
-		s := make([]int, 38*27)
+		if strings.Contains(name, "_s16") {
+			b = readTestdata(t, "s16.raw")
+			im = &image{w: []int{40}, h: []int{30}, prec: 16, signed: true}
+		}
+		s := make([]int, im.w[0]*im.h[0])
 		for i := range s {
 			s[i] = int(int16(uint16(b[2*i])<<8 | uint16(b[2*i+1])))
 		}

@@ -240,6 +240,15 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 		y1 := min(y0+4, t.h)
 		for x := range t.w {
 			i := (y0+1)*s + x + 1
+			if y1-y0 == 4 {
+				// Skip a stripe column with no candidate: no sample has
+				// a significant neighbour, or all are significant.
+				or := flags[i] | flags[i+s] | flags[i+2*s] | flags[i+3*s]
+				and := flags[i] & flags[i+s] & flags[i+2*s] & flags[i+3*s]
+				if or&fNeighbours == 0 || and&fSig != 0 {
+					continue
+				}
+			}
 			for y := y0; y < y1; y, i = y+1, i+s {
 				f := flags[i]
 				if f&fSig != 0 || f&fNeighbours == 0 {
@@ -324,6 +333,9 @@ func (t *t1) refPass(p int, cbStyle byte) {
 		y1 := min(y0+4, t.h)
 		for x := range t.w {
 			i := (y0+1)*s + x + 1
+			if y1-y0 == 4 && (flags[i]|flags[i+s]|flags[i+2*s]|flags[i+3*s])&fSig == 0 {
+				continue
+			}
 			for y := y0; y < y1; y, i = y+1, i+s {
 				f := flags[i]
 				if f&(fSig|fVisit) != fSig {

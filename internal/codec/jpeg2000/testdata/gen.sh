@@ -40,6 +40,7 @@ img(45, 37, 3, 255, 'rgb8.ppm')
 with open('b2.raw', 'wb') as f:
     f.write(bytes(((x // 3 + y // 2) % 2) ^ (x == y) for y in range(29) for x in range(31)))
 img(38, 27, 1, 4095, 's12.raw', signed=True, raw=True)
+img(40, 30, 1, 65535, 's16.raw', signed=True, raw=True)
 img(40, 30, 3, 255, 'sub.raw', raw=True)
 PY
 rm -f *.j2k *.jp2 *.ref.*
@@ -74,6 +75,7 @@ e ll_rgb8_nomct.j2k -i rgb8.ppm -mct 0
 e ll_rgb8_cprl_tiles.j2k -i rgb8.ppm -t 16,16 -p CPRL -r 10,1 -c [8,8] -b 4,4 -SOP -n 3
 e ll_rgb8.jp2 -i rgb8.ppm
 e ll_s12.j2k -i s12.raw -F 38,27,1,12,s -n 4
+e ll_s16.j2k -i s16.raw -F 40,30,1,16,s -n 4 -b 16,16
 e ll_sub.j2k -i sub.raw -F 40,30,3,8,u@1x1:2x2:2x1 -mct 0 -n 3
 # Lossy: checked against opj_decompress within a small tolerance.
 e ly_g8_r10.j2k -i g8.pgm -I -r 10
