@@ -100,23 +100,20 @@ var zcLUT, scLUT = func() ([4][256]uint8, [256]uint8) {
 		v := contrib(f&1, f>>4&1) + contrib(f>>1&1, f>>5&1)
 		h := contrib(f>>2&1, f>>6&1) + contrib(f>>3&1, f>>7&1)
 		h, v = max(-1, min(1, h)), max(-1, min(1, v))
+		// Table D.3: H = 1 gives contexts 13, 12, 11 for V = 1, 0, -1;
+		// H = -1 the same for V = -1, 0, 1 with the sign flipped; H = 0
+		// gives 10, 9, 10, flipped for V = -1.
 		var c, x int
-		switch {
-		case h == 1:
+		switch h {
+		case 1:
 			c = 12 + v
-		case h == 0:
+		case -1:
+			c, x = 12-v, 1
+		default:
 			c = 9 + v*v
 			if v == -1 {
 				x = 1
 			}
-		default:
-			c = 12 + v
-			x = 1
-		}
-		if h == 1 || h == -1 {
-			// Table D.3: H=±1 gives 13, 12, 11 for V = 1, 0, -1 (H=1) and
-			// V = -1, 0, 1 (H=-1).
-			c = 12 + v*h
 		}
 		sc[f] = uint8(ctxSC+c-9) | uint8(x)<<7
 	}

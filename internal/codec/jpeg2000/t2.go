@@ -164,6 +164,8 @@ type packetStream struct {
 	// unpacked tile: [sop,hdr) an SOP marker, [hdr,body) the header (and
 	// EPH), [body,end) the body.
 	rec func(sop, hdr, body, end int)
+
+	remaining int64 // packets of the tile not yet read
 }
 
 // readPackets reads all packets of the tile in progression order, giving
@@ -187,7 +189,17 @@ func (tl *tile) readPackets(body, hdr []byte, packed bool, prog int, pocs []prog
 	if len(pocs) == 0 {
 		pocs = []progChange{{rs: 0, cs: 0, ly: tl.layers, re: maxRes, ce: len(tl.comps), prog: prog}}
 	}
+	// Packets still to read: once none are left, further progressions
+	// (POC entries) are not walked.
+	for ci := range tl.comps {
+		for r := range tl.comps[ci].res {
+			ps.remaining += int64(tl.layers) * int64(len(tl.comps[ci].res[r].layerDone))
+		}
+	}
 	for _, pc := range pocs {
+		if ps.remaining == 0 {
+			break
+		}
 		pc.ly = min(pc.ly, tl.layers)
 		pc.re = min(pc.re, maxRes)
 		pc.ce = min(pc.ce, len(tl.comps))
@@ -214,6 +226,7 @@ func (tl *tile) packet(ps *packetStream, l, c, r, p int) error {
 		return fmt.Errorf("%w: tile data ends before the packet of layer %d, resolution %d, component %d, precinct %d", codec.ErrFormat, l, r, c, p)
 	}
 	res.layerDone[p]++
+	ps.remaining--
 	sopAt := ps.pos
 	if ps.sop && ps.pos+6 <= len(ps.body) && ps.body[ps.pos] == 0xFF && ps.body[ps.pos+1] == 0x91 {
 		ps.pos += 6
@@ -390,7 +403,7 @@ func (tl *tile) progression(ps *packetStream, pc progChange, s *siz) error {
 		}
 	case 2: // RPCL
 		for r := pc.rs; r < pc.re; r++ {
-			err := tl.positions(pc.cs, pc.ce, r, r+1, s, func(x, y int) error {
+			err := tl.positions(ps, pc.cs, pc.ce, r, r+1, s, func(x, y int) error {
 				for c := pc.cs; c < pc.ce; c++ {
 					if err := tl.atPosition(ps, pc.ly, c, r, x, y, s); err != nil {
 						return err
@@ -403,7 +416,7 @@ func (tl *tile) progression(ps *packetStream, pc progChange, s *siz) error {
 			}
 		}
 	case 3: // PCRL
-		return tl.positions(pc.cs, pc.ce, pc.rs, pc.re, s, func(x, y int) error {
+		return tl.positions(ps, pc.cs, pc.ce, pc.rs, pc.re, s, func(x, y int) error {
 			for c := pc.cs; c < pc.ce; c++ {
 				for r := pc.rs; r < pc.re; r++ {
 					if err := tl.atPosition(ps, pc.ly, c, r, x, y, s); err != nil {
@@ -415,7 +428,7 @@ func (tl *tile) progression(ps *packetStream, pc progChange, s *siz) error {
 		})
 	case 4: // CPRL
 		for c := pc.cs; c < pc.ce; c++ {
-			err := tl.positions(c, c+1, pc.rs, pc.re, s, func(x, y int) error {
+			err := tl.positions(ps, c, c+1, pc.rs, pc.re, s, func(x, y int) error {
 				for r := pc.rs; r < pc.re; r++ {
 					if err := tl.atPosition(ps, pc.ly, c, r, x, y, s); err != nil {
 						return err
@@ -447,7 +460,7 @@ func (tl *tile) allPrecincts(ps *packetStream, l, c, r int) error {
 // positions calls f for each reference-grid position of the tile at which a
 // precinct of components [c0,c1) and resolutions [r0,r1) may start, in
 // raster order (T.800 B.12.1.3).
-func (tl *tile) positions(c0, c1, r0, r1 int, s *siz, f func(x, y int) error) error {
+func (tl *tile) positions(ps *packetStream, c0, c1, r0, r1 int, s *siz, f func(x, y int) error) error {
 	stepX, stepY := int64(1)<<62, int64(1)<<62
 	for c := c0; c < c1; c++ {
 		tc := &tl.comps[c]
@@ -466,6 +479,9 @@ func (tl *tile) positions(c0, c1, r0, r1 int, s *siz, f func(x, y int) error) er
 		for x := int64(tl.x0); x < int64(tl.x1); x += stepX - x%stepX {
 			if err := f(int(x), int(y)); err != nil {
 				return err
+			}
+			if ps.remaining == 0 {
+				return nil
 			}
 		}
 	}
