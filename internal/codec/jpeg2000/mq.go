@@ -1,5 +1,7 @@
 package jpeg2000
 
+import "math/bits"
+
 // mqState is one row of the MQ coder's probability estimation table (T.800
 // Table C.2), indexed by state<<1 | MPS.
 type mqState struct {
@@ -145,16 +147,16 @@ func (m *mqDecoder) decodeSlow(cx uint8, s *mqState) uint32 {
 			m.cx[cx] = s.nmps
 		}
 	}
-	for {
+	// Renormalise: shift A and C left until A >= 0x8000, several bits at
+	// a time, reading a byte whenever CT runs out.
+	for m.a&0x8000 == 0 {
 		if m.ct == 0 {
 			m.bytein()
 		}
-		m.a <<= 1
-		m.c <<= 1
-		m.ct--
-		if m.a&0x8000 != 0 {
-			break
-		}
+		n := min(uint32(bits.LeadingZeros16(uint16(m.a))), m.ct)
+		m.a <<= n
+		m.c <<= n
+		m.ct -= n
 	}
 	return d
 }

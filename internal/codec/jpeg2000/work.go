@@ -95,8 +95,16 @@ func (t *t1) store(tc *tileComp, b *band, cb *codeBlock) {
 		o := (y0+y)*tc.w + x0
 		if tc.rev {
 			dst := tc.coefI[o : o+w]
+			if roi == 0 {
+				for x, m := range mag {
+					neg := int32(flags[x]>>15) & 1 // fNeg
+					v := int32(m >> 1)
+					dst[x] = (v ^ -neg) + neg
+				}
+				continue
+			}
 			for x, m := range mag {
-				if roi > 0 && m >= thresh {
+				if m >= thresh {
 					m >>= roi
 				}
 				v := int32(m >> 1)
