@@ -263,17 +263,54 @@ func (m *Model) Generate(ctx context.Context, studies []Study, opts ...GenerateO
 	out := make([]Report, 0, len(studies))
 	for start := 0; start < len(studies); start += o.batch {
 		batch := studies[start:min(start+o.batch, len(studies))]
-		feats, err := m.encodeImages(ctx, batch)
-		if err != nil {
-			return nil, err
-		}
-		reps, err := m.decodeBatch(ctx, batch, feats, o)
+		reps, err := m.generateBatch(ctx, batch, o)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, reps...)
 	}
 	return out, nil
+}
+
+// generateBatch runs the extractor and the decoder on one batch in one of
+// the model's concurrency slots (see WithMaxConcurrency).
+func (m *Model) generateBatch(ctx context.Context, batch []Study, o genOptions) ([]Report, error) {
+	release, err := m.takeSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	feats, err := m.encodeImages(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil { // between the extractor and the decoder
+		return nil, err
+	}
+	return m.decodeBatch(ctx, batch, feats, o)
+}
+
+// testHookSlot, when set, runs after a batch takes its slot.
+var testHookSlot func()
+
+// takeSlot waits for one of the model's concurrency slots, or for ctx: a
+// caller queued behind others returns ctx.Err() as soon as ctx is done,
+// without waiting for them, and the batches that run share the cores among
+// few, so each reaches its next cancellation check (every decoder step and
+// layer, every extractor stage) soon.
+func (m *Model) takeSlot(ctx context.Context) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case m.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if testHookSlot != nil {
+		testHookSlot()
+	}
+	return func() { <-m.slots }, nil
 }
 
 // Preprocess turns a study's views into the evaluation tensors the extractor
@@ -401,5 +438,10 @@ func (m *Model) GenerateFeatures(ctx context.Context, ids []string, feats *radge
 	for i, id := range ids {
 		studies[i].ID = id
 	}
+	release, err := m.takeSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return m.decodeBatch(ctx, studies, feats, o)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 
 	"github.com/radgen/radgen"
@@ -97,6 +98,7 @@ type Model struct {
 	maxPixels   int64
 	budget      Budget
 	imageOpts   []vision.Option
+	slots       chan struct{} // one token per batch being generated
 	device      Device
 	dev         *deviceState // nil on the CPU
 	half        *halfState   // nil unless WithHalfWeights
@@ -144,6 +146,20 @@ func WithImageOptions(opts ...vision.Option) Option {
 	}
 }
 
+// WithMaxConcurrency bounds the batches Generate and GenerateFeatures run
+// at once, over all callers (default GOMAXPROCS): the others wait, and
+// return as soon as their context is done. Fewer batches at once share the
+// cores among fewer, so each reaches its next cancellation check sooner.
+func WithMaxConcurrency(n int) Option {
+	return func(m *Model) error {
+		if n <= 0 {
+			return fmt.Errorf("memtrans: concurrency %d", n)
+		}
+		m.slots = make(chan struct{}, n)
+		return nil
+	}
+}
+
 // ErrClosed is returned by a Model after Close.
 var ErrClosed = errors.New("memtrans: model is closed")
 
@@ -181,6 +197,9 @@ func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *d
 		if err := o(m); err != nil {
 			return nil, err
 		}
+	}
+	if m.slots == nil {
+		m.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
 	}
 	if err := m.openDevice(); err != nil {
 		return nil, err
