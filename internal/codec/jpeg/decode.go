@@ -95,7 +95,15 @@ type decoder struct {
 // package does not implement give codec.ErrUnsupported, both wrapped with
 // what was found.
 func Decode(data []byte, maxPixels int64) (*codec.Frame, error) {
+	return decode(data, maxPixels, false)
+}
+
+// decode is Decode; plain selects the reference paths of the entropy
+// decoder (byte-at-a-time refill, code-length walk instead of the lookahead
+// tables), which the tests compare with the fast ones.
+func decode(data []byte, maxPixels int64, plain bool) (*codec.Frame, error) {
 	d := &decoder{data: data, maxPixels: maxPixels}
+	d.br.plain = plain
 	f, err := d.decode()
 	if err != nil {
 		return nil, fmt.Errorf("jpeg: %w", err)
@@ -425,7 +433,7 @@ func (d *decoder) scan(p []byte) error {
 			return fmt.Errorf("%w: scan uses an undefined Huffman table", codec.ErrFormat)
 		}
 		if sc[i].dc != nil {
-			if err := sc[i].dc.ready(d.sof == mSOF3); err != nil {
+			if err := sc[i].dc.ready(d.sof == mSOF3 && !d.br.plain); err != nil {
 				return err
 			}
 		}

@@ -248,15 +248,42 @@ func TestRestartMarkers(t *testing.T) {
 	}
 }
 
+// samePaths checks that the fast entropy decoder (lookahead tables, eight
+// bytes a refill) and the reference one agree on data.
+func samePaths(t *testing.T, data []byte, limit int64) (*codec.Frame, error) {
+	t.Helper()
+	fast, err := decode(data, limit, false)
+	plain, perr := decode(data, limit, true)
+	if (err == nil) != (perr == nil) || (err != nil && err.Error() != perr.Error()) {
+		t.Fatalf("fast path: %v; reference path: %v", err, perr)
+	}
+	if err == nil && !slices.Equal(fast.Pix, plain.Pix) {
+		t.Fatal("fast and reference paths decode different samples")
+	}
+	return fast, err
+}
+
+// TestPaths compares the fast and reference entropy decoders on every seed.
+func TestPaths(t *testing.T) {
+	for name, data := range seeds(t) {
+		t.Run(name, func(t *testing.T) {
+			if _, err := samePaths(t, data, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // FuzzDecode: no input panics, allocates beyond the limit or returns a frame
-// that breaks Decode's promises.
+// that breaks Decode's promises, and the fast and reference entropy decoders
+// agree.
 func FuzzDecode(f *testing.F) {
 	for _, b := range seeds(f) {
 		f.Add(b)
 	}
 	const limit = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fr, err := Decode(data, limit)
+		fr, err := samePaths(t, data, limit)
 		if err != nil {
 			if !errors.Is(err, codec.ErrFormat) && !errors.Is(err, codec.ErrUnsupported) && !errors.Is(err, codec.ErrTooLarge) {
 				t.Fatalf("error %v wraps no codec sentinel", err)

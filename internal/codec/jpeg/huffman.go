@@ -152,16 +152,18 @@ type bitReader struct {
 	acc  uint64 // bits, left aligned: the next bit is bit 63
 	n    uint   // valid bits in acc
 	pad  uint   // zero bits appended after the segment's end, still in acc or consumed
+
+	plain bool // reference paths only (see decode)
 }
 
 func (br *bitReader) reset(data []byte, pos int) {
-	*br = bitReader{data: data, pos: pos}
+	*br = bitReader{data: data, pos: pos, plain: br.plain}
 }
 
 // fill loads bytes until acc holds more than 56 bits.
 func (br *bitReader) fill() {
 	// Fast path: eight bytes with no 0xFF among them load at once.
-	if br.pos+8 <= len(br.data) && br.pad == 0 {
+	if br.pos+8 <= len(br.data) && br.pad == 0 && !br.plain {
 		d := br.data[br.pos : br.pos+8]
 		w := uint64(d[0])<<56 | uint64(d[1])<<48 | uint64(d[2])<<40 | uint64(d[3])<<32 |
 			uint64(d[4])<<24 | uint64(d[5])<<16 | uint64(d[6])<<8 | uint64(d[7])
@@ -216,7 +218,7 @@ func (br *bitReader) bits(s uint) int32 {
 // decode returns the next Huffman symbol. It assumes n >= 16.
 func (br *bitReader) decode(t *huffTable) (int32, error) {
 	e := t.look[br.acc>>(64-lookBits)]
-	if e != 0 && e&lookComplete == 0 {
+	if e != 0 && e&lookComplete == 0 && !br.plain {
 		l := uint(e & lookLenMask)
 		br.acc <<= l
 		br.n -= l
