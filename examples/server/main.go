@@ -1,0 +1,229 @@
+// Command server runs radgen's report service: the memtrans/serve handler
+// over a model, on one port, with structured logs and a graceful shutdown
+// that lets the requests in flight finish.
+//
+//	go run ./examples/server -model model.radgen [-addr 127.0.0.1:8080]
+//
+// Without -model it loads the quickstart's tiny model from its cache
+// directory, and trains it first on synthetic films when it is not there
+// (a few minutes on a laptop), so it runs on a fresh machine. Open the
+// address in a browser and drop a study's films on the page, or post them:
+//
+//	curl -F view=@0.png -F view=@1.png -F beam_size=3 http://127.0.0.1:8080/v1/reports
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/radgen/radgen/internal/synthrun"
+	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/serve"
+)
+
+// config holds the command's flags.
+type config struct {
+	model       string
+	addr        string
+	token       string
+	cache       string
+	epochs      int
+	queue       int
+	concurrency int
+	maxBatch    int
+	batchWait   time.Duration
+	noBatching  bool
+	timeout     time.Duration
+	maxUpload   int64
+	maxPixels   int64
+	shutdown    time.Duration
+	jsonLogs    bool
+}
+
+func main() {
+	var c config
+	cache, _ := os.UserCacheDir()
+	if cache == "" {
+		cache = os.TempDir()
+	}
+	flag.StringVar(&c.model, "model", "", "model checkpoint (native .radgen); empty: the quickstart's tiny model, trained on first use")
+	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
+	flag.StringVar(&c.token, "token", os.Getenv("RADGEN_TOKEN"), "bearer token required on /v1 and /metrics (default $RADGEN_TOKEN; empty: none)")
+	flag.StringVar(&c.cache, "cache", filepath.Join(cache, "radgen", "server"), "where the quickstart model and its synthetic films are kept")
+	flag.IntVar(&c.epochs, "epochs", synthrun.Defaults.Epochs, "training epochs of the quickstart model (when it is trained)")
+	flag.IntVar(&c.queue, "queue", serve.DefaultQueue, "report requests admitted at once; more get 429")
+	flag.IntVar(&c.concurrency, "concurrency", 1, "Generate calls at once")
+	flag.IntVar(&c.maxBatch, "batch", serve.DefaultMaxBatch, "most studies decoded in one batch")
+	flag.DurationVar(&c.batchWait, "batch-wait", serve.DefaultBatchWait, "longest wait for a batch to fill")
+	flag.BoolVar(&c.noBatching, "no-batching", false, "one Generate call per request")
+	flag.DurationVar(&c.timeout, "timeout", serve.DefaultTimeout, "per-request limit, queueing included")
+	flag.Int64Var(&c.maxUpload, "max-upload", serve.DefaultMaxUploadBytes, "largest request body in bytes")
+	flag.Int64Var(&c.maxPixels, "max-pixels", serve.DefaultMaxPixels, "largest view in pixels")
+	flag.DurationVar(&c.shutdown, "shutdown-grace", 0, "how long a shutdown waits for requests in flight (default: -timeout + 5s)")
+	flag.BoolVar(&c.jsonLogs, "json-logs", false, "log JSON lines instead of text")
+	flag.Parse()
+
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if c.jsonLogs {
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c, log, nil); err != nil {
+		log.Error("server stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is done, then shuts down gracefully. When ready is
+// not nil it receives the listening address once the model is warm.
+func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) error {
+	model, name, err := loadModel(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+
+	opts := []serve.Option{serve.WithLogger(log), serve.WithModelName(name), serve.WithQueue(c.queue),
+		serve.WithConcurrency(c.concurrency), serve.WithTimeout(c.timeout), serve.WithMaxUploadBytes(c.maxUpload),
+		serve.WithMaxPixels(c.maxPixels), serve.WithBatching(c.maxBatch, c.batchWait)}
+	if c.noBatching {
+		opts = append(opts, serve.WithoutBatching())
+	}
+	if c.token != "" {
+		opts = append(opts, serve.WithBearerToken(c.token))
+	}
+	h, err := serve.New(model, opts...)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      c.timeout + time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", name, "checksum", h.Info().Checksum)
+
+	// Ready once warm: /readyz answers 503 until then, /healthz 200.
+	if err := h.WarmUp(ctx); err != nil {
+		srv.Close()
+		return err
+	}
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	grace := c.shutdown
+	if grace <= 0 {
+		grace = c.timeout + 5*time.Second
+	}
+	log.Info("shutting down: finishing the requests in flight", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// loadModel loads -model, or the cached quickstart model, training it on
+// synthetic films first when the cache has none.
+func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model, string, error) {
+	mopts := memtrans.WithModelOptions(memtrans.WithLogger(log))
+	if c.model != "" {
+		start := time.Now()
+		m, err := memtrans.LoadFile(c.model, mopts)
+		if err != nil {
+			return nil, "", err
+		}
+		log.Info("model loaded", "path", c.model, "architecture", m.Config().Architecture(), "took", time.Since(start).Round(time.Millisecond))
+		return m, filepath.Base(c.model), nil
+	}
+	o := synthrun.Defaults
+	o.Epochs = c.epochs
+	o.Dir = filepath.Join(c.cache, "films")
+	path := filepath.Join(c.cache, fmt.Sprintf("quickstart-seed%d-epochs%d.radgen", o.Seed, o.Epochs))
+	name := "quickstart tiny R2Gen"
+	if m, err := memtrans.LoadFile(path, mopts); err == nil {
+		log.Info("quickstart model loaded", "path", path)
+		logSample(o.Dir, log)
+		return m, name, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		log.Warn("cached quickstart model unreadable; training it again", "path", path, "err", err)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	log.Info("no model given: training the quickstart's tiny model on synthetic films", "epochs", o.Epochs, "studies", o.Train, "dir", o.Dir)
+	last := time.Now()
+	o.Progress = func(p memtrans.Progress) {
+		if p.Batch == p.Batches-1 || time.Since(last) > 10*time.Second {
+			last = time.Now()
+			log.Info("training", "epoch", p.Epoch+1, "of", p.Epochs, "batch", p.Batch+1, "batches", p.Batches, "loss", fmt.Sprintf("%.3f", p.Loss))
+		}
+	}
+	res, err := synthrun.Run(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	log.Info("trained", "took", res.TrainTime.Round(time.Second), "BLEU-4", fmt.Sprintf("%.3f", res.Scores.BLEU[3]), "CIDEr-D", fmt.Sprintf("%.3f", res.Scores.CIDErD))
+	if err := res.Model.SaveFile(path); err != nil {
+		log.Warn("could not cache the model", "path", path, "err", err)
+	} else {
+		log.Info("model cached", "path", path)
+	}
+	logSample(o.Dir, log)
+	return res.Model, name, nil
+}
+
+// logSample names a held-out synthetic study to try the page with.
+func logSample(dir string, log *slog.Logger) {
+	ann, err := data.LoadAnnotation(filepath.Join(dir, "annotation.json"))
+	if err != nil {
+		return
+	}
+	test, err := ann.Split("test")
+	if err != nil || len(test) == 0 {
+		return
+	}
+	s := test[0]
+	var files []string
+	for _, p := range s.ImagePath {
+		files = append(files, filepath.Join(dir, "images", p))
+	}
+	log.Info("a held-out synthetic study to try", "files", files, "reference", s.Report)
+}

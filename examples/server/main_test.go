@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
+)
+
+// The command serves a saved model and, on shutdown, finishes the request
+// in flight before it returns.
+func TestServeAndShutdown(t *testing.T) {
+	cfg := data.SynthConfig{Train: 1, Width: 64, Height: 64, Seed: 2}
+	st, err := data.GenerateStudy(cfg, "train", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{st.Study.Report})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := memtrans.TinyConfig(tok.Len() + 1)
+	mc.ImageSize, mc.ResizeTo = 64, 64
+	m, err := memtrans.New(mc, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.radgen")
+	if err := m.SaveFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := config{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
+		timeout: time.Minute, maxUpload: 1 << 20, maxPixels: 1 << 20, token: "t0ken"}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, c, log, ready) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	base := "http://" + addr
+
+	resp, err := http.Get(base + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	for v, film := range st.Films {
+		f, _ := w.CreateFormFile("view", fmt.Sprintf("%d.png", v))
+		png.Encode(f, film)
+	}
+	w.WriteField("beam_size", "8") // a long generation: 8 beams of up to max_length tokens
+	w.Close()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/reports", &body)
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer t0ken")
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answers <- answer{status: resp.StatusCode, body: string(b)}
+	}()
+	// Shut down once the request is being served.
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 401 {
+			req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer t0ken")
+			if resp, err = http.DefaultClient.Do(req); err != nil {
+				t.Fatal(err)
+			}
+			b, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		if strings.Contains(string(b), "radgen_in_flight 1\n") {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	a := <-answers
+	if a.err != nil || a.status != 200 || !strings.Contains(a.body, `"text"`) {
+		t.Errorf("request in flight during shutdown: %d %v %.200s", a.status, a.err, a.body)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("still serving after shutdown")
+	}
+	for _, want := range []string{"model loaded", "listening", "model ready", "shutting down", "level=INFO msg=report", "stopped"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+}
