@@ -21,9 +21,10 @@ var (
 	// data of the declared size).
 	ErrDICOM = errors.New("vision: malformed DICOM")
 	// ErrDICOMUnsupported is returned for well-formed files this package
-	// cannot render: compressed transfer syntaxes other than baseline JPEG
-	// (JPEG-LS, JPEG 2000, lossless JPEG, RLE), deflated data sets, colour
-	// or multi-sample native data, 1-bit data.
+	// cannot decode: transfer syntaxes without a codec here (MPEG, HEVC,
+	// high-throughput JPEG 2000 and others), code-stream features a codec
+	// does not implement, palette colour, samples per pixel other than 1
+	// and 3, 1-bit data, and stored values of float pixel data.
 	ErrDICOMUnsupported = errors.New("vision: unsupported DICOM")
 )
 

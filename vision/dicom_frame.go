@@ -77,13 +77,13 @@ func (f *DICOMFrame) Len() int { return f.Rows * f.Columns * f.SamplesPerPixel }
 // per frame) or the fragments up to the first JPEG end-of-image marker.
 //
 // Transfer syntaxes: implicit and explicit VR little endian, explicit VR big
-// endian; RLE Lossless (1.2.840.10008.1.2.5); JPEG baseline and extended
+// endian, deflated explicit VR little endian; RLE Lossless (1.2.840.10008.1.2.5); JPEG baseline and extended
 // 12-bit (…4.50, …4.51; libjpeg's accurate integer IDCT, YCbCr converted to
 // RGB as libjpeg does, so the values are those dcmtk gives); JPEG Lossless
 // process 14 (…4.57, …4.70); JPEG-LS lossless and near-lossless (…4.80,
 // …4.81); JPEG 2000 (…4.90, …4.91; YBR_RCT and YBR_ICT come back as RGB,
 // the code stream's component transform undone).
-// Other encapsulated syntaxes and deflated data sets are refused with
+// Other encapsulated syntaxes are refused with
 // [ErrDICOMUnsupported]. Native data: 8, 16 or 32 bits allocated, any bits
 // stored below the high bit, signed or unsigned, MONOCHROME1/2, RGB,
 // YBR_FULL and YBR_FULL_422 with either planar configuration. Float Pixel
@@ -161,7 +161,7 @@ func readDICOMFrame(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame, err
 	if vl == undefinedLength {
 		return decodeEncapsulated(w, im, o)
 	}
-	if im.syntax != tsImplicitLE && im.syntax != tsExplicitLE && im.syntax != tsExplicitBE {
+	if im.syntax != tsImplicitLE && im.syntax != tsExplicitLE && im.syntax != tsExplicitBE && im.syntax != tsDeflated {
 		return nil, fmt.Errorf("%w: native pixel data in transfer syntax %s", ErrDICOM, im.syntax)
 	}
 	return decodeNative(w, im, int64(vl))

@@ -2,6 +2,7 @@ package vision
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -222,4 +223,47 @@ func allocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&m1)
 	return m1.TotalAlloc - m0.TotalAlloc
+}
+
+// TestDICOMDeflateBomb: a deflated data set is bounded by the header limit
+// and the pixel limit however far it inflates.
+func TestDICOMDeflateBomb(t *testing.T) {
+	deflated := func(body []byte) []byte {
+		var z bytes.Buffer
+		fw, _ := flate.NewWriter(&z, flate.BestCompression)
+		fw.Write(body)
+		fw.Close()
+		d := newDCM(false)
+		d.syntax = tsDeflated
+		d.body.Write(z.Bytes())
+		return d.bytes()
+	}
+	// A 1 GiB element in the header: refused before it is read.
+	var bomb bytes.Buffer
+	bomb.Write(newDCM(false).el(0x0008, 0x0060, "CS", str("CR")).body.Bytes())
+	bomb.Write([]byte{0x08, 0x00, 0x30, 0x10, 'U', 'T', 0, 0, 0, 0, 0, 0x40})
+	bomb.Write(make([]byte, 1<<20))
+	b := deflated(bomb.Bytes())
+	var err error
+	n := allocated(func() { _, err = decodeBytes(b) })
+	if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrDICOM) {
+		t.Errorf("header bomb: %v", err)
+	}
+	if n > 16<<20 {
+		t.Errorf("header bomb (%d bytes compressed): %d bytes allocated", len(b), n)
+	}
+	// Pixel data declaring 4 GiB for a 2×2 image: the frame is read, the
+	// rest never.
+	d := newDCM(false).el(0x0008, 0x0060, "CS", str("CR")).image(2, 2, 8, 8, 7, 0, "MONOCHROME2")
+	d.body.Write([]byte{0xe0, 0x7f, 0x10, 0x00, 'O', 'B', 0, 0, 0xff, 0xff, 0xff, 0xfe})
+	d.body.Write([]byte{1, 2, 3, 4})
+	p, err := decodeBytes(deflated(d.body.Bytes()))
+	if err != nil || !bytes.Equal(p.Pix, []uint8{0, 85, 170, 255}) {
+		t.Errorf("deflated pixel data: %v %v", p, err)
+	}
+	// No pixel data: said so.
+	d = newDCM(false).el(0x0008, 0x0060, "CS", str("CR")).image(2, 2, 8, 8, 7, 0, "MONOCHROME2")
+	if _, err := decodeBytes(deflated(d.body.Bytes())); !errors.Is(err, ErrDICOM) || !strings.Contains(err.Error(), "no pixel data") {
+		t.Errorf("deflated without pixel data: %v", err)
+	}
 }

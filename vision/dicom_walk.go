@@ -3,6 +3,7 @@ package vision
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ const (
 	maxDICOMHeader = 64 << 20
 	// maxDICOMDepth bounds the nesting of sequences.
 	maxDICOMDepth = 32
+	// maxInflated bounds the inflated size of a deflated data set; what
+	// it may allocate is bounded by the header limit and the pixel limit.
+	maxInflated = 1 << 40
 )
 
 // Tags of the encoding itself (group FFFE: no VR, even in explicit syntaxes).
@@ -159,33 +163,42 @@ func (w *dicomWalker) start() error {
 	if kind == bareNone {
 		return fmt.Errorf("%w: neither a DICM preamble nor a data set", ErrDICOM)
 	}
-	w.head.Write(make([]byte, 128))
-	w.head.WriteString(dicomMagic)
 	if kind == bareMeta {
+		w.head.Write(make([]byte, 128))
+		w.head.WriteString(dicomMagic)
 		return w.meta()
 	}
 	w.syntax = tsImplicitLE
 	if kind == bareExplicit {
 		w.syntax = tsExplicitLE
 	}
-	ts := []byte(w.syntax)
-	if len(ts)%2 == 1 {
-		ts = append(ts, 0)
+	w.writeMeta(w.syntax)
+	return w.setSyntax()
+}
+
+// writeMeta writes a preamble and a file meta group naming the transfer
+// syntax ts into the kept header, for a data set read without them (or
+// inflated from a deflated one).
+func (w *dicomWalker) writeMeta(ts string) {
+	w.head.Write(make([]byte, 128))
+	w.head.WriteString(dicomMagic)
+	uid := []byte(ts)
+	if len(uid)%2 == 1 {
+		uid = append(uid, 0)
 	}
 	var m [12]byte
 	binary.LittleEndian.PutUint16(m[0:], 0x0002)
 	binary.LittleEndian.PutUint16(m[2:], 0x0000)
 	copy(m[4:], "UL")
 	binary.LittleEndian.PutUint16(m[6:], 4)
-	binary.LittleEndian.PutUint32(m[8:], uint32(8+len(ts)))
+	binary.LittleEndian.PutUint32(m[8:], uint32(8+len(uid)))
 	w.head.Write(m[:])
 	binary.LittleEndian.PutUint16(m[0:], 0x0002)
 	binary.LittleEndian.PutUint16(m[2:], 0x0010)
 	copy(m[4:], "UI")
-	binary.LittleEndian.PutUint16(m[6:], uint16(len(ts)))
+	binary.LittleEndian.PutUint16(m[6:], uint16(len(uid)))
 	w.head.Write(m[:8])
-	w.head.Write(ts)
-	return w.setSyntax()
+	w.head.Write(uid)
 }
 
 // Kinds of streams without a preamble.
@@ -278,7 +291,15 @@ func (w *dicomWalker) setSyntax() error {
 	case tsExplicitBE:
 		w.bo = binary.BigEndian
 	case tsDeflated:
-		return fmt.Errorf("%w: deflated transfer syntax", ErrDICOMUnsupported)
+		// The data set is a raw deflate stream (PS3.5 A.5): it is read
+		// inflated, its lengths checked against what inflates as it is
+		// read (the file's size says nothing of them), and kept behind a
+		// file meta group that names explicit VR little endian.
+		w.bo = binary.LittleEndian
+		w.r = bufio.NewReaderSize(flate.NewReader(w.r), 64<<10)
+		w.size = w.pos + maxInflated
+		w.head.Reset()
+		w.writeMeta(tsExplicitLE)
 	case "":
 		return fmt.Errorf("%w: no transfer syntax", ErrDICOM)
 	default: // explicit little endian, and every encapsulated syntax
@@ -304,6 +325,11 @@ func (w *dicomWalker) dataset(end int64, depth int) (bool, error) {
 		if end < 0 && depth == 0 && w.pos == w.size {
 			return false, nil // the data set ends without pixel data
 		}
+		if end < 0 && depth == 0 {
+			if _, err := w.r.Peek(1); err == io.EOF {
+				return false, nil // a deflated data set ends without pixel data
+			}
+		}
 		t, err := w.peekTag(w.bo)
 		if err != nil {
 			return false, err
@@ -318,7 +344,7 @@ func (w *dicomWalker) dataset(end int64, depth int) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			if vl == undefinedLength || vl%8 != 0 {
+			if vl == undefinedLength || vl%8 != 0 || vl > maxDICOMHeader {
 				return false, w.fail("%v of %d bytes", t, vl)
 			}
 			v, err := w.take(int64(vl), false)
