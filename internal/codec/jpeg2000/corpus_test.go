@@ -198,7 +198,8 @@ func compare(t *testing.T, f *codec.Frame, im *image) int {
 }
 
 // TestCorpus decodes every test stream: lossless ones must reproduce their
-// source exactly, lossy ones opj_decompress's decoding within lossyTolerance.
+// source exactly (which opj_decompress does on all of them), lossy ones
+// opj_decompress's decoding within lossyTolerance.
 func TestCorpus(t *testing.T) {
 	files, err := filepath.Glob("testdata/l[ly]_*.j[2p]*")
 	if err != nil || len(files) == 0 {

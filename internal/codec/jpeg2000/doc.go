@@ -30,16 +30,33 @@
 // to .203), JP2 palettes and components of differing precision or
 // signedness return an error wrapping codec.ErrUnsupported.
 //
+// Predictable termination and segmentation symbols are decoded but not used
+// to detect errors. A tile must be complete: one whose data ends before all
+// of its packets is an error (every packet takes at least one byte), as is a
+// missing tile.
+//
 // # Limits
 //
 // The pixel limit is checked on the SIZ marker, before anything
 // proportional to the image is allocated. Tile counts are bounded by the
-// code stream length (every tile must be present), precinct and code-block
-// counts by each tile-component's sample count, and code-block bit-planes,
-// coding passes and segment lengths by T.800's own ranges and the data
-// present. Memory is about 14 bytes per sample (the frame, one tile's
-// coefficients and one transform scratch buffer), plus the code stream.
+// code stream length (every tile must be present); precinct and code-block
+// counts by each tile-component's sample count, before they are allocated;
+// (layer, resolution, component) combinations by the tile's bytes; and
+// code-block bit-planes (at most 30 with the ROI shift), coding passes,
+// Lblock and segment lengths by T.800's own ranges and the data present.
+// Coefficients and the frame are allocated only once a tile's packets have
+// all been read. Memory is about 10 bytes per sample (the frame, one tile's
+// coefficients and one transform scratch buffer) plus the code stream.
 //
-// Code-blocks are decoded in parallel on up to GOMAXPROCS goroutines, and
-// the wavelet passes are split across rows and columns.
+// # Speed
+//
+// Tier-1 keeps each code-block's state in two flat arrays with a one-sample
+// border (a flag word per sample caching its neighbours' significance and
+// signs, and the magnitudes), scanned in stripes of four rows; the MQ
+// decoder's registers stay in locals in the coding passes. Code-blocks are
+// decoded in parallel on up to GOMAXPROCS goroutines, and the wavelet
+// passes are split across rows and columns. On a 2140×1760 lossless CR,
+// about 85% of the time is tier-1 (significance propagation 40%, refinement
+// 25%, cleanup 10%, MQ renormalisation included), 10% storing code-blocks,
+// 5% the inverse wavelet transform and output.
 package jpeg2000
