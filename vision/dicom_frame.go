@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/radgen/radgen/internal/codec"
 	"github.com/radgen/radgen/internal/codec/jpeg"
@@ -114,30 +113,36 @@ func DecodeDICOMFrame(r io.Reader, size int64, opts ...Option) (*DICOMFrame, err
 	return readDICOMFrame(w, im, o)
 }
 
-// DecodeDICOMFrameFile is [DecodeDICOMFrame] on the named file.
+// DecodeDICOMFrameFile is [DecodeDICOMFrame] on the named file, opened as
+// [OpenFile] does (a regular file within the file size limit unless the
+// options say otherwise).
 func DecodeDICOMFrameFile(name string, opts ...Option) (*DICOMFrame, error) {
-	return onFile(name, func(r io.Reader, size int64) (*DICOMFrame, error) { return DecodeDICOMFrame(r, size, opts...) })
+	return onFile(name, opts, func(r io.Reader, size int64) (*DICOMFrame, error) { return DecodeDICOMFrame(r, size, opts...) })
 }
 
-// DecodeDICOMFile is [DecodeDICOM] on the named file.
+// DecodeDICOMFile is [DecodeDICOM] on the named file, opened as [OpenFile]
+// does (a regular file within the file size limit unless the options say
+// otherwise).
 func DecodeDICOMFile(name string, opts ...Option) (*Pixels, error) {
-	return onFile(name, func(r io.Reader, size int64) (*Pixels, error) { return DecodeDICOM(r, size, opts...) })
+	return onFile(name, opts, func(r io.Reader, size int64) (*Pixels, error) { return DecodeDICOM(r, size, opts...) })
 }
 
-func onFile[T any](name string, dec func(io.Reader, int64) (*T, error)) (*T, error) {
-	f, err := os.Open(name)
+func onFile[T any](name string, opts []Option, dec func(io.Reader, int64) (*T, error)) (*T, error) {
+	f, size, r, err := OpenFile(name, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if size < 0 {
+		// A FIFO or device allowed by the options: read up to the file
+		// size limit, past which r fails.
+		o, err := newOptions(opts)
+		if err != nil {
+			return nil, err
+		}
+		size = o.maxFileBytes
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	p, err := dec(f, st.Size())
+	p, err := dec(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
