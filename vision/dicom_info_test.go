@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -454,4 +455,38 @@ func FuzzReadDICOMInfo(f *testing.F) {
 			t.Fatalf("second read differs: %v", err)
 		}
 	})
+}
+
+// TestReadDICOMInfoAllocations: what ReadDICOMInfo allocates does not grow
+// with the lengths a file declares, nor with the header bytes it skips.
+func TestReadDICOMInfoAllocations(t *testing.T) {
+	e := infoExplicitLE
+	lying := infoPart10("1.2.840.10008.1.2.1", e.raw(0x0009, 0x1001, "OB", 0xfffffff0, []byte{1, 2}))
+	n := int64(32 << 20)
+	long := infoPart10("1.2.840.10008.1.2.1", infoCat(e.raw(0x0009, 0x1001, "OB", uint32(n), nil)))
+	for name, run := range map[string]func() error{
+		"4 GiB declared in a short file": func() error {
+			_, err := ReadDICOMInfo(bytes.NewReader(lying), int64(len(lying)))
+			return err
+		},
+		"32 MiB of private data skipped": func() error {
+			r := io.MultiReader(bytes.NewReader(long), io.LimitReader(infoZeros{}, n), bytes.NewReader(e.text(0x0020, 0x000d, "UI", "1.2.3")))
+			info, err := ReadDICOMInfo(r, int64(len(long))+n+16)
+			if err == nil && info.StudyInstanceUID != "1.2.3" {
+				t.Errorf("after the skip: %+v", info)
+			}
+			return err
+		},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := run()
+		runtime.ReadMemStats(&after)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %v, %d bytes allocated", name, err, alloc)
+		if alloc > 256<<10 {
+			t.Errorf("%s: %d bytes allocated, want under 256 KiB", name, alloc)
+		}
+	}
 }

@@ -396,3 +396,36 @@ func TestCharacterSets(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNew: whatever text and names New accepts, it writes a file that
+// parses, in ascending tag order with even lengths, and reads back (with
+// the project's DICOM reader) to the same patient name and study.
+func FuzzNew(f *testing.F) {
+	f.Add(reportText, "Müller^Jörg", "PID-7")
+	f.Add("a", "李^雷", "X")
+	f.Add("lungs\nclear", "", "")
+	f.Add("é", "Doe^Jane", "ÄÖÜ")
+	f.Fuzz(func(t *testing.T, text, name, id string) {
+		src := testSource()
+		for _, v := range src.Views {
+			v.Info.PatientName, v.Info.PatientID = name, id
+		}
+		doc, err := dicomsr.New(memtrans.Report{Text: text}, src, srModel, srTime, dicomsr.WithRandom(rand.NewChaCha8([32]byte{})))
+		if err != nil {
+			if !errors.Is(err, dicomsr.ErrInput) {
+				t.Fatalf("error %v does not wrap ErrInput", err)
+			}
+			return
+		}
+		if _, _, err := parseSR(doc.Bytes()); err != nil {
+			t.Fatalf("written file does not parse: %v", err)
+		}
+		info, err := vision.ReadDICOMInfo(bytes.NewReader(doc.Bytes()), int64(len(doc.Bytes())))
+		if err != nil {
+			t.Fatalf("read back: %v", err)
+		}
+		if info.PatientName != strings.TrimSpace(name) || info.PatientID != strings.TrimSpace(id) || info.StudyInstanceUID != src.StudyInstanceUID || info.UnknownCharacter {
+			t.Fatalf("read back name %q id %q, wrote %q %q", info.PatientName, info.PatientID, name, id)
+		}
+	})
+}
