@@ -395,9 +395,9 @@ func (d *decoder) writeTile(tl *tile, f *codec.Frame) error {
 			y, u, v := a.coefF[:n], b.coefF[:n], c.coefF[:n]
 			for i := range n {
 				Y, U, V := y[i], u[i], v[i]
-				y[i] = Y + 1.402*V
-				u[i] = Y - 0.34413*U - 0.71414*V
-				v[i] = Y + 1.772*U
+				y[i] = Y + float32(1.402*V)
+				u[i] = Y - float32(0.34413*U) - float32(0.71414*V)
+				v[i] = Y + float32(1.772*U)
 			}
 		}
 	}

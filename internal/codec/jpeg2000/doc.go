@@ -19,9 +19,12 @@
 //     component transforms, DC level shift.
 //
 // The frame has the size of component 0; a component sub-sampled
-// differently is replicated (nearest neighbour) onto that grid. Samples are
-// rounded to nearest (ties to even) and clamped to their precision, as
-// OpenJPEG does.
+// differently is replicated (nearest neighbour) onto that grid. The 9/7
+// path computes in float32 exactly as OpenJPEG does (its synthesis gains,
+// lifting order and component transform), and samples are rounded to
+// nearest (ties to even) and clamped to their precision, so lossy decodes
+// match opj_decompress and GDCM sample for sample; reversible decodes are
+// exact by construction.
 //
 // # Not supported
 //

@@ -197,7 +197,9 @@ func (tc *tileComp) build(comp component, q *quant) error {
 			}
 			b.mb = q.guard + eps - 1
 			if !tc.rev {
-				rb := comp.prec + gain[o]
+				// Rb without the sub-band gain: the synthesis applies
+				// it (highGain97).
+				rb := comp.prec
 				b.step = float32(math.Ldexp(1+float64(mu)/2048, rb-eps))
 			}
 			if b.x1 <= b.x0 || b.y1 <= b.y0 {
