@@ -149,8 +149,14 @@ func (d *decoder) run(maxPixels int64) error {
 			if m == markerDRI {
 				return unsupported("restart intervals")
 			}
-			if _, err := d.segment(); err != nil {
+			b, err := d.segment()
+			if err != nil {
 				return err
+			}
+			// HP's colour transforms (APP8 "mrfx", T.87 has none):
+			// decoding without undoing them would give wrong colours.
+			if m == 0xe8 && len(b) >= 5 && string(b[:4]) == "mrfx" && b[4] != 0 {
+				return unsupported("HP colour transform %d", b[4])
 			}
 		default:
 			return errorf("unexpected marker 0x%02x at byte %d", m, d.pos-2)

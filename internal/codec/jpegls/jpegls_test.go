@@ -129,6 +129,7 @@ func TestHostile(t *testing.T) {
 		{"scan of zeros", header(64, 64, 16, nil, make([]byte, 64)), codec.ErrFormat},
 		{"not JPEG-LS", []byte{0xff, 0xd8, 0xff, 0xc0, 0, 2, 0xff, 0xd9}, codec.ErrUnsupported},
 		{"no SOI", []byte{0, 0, 0, 0}, codec.ErrFormat},
+		{"HP colour transform", append([]byte{0xff, 0xd8, 0xff, 0xe8, 0, 7, 'm', 'r', 'f', 'x', 1}, header(4, 4, 8, nil, []byte{0})[2:]...), codec.ErrUnsupported},
 	} {
 		if _, err := Decode(c.data, 1<<16); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
