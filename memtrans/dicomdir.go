@@ -78,6 +78,17 @@ type DICOMDirOption func(*dicomDirOptions) error
 
 type dicomDirOptions struct {
 	maxFiles int
+	decode   []vision.Option
+}
+
+// WithDICOMDecodeOptions sets the options the chosen views are decoded
+// with (vision.WithMaxPixels, vision.WithMaxFileBytes, …), as
+// StudyFromFilesWith takes them; by default vision's default limits.
+func WithDICOMDecodeOptions(opts ...vision.Option) DICOMDirOption {
+	return func(o *dicomDirOptions) error {
+		o.decode = append(o.decode, opts...)
+		return nil
+	}
 }
 
 // WithMaxDICOMFiles bounds the files StudiesFromDICOMDir looks at (default
@@ -95,7 +106,7 @@ func WithMaxDICOMFiles(n int) DICOMDirOption {
 // StudiesFromDICOMDir reads the DICOM images under dir (its subfolders
 // included; other files are ignored), groups them by StudyInstanceUID
 // (0020,000D) and builds a Study for each: its frontal view, then, when
-// views is 2, its lateral view, decoded as StudyFromFiles does. Study.ID is
+// views is 2, its lateral view, decoded as StudyFromFilesWith does. Study.ID is
 // the StudyInstanceUID and Study.DICOM names the files used. Studies come in
 // the order of their first file (paths in lexical order).
 //
@@ -119,7 +130,8 @@ func WithMaxDICOMFiles(n int) DICOMDirOption {
 // and its error, naming the study, joined into the returned error, which
 // is non-nil then alongside the studies that were read. A folder with no
 // DICOM image gives ErrNoDICOM. Header reading is bounded as
-// vision.ReadDICOMInfo states; decoding applies the default pixel limit.
+// vision.ReadDICOMInfo states; decoding applies vision's default limits
+// unless WithDICOMDecodeOptions sets others.
 func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DICOMDirOption) ([]Study, error) {
 	if views != 1 && views != 2 {
 		return nil, fmt.Errorf("%w: %d views per study (1: frontal, 2: frontal and lateral)", ErrStudy, views)
@@ -191,7 +203,7 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 			for i, v := range src.Views {
 				paths[i] = v.Path
 			}
-			if s, err = StudyFromFiles(g.uid, paths...); err == nil {
+			if s, err = StudyFromFilesWith(g.uid, paths, o.decode...); err == nil {
 				s.DICOM = src
 				studies = append(studies, s)
 				continue

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/vision"
 )
 
 // testFilm describes a small DICOM film for the folder tests.
@@ -217,6 +218,14 @@ func TestStudiesFromDICOMDirErrors(t *testing.T) {
 	}
 	if _, err := StudiesFromDICOMDir(ctx, dir, 1, WithMaxDICOMFiles(1)); err == nil || !strings.Contains(err.Error(), "more than 1 files") {
 		t.Errorf("file limit: %v", err)
+	}
+	small := t.TempDir()
+	writeTestFilm(t, small, testFilmOf("pa.dcm", "2.2", "2.2.1", "PA", 16, 16))
+	if _, err := StudiesFromDICOMDir(ctx, small, 1, WithDICOMDecodeOptions(vision.WithMaxPixels(100))); !errors.Is(err, vision.ErrTooLarge) {
+		t.Errorf("pixel limit: %v", err)
+	}
+	if s, err := StudiesFromDICOMDir(ctx, small, 1, WithDICOMDecodeOptions(vision.WithMaxPixels(256))); err != nil || len(s) != 1 {
+		t.Errorf("within the pixel limit: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
