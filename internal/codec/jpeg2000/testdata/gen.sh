@@ -86,7 +86,13 @@ e ly_rgb8_ict.j2k -i rgb8.ppm -I -r 8
 e ly_rgb8.jp2 -i rgb8.ppm -I -r 12 -p RPCL
 e ly_g8_53r.j2k -i g8.pgm -r 12
 e ly_g8_roi.j2k -i g8.pgm -I -r 15 -ROI c=0,U=6
+e ly_g8_tiles_off.j2k -i g8.pgm -I -r 8 -t 20,17 -d 5,3 -T 2,1 -n 3
+e ly_g8_prec_sop.j2k -i g8.pgm -I -r 10,3 -c [16,16],[8,8] -b 8,8 -n 4 -SOP -EPH -p RLCP
+e ly_g8_bypass.j2k -i g8.pgm -I -r 12,4 -M 1
+e ly_rgb8_cprl.j2k -i rgb8.ppm -I -r 10 -p CPRL -t 16,16 -n 3
+e ly_s12.j2k -i s12.raw -F 38,27,1,12,s -n 4 -I -r 6
+e ly_sub.j2k -i sub.raw -F 40,30,3,8,u@1x1:2x2:2x1 -mct 0 -n 3 -I -r 5
 for f in ly_*.j2k ly_*.jp2; do
-  case $f in *rgb*) ext=ppm ;; *) ext=pgm ;; esac
+  case $f in *rgb*) ext=ppm ;; *_s12*) ext=raw ;; *_sub*) ext=pgx ;; *) ext=pgm ;; esac
   opj_decompress -quiet -i "$f" -o "${f%.*}.ref.$ext" >/dev/null 2>&1
 done
