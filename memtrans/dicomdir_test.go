@@ -286,7 +286,7 @@ func TestStudiesFromDICOMDirReal(t *testing.T) {
 	src := testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
 	dir := t.TempDir()
 	var want []string
-	for _, name := range []string{"nema_cr_mono1_no_preamble.dcm", "siim_cr_jpeg_baseline.dcm", "src_cr_10bit_mono1.dcm"} // in path order, as studies come {
+	for _, name := range []string{"nema_cr_mono1_no_preamble.dcm", "siim_cr_jpeg_baseline.dcm", "src_cr_10bit_mono1.dcm"} { // in path order, as studies come
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Skipf("%s: %v", name, err)
