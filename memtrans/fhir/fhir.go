@@ -199,7 +199,7 @@ func NewDiagnosticReport(r memtrans.Report, s Study, m Model, t time.Time, opts 
 		ID:                o.id,
 		Meta:              security,
 		Language:          o.lang,
-		Contained:         []Resource{dev, obs},
+		Contained:         []ContainedResource{{Device: dev}, {Observation: obs}},
 		Identifier:        o.ids,
 		Status:            "preliminary",
 		Category:          []CodeableConcept{{Coding: []Coding{{System: SystemV2Table0074, Code: "RAD", Display: "Radiology"}}}},

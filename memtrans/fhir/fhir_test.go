@@ -248,3 +248,12 @@ func TestStudyFromDICOM(t *testing.T) {
 		t.Errorf("nil source: %+v", s)
 	}
 }
+
+func TestContainedResource(t *testing.T) {
+	if _, err := json.Marshal(fhir.ContainedResource{}); err == nil {
+		t.Error("an empty contained resource marshalled")
+	}
+	if _, err := json.Marshal(fhir.ContainedResource{Device: &fhir.Device{}, Observation: &fhir.Observation{}}); err == nil {
+		t.Error("a contained resource holding two marshalled")
+	}
+}

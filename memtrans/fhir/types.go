@@ -1,21 +1,32 @@
 package fhir
 
+import (
+	"encoding/json"
+	"errors"
+)
+
 // The types below hold the subset of FHIR R4 (4.0.1) that the package
 // writes. Field names and JSON names follow the specification; empty fields
 // are left out, as FHIR requires (an element is absent or has a value).
 
-// Resource is a FHIR resource that a DiagnosticReport may contain: *Device
-// or *Observation.
-type Resource interface {
-	// FHIRType returns the resource's resourceType.
-	FHIRType() string
+// ContainedResource is one resource a DiagnosticReport carries inside it
+// (FHIR's contained resources, referenced as "#id"): exactly one field is
+// set, and its JSON is that resource's.
+type ContainedResource struct {
+	Device      *Device
+	Observation *Observation
 }
 
-var (
-	_ Resource = (*Device)(nil)
-	_ Resource = (*Observation)(nil)
-	_ Resource = (*DiagnosticReport)(nil)
-)
+// MarshalJSON writes the resource that is set.
+func (c ContainedResource) MarshalJSON() ([]byte, error) {
+	switch {
+	case c.Device != nil && c.Observation == nil:
+		return json.Marshal(c.Device)
+	case c.Observation != nil && c.Device == nil:
+		return json.Marshal(c.Observation)
+	}
+	return nil, errors.New("fhir: a contained resource holds exactly one resource")
+}
 
 // Coding is a code from a code system.
 type Coding struct {
@@ -92,9 +103,6 @@ type Device struct {
 	Version      []DeviceVersion  `json:"version,omitempty"`
 }
 
-// FHIRType returns "Device".
-func (*Device) FHIRType() string { return "Device" }
-
 // Observation is one finding; the package writes the report text as a
 // narrative observation made by the model (Device).
 type Observation struct {
@@ -112,41 +120,35 @@ type Observation struct {
 	Device            *Reference        `json:"device,omitempty"`
 }
 
-// FHIRType returns "Observation".
-func (*Observation) FHIRType() string { return "Observation" }
-
 // DiagnosticReport is an FHIR R4 DiagnosticReport. Build one with
 // NewDiagnosticReport and write it with encoding/json; the fields may be
 // changed in between (the package's tests check what NewDiagnosticReport
 // builds against the R4 schema, not later changes).
 type DiagnosticReport struct {
-	ResourceType      string            `json:"resourceType"` // "DiagnosticReport"
-	ID                string            `json:"id,omitempty"`
-	Meta              *Meta             `json:"meta,omitempty"`
-	Language          string            `json:"language,omitempty"`
-	Contained         []Resource        `json:"contained,omitempty"`
-	Identifier        []Identifier      `json:"identifier,omitempty"`
-	BasedOn           []Reference       `json:"basedOn,omitempty"`
-	Status            string            `json:"status"`
-	Category          []CodeableConcept `json:"category,omitempty"`
-	Code              CodeableConcept   `json:"code"`
-	Subject           *Reference        `json:"subject,omitempty"`
-	EffectiveDateTime string            `json:"effectiveDateTime,omitempty"`
-	Issued            string            `json:"issued,omitempty"`
-	Result            []Reference       `json:"result,omitempty"`
-	ImagingStudy      []Reference       `json:"imagingStudy,omitempty"`
-	Conclusion        string            `json:"conclusion,omitempty"`
-	PresentedForm     []Attachment      `json:"presentedForm,omitempty"`
+	ResourceType      string              `json:"resourceType"` // "DiagnosticReport"
+	ID                string              `json:"id,omitempty"`
+	Meta              *Meta               `json:"meta,omitempty"`
+	Language          string              `json:"language,omitempty"`
+	Contained         []ContainedResource `json:"contained,omitempty"`
+	Identifier        []Identifier        `json:"identifier,omitempty"`
+	BasedOn           []Reference         `json:"basedOn,omitempty"`
+	Status            string              `json:"status"`
+	Category          []CodeableConcept   `json:"category,omitempty"`
+	Code              CodeableConcept     `json:"code"`
+	Subject           *Reference          `json:"subject,omitempty"`
+	EffectiveDateTime string              `json:"effectiveDateTime,omitempty"`
+	Issued            string              `json:"issued,omitempty"`
+	Result            []Reference         `json:"result,omitempty"`
+	ImagingStudy      []Reference         `json:"imagingStudy,omitempty"`
+	Conclusion        string              `json:"conclusion,omitempty"`
+	PresentedForm     []Attachment        `json:"presentedForm,omitempty"`
 }
-
-// FHIRType returns "DiagnosticReport".
-func (*DiagnosticReport) FHIRType() string { return "DiagnosticReport" }
 
 // Device returns the contained model Device, or nil.
 func (d *DiagnosticReport) Device() *Device {
 	for _, r := range d.Contained {
-		if dev, ok := r.(*Device); ok {
-			return dev
+		if r.Device != nil {
+			return r.Device
 		}
 	}
 	return nil
