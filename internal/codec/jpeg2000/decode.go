@@ -111,7 +111,6 @@ type tileData struct {
 	p      params   // tile header parameters (first tile-part)
 	bodies [][]byte // tile-part bodies in order
 	hdrs   [][]byte // packed packet headers (PPM chunks or PPT bodies)
-	ppt    bool
 	parts  int
 }
 
@@ -278,7 +277,6 @@ func (d *decoder) readTiles() error {
 				if len(body) < 1 {
 					return fmt.Errorf("%w: empty PPT", codec.ErrFormat)
 				}
-				t.ppt = true
 				t.hdrs = append(t.hdrs, body[1:])
 			case mSOT, mSIZ, mSOC, mEOC, mPPM:
 				return fmt.Errorf("%w: marker %04X in a tile-part header", codec.ErrFormat, m)
@@ -373,7 +371,7 @@ func (d *decoder) compParams(t *tileData, c int) (*style, *quant, int) {
 
 // writeTile applies the inverse component transform and DC level shift to
 // the tile's components and stores them in f.
-func (d *decoder) writeTile(tl *tile, f *codec.Frame) error {
+func (d *decoder) writeTile(ws *workspace, tl *tile, f *codec.Frame) error {
 	s := d.siz
 	nc := len(s.comps)
 	if tl.mct {
@@ -430,33 +428,37 @@ func (d *decoder) writeTile(tl *tile, f *codec.Frame) error {
 			fy0 = max(ceilDiv(tc.y0*comp.dy, c0.dy)-oy, 0)
 			fy1 = min(ceilDiv(tc.y1*comp.dy, c0.dy)-oy, f.Height)
 		}
-		for fy := fy0; fy < fy1; fy++ {
-			sy := fy - fy0
-			if !same {
-				sy = min(max((fy+oy)*c0.dy/comp.dy-tc.y0, 0), tc.h-1)
-			}
-			dst := f.Pix[(fy*f.Width)*nc+ci:]
-			for fx := fx0; fx < fx1; fx++ {
-				sx := fx - fx0
+		rows := fy1 - fy0
+		per := max(64, (rows+ws.workers-1)/ws.workers)
+		ws.parallel((rows+per-1)/per, func(_, k int) {
+			for fy := fy0 + k*per; fy < min(fy1, fy0+(k+1)*per); fy++ {
+				sy := fy - fy0
 				if !same {
-					sx = min(max((fx+ox)*c0.dx/comp.dx-tc.x0, 0), tc.w-1)
+					sy = min(max((fy+oy)*c0.dy/comp.dy-tc.y0, 0), tc.h-1)
 				}
-				var v int32
-				if tc.rev {
-					v = tc.coefI[sy*tc.w+sx]
-				} else {
-					x := tc.coefF[sy*tc.w+sx]
-					if x != x {
-						x = 0
+				dst := f.Pix[(fy*f.Width)*nc+ci:]
+				for fx := fx0; fx < fx1; fx++ {
+					sx := fx - fx0
+					if !same {
+						sx = min(max((fx+ox)*c0.dx/comp.dx-tc.x0, 0), tc.w-1)
 					}
-					x = float32(math.RoundToEven(float64(x)))
-					v = int32(max(min(x, 1<<30), -1<<30))
+					var v int32
+					if tc.rev {
+						v = tc.coefI[sy*tc.w+sx]
+					} else {
+						x := tc.coefF[sy*tc.w+sx]
+						if x != x {
+							x = 0
+						}
+						x = float32(math.RoundToEven(float64(x)))
+						v = int32(max(min(x, 1<<30), -1<<30))
+					}
+					v += shift
+					v = max(lo, min(hi, v))
+					dst[fx*nc] = uint16(v) & mask
 				}
-				v += shift
-				v = max(lo, min(hi, v))
-				dst[fx*nc] = uint16(v) & mask
 			}
-		}
+		})
 	}
 	return nil
 }

@@ -312,5 +312,5 @@ func (d *decoder) decodeTile(ws *workspace, ti int, td *tileData, f **codec.Fram
 	for ci := range tl.comps {
 		ws.idwt(&tl.comps[ci])
 	}
-	return d.writeTile(tl, *f)
+	return d.writeTile(ws, tl, *f)
 }
