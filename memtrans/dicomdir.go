@@ -124,11 +124,14 @@ func WithMaxDICOMFiles(n int) DICOMDirOption {
 //
 // Only images are considered (a header reaching Pixel Data, with Rows and
 // Columns); Structured Reports, presentation states and the like are
-// skipped. A study whose files disagree on the PatientID, that has no
+// skipped, and so are files that are not DICOM. A DICOM file whose header
+// is malformed or lacks a StudyInstanceUID is left out with an error
+// naming it. A study whose files disagree on the PatientID, that has no
 // frontal view (ErrNoFrontalView) or, for views 2, no lateral
 // (ErrNoLateralView), or whose chosen views fail to decode, is left out
-// and its error, naming the study, joined into the returned error, which
-// is non-nil then alongside the studies that were read. A folder with no
+// with an error naming the study. These errors are joined into the
+// returned error, which is then non-nil alongside the studies that were
+// read. A folder with no
 // DICOM image gives ErrNoDICOM. Header reading is bounded as
 // vision.ReadDICOMInfo states; decoding applies vision's default limits
 // unless WithDICOMDecodeOptions sets others.
@@ -165,19 +168,22 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 	}
 	var groups []*group
 	byUID := map[string]*group{}
+	var errs []error
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		info, ok, err := readDICOMHeader(p)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		if !ok || !info.HasPixelData || info.Rows == 0 || info.Columns == 0 {
 			continue
 		}
 		if info.StudyInstanceUID == "" {
-			return nil, fmt.Errorf("%w: %s has no StudyInstanceUID", vision.ErrDICOM, p)
+			errs = append(errs, fmt.Errorf("%w: %s has no StudyInstanceUID", vision.ErrDICOM, p))
+			continue
 		}
 		g := byUID[info.StudyInstanceUID]
 		if g == nil {
@@ -188,10 +194,9 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 		g.views = append(g.views, DICOMView{Path: p, Kind: viewKind(info), Info: info})
 	}
 	if len(groups) == 0 {
-		return nil, fmt.Errorf("%w under %s", ErrNoDICOM, dir)
+		return nil, errors.Join(append([]error{fmt.Errorf("%w under %s", ErrNoDICOM, dir)}, errs...)...)
 	}
 	var studies []Study
-	var errs []error
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err

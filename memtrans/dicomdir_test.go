@@ -238,8 +238,13 @@ func TestStudiesFromDICOMDirErrors(t *testing.T) {
 	b := make([]byte, 200)
 	copy(b[128:], "DICM")
 	os.WriteFile(filepath.Join(bad, "bad.dcm"), b, 0o644)
-	if _, err := StudiesFromDICOMDir(ctx, bad, 1); err == nil || !strings.Contains(err.Error(), "bad.dcm") {
-		t.Errorf("malformed file: %v", err)
+	if _, err := StudiesFromDICOMDir(ctx, bad, 1); !errors.Is(err, ErrNoDICOM) || !errors.Is(err, vision.ErrDICOM) || !strings.Contains(err.Error(), "bad.dcm") {
+		t.Errorf("malformed file alone: %v", err)
+	}
+	// Beside a good study, it is reported and the study still read.
+	writeTestFilm(t, bad, testFilmOf("pa.dcm", "2.3", "2.3.1", "PA", 16, 16))
+	if s, err := StudiesFromDICOMDir(ctx, bad, 1); len(s) != 1 || !errors.Is(err, vision.ErrDICOM) || !strings.Contains(err.Error(), "bad.dcm") {
+		t.Errorf("malformed file beside a study: %d studies, %v", len(s), err)
 	}
 }
 
