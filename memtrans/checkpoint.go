@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/atomicfile"
+	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
@@ -293,8 +293,16 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 type LoadOption func(*loadOptions) error
 
 type loadOptions struct {
-	maxBytes int64
-	model    []Option
+	maxBytes   int64
+	nonRegular bool
+	model      []Option
+}
+
+// WithNonRegularCheckpoint lets LoadFile read a FIFO or device (a pipe from
+// another program); by default they are refused, as a FIFO without a writer
+// blocks forever. LoadR2GenFile always needs a regular file.
+func WithNonRegularCheckpoint() LoadOption {
+	return func(o *loadOptions) error { o.nonRegular = true; return nil }
 }
 
 // WithMaxCheckpointBytes bounds the decompressed size of a checkpoint
@@ -320,9 +328,16 @@ func Load(r io.Reader, opts ...LoadOption) (*Model, error) {
 	return m, err
 }
 
-// LoadFile reads a model from a native checkpoint file.
+// LoadFile reads a model from a native checkpoint file: a regular file
+// unless WithNonRegularCheckpoint.
 func LoadFile(path string, opts ...LoadOption) (*Model, error) {
-	f, err := os.Open(path)
+	var o loadOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	f, err := boundedio.Open(path, o.nonRegular)
 	if err != nil {
 		return nil, err
 	}

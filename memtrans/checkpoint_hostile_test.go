@@ -298,3 +298,27 @@ func TestSaveFileRemovesStaleTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A FIFO given as a checkpoint is refused at once (it would block without
+// a writer); so are devices.
+func TestLoadFileNonRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "model.radgen")
+	if err := mkfifo(fifo); err != nil {
+		t.Skip("no FIFOs:", err)
+	}
+	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
+	for _, p := range []string{fifo, "/dev/zero"} {
+		if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("LoadFile(%s): %v", p, err)
+		}
+		if _, err := LoadR2GenFile(p, tok, 2, 2, 2); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("LoadR2GenFile(%s): %v", p, err)
+		}
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		// Allowed, /dev/zero is no checkpoint: the magic is wrong.
+		if _, err := LoadFile("/dev/zero", WithNonRegularCheckpoint()); !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("LoadFile(/dev/zero) allowed: %v", err)
+		}
+	}
+}

@@ -221,12 +221,19 @@ func WithSampling(temperature float32, topK int, topP float32, seed uint64) Gene
 func WithMaxLength(n int) GenerateOption {
 	return func(o *genOptions) error {
 		if n <= 0 {
-			return fmt.Errorf("%w: %d", decode.ErrMaxLen, n)
+			return &maxLenError{fmt.Sprintf("memtrans: WithMaxLength(%d): the length must be positive", n)}
 		}
 		o.maxLen = n
 		return nil
 	}
 }
+
+// maxLenError is a bad WithMaxLength: errors.Is(err, decode.ErrMaxLen)
+// holds, and the message says what is wrong with the length.
+type maxLenError struct{ msg string }
+
+func (e *maxLenError) Error() string        { return e.msg }
+func (e *maxLenError) Is(target error) bool { return target == decode.ErrMaxLen }
 
 // WithAttention returns each word's attention over the image patches.
 func WithAttention() GenerateOption {
@@ -366,7 +373,7 @@ func (m *Model) genOptions(opts []GenerateOption) (genOptions, error) {
 		}
 	}
 	if limit := m.cfg.maxDecodeLen(); o.maxLen > limit {
-		return o, fmt.Errorf("%w: maximum length %d beyond the positional table (%d)", decode.ErrMaxLen, o.maxLen, limit)
+		return o, &maxLenError{fmt.Sprintf("memtrans: WithMaxLength(%d): this model writes at most %d tokens (its positional table)", o.maxLen, limit)}
 	}
 	if o.strategy == "beam" && o.beam > m.cfg.vocab() {
 		return o, fmt.Errorf("%w: beam size %d exceeds the vocabulary (%d)", decode.ErrBeamSize, o.beam, m.cfg.vocab())

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
+	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/internal/pth"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
@@ -37,7 +37,7 @@ func LoadR2GenFile(path string, tok *data.Tokenizer, views, heads, memoryHeads i
 			return nil, err
 		}
 	}
-	f, err := os.Open(path)
+	f, err := boundedio.Open(path, false)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/radgen/radgen/memtrans/data"
@@ -107,7 +106,7 @@ func TestStudyFromFilesLimits(t *testing.T) {
 	dir := t.TempDir()
 	writePNG(t, filepath.Join(dir, "0.png"), 64, 64, false, 1)
 	fifo := filepath.Join(dir, "fifo.png")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Skip("no FIFOs:", err)
 	}
 	if _, err := StudyFromFiles("s", fifo); !errors.Is(err, vision.ErrNotRegular) {

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"slices"
-	"syscall"
 	"testing"
 )
 
@@ -180,7 +179,7 @@ func TestDecodeMemory(t *testing.T) {
 func TestDecodeFileNonRegular(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "view.png")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Skip("no FIFOs:", err)
 	}
 	for _, p := range []string{fifo, "/dev/zero"} {

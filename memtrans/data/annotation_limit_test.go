@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -106,7 +105,7 @@ func TestReadAnnotationLimit(t *testing.T) {
 // when allowed it stops at the limit.
 func TestOpenAnnotationNonRegular(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "ann.json")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	if err := mkfifo(fifo); err != nil {
 		t.Skip("no FIFOs:", err)
 	}
 	for _, p := range []string{fifo, "/dev/zero"} {
