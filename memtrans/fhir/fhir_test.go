@@ -1,14 +1,18 @@
 package fhir_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/vision"
@@ -255,5 +259,36 @@ func TestContainedResource(t *testing.T) {
 	}
 	if _, err := json.Marshal(fhir.ContainedResource{Device: &fhir.Device{}, Observation: &fhir.Observation{}}); err == nil {
 		t.Error("a contained resource holding two marshalled")
+	}
+}
+
+// TestSchemaRealStudy: the report of a real DICOM study (the SIIM chest
+// film, read by memtrans.StudiesFromDICOMDir) validates against the R4
+// schema, its study time taken from the file.
+func TestSchemaRealStudy(t *testing.T) {
+	src := testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
+	b, err := os.ReadFile(filepath.Join(src, "siim_cr_jpeg_baseline.dcm"))
+	if err != nil {
+		t.Skipf("no SIIM film: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "film.dcm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	studies, err := memtrans.StudiesFromDICOMDir(context.Background(), dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fhir.StudyFromDICOM(studies[0].DICOM, time.UTC)
+	dr, err := fhir.NewDiagnosticReport(memtrans.Report{Text: text}, s, model, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(dr)
+	if err := r4Schema(t).Validate(out); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if dr.ImagingStudy[0].Identifier.Value != "urn:oid:"+studies[0].ID || dr.EffectiveDateTime != s.Time.Format(time.RFC3339Nano) {
+		t.Errorf("imaging study %v, effective %s", dr.ImagingStudy[0].Identifier, dr.EffectiveDateTime)
 	}
 }
