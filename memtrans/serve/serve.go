@@ -99,7 +99,7 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 		m:     newMetrics(),
 		web:   http.FileServerFS(sub),
 		admit: make(chan struct{}, o.queue),
-		queue: make(chan *job, o.queue),
+		queue: make(chan *job, 2*o.queue),
 		stop:  make(chan struct{}),
 		info: ModelInfo{Name: o.name, Architecture: cfg.Architecture(), Checksum: sum, VocabSize: m.Tokenizer().Len() + 1,
 			Views: cfg.Views, ImageSize: cfg.ImageSize, MaxLength: cfg.MaxSeqLen(), Device: m.Device().String(), Config: cfg},
@@ -405,7 +405,14 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 		h.mu.RUnlock()
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the service is shutting down")
 	}
-	h.queue <- j // never blocks: the queue holds as many jobs as there are admission tokens
+	select {
+	case h.queue <- j:
+	default:
+		// Only jobs of requests that timed out while the workers were busy
+		// (their tokens are back, their jobs not yet skipped) fill it.
+		h.mu.RUnlock()
+		return errorf(http.StatusTooManyRequests, CodeOverloaded, "too many requests are waiting; retry later")
+	}
 	h.decoding.Add(-1)
 	decoded = true
 	h.mu.RUnlock()
