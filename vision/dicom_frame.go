@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/radgen/radgen/internal/codec"
 	"github.com/radgen/radgen/internal/codec/jpeg"
@@ -360,7 +361,7 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame,
 	}
 	fr := im.newFrame()
 	lossyJPEG := im.syntax == tsJPEGBaseline || im.syntax == tsJPEGExtended
-	if lossyJPEG && im.samples == 3 && (im.photometric == "YBR_FULL_422" || im.photometric == "YBR_FULL") {
+	if lossyJPEG && im.samples == 3 && strings.HasPrefix(im.photometric, "YBR_") {
 		// Converted as libjpeg does while decoding, as dcmtk does.
 		if err := jpeg.YCbCrToRGB(f); err != nil {
 			return nil, codecError(im.syntax, err)
