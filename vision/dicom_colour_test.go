@@ -107,6 +107,16 @@ func TestDICOMBareDataSet(t *testing.T) {
 			t.Errorf("implicit %v: rendered %v %v", implicit, p, err)
 		}
 	}
+	// A file meta group without the preamble before it.
+	full := newDCM(false).el(0x0008, 0x0060, "CS", str("CR")).image(1, 2, 8, 8, 7, 0, "MONOCHROME2").
+		el(0x7fe0, 0x0010, "OB", []byte{0, 9}).bytes()
+	noPreamble := full[132:]
+	if !IsDICOM(noPreamble) {
+		t.Error("IsDICOM on a file meta group without the preamble")
+	}
+	if fr, err := DecodeDICOMFrame(bytes.NewReader(noPreamble), int64(len(noPreamble))); err != nil || fr.Value(1) != 9 || fr.TransferSyntax != tsExplicitLE {
+		t.Errorf("file meta without the preamble: %+v %v", fr, err)
+	}
 	// A data set whose first element is not of group 0008 or 0002 is not
 	// taken for DICOM.
 	d := newDCM(true).image(1, 1, 8, 8, 7, 0, "MONOCHROME2").el(0x7fe0, 0x0010, "OB", []byte{1, 0})
