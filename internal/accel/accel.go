@@ -115,6 +115,9 @@ type Engine interface {
 	// capacity, dk) at positions pos … pos+t−1.
 	AppendHeads(dst, src Ptr, b, t, h, dk, ld, colOff, capacity, pos int) error
 
+	// Trainer holds the forward and backward primitives of training.
+	Trainer
+
 	// Sync waits for the queued work and reports its errors.
 	Sync() error
 	// Close releases the engine and every buffer it allocated.

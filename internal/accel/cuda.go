@@ -106,6 +106,41 @@ func (c cudaEngine) AppendHeads(dst, src Ptr, b, t, h, dk, ld, colOff, capacity,
 	return c.e.AppendHeads(cuda.Ptr(dst), cuda.Ptr(src), b, t, h, dk, ld, colOff, capacity, pos)
 }
 
+// The Trainer methods have no CUDA kernels yet: each returns an error
+// naming the missing kernel.
+
+func (c cudaEngine) Fill(dst Ptr, v float32, n int) error { return errKernelMissing("Fill") }
+func (c cudaEngine) Axpy(dst, src Ptr, alpha float32, n int) error {
+	return errKernelMissing("Axpy")
+}
+func (c cudaEngine) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error {
+	return errKernelMissing("Binary")
+}
+func (c cudaEngine) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) error {
+	return errKernelMissing("ReduceSum")
+}
+func (c cudaEngine) ActivationBackward(act Activation, dx, dy, y Ptr, n int) error {
+	return errKernelMissing("ActivationBackward")
+}
+func (c cudaEngine) SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error {
+	return errKernelMissing("SoftmaxBackward")
+}
+func (c cudaEngine) Normalize(dst, inv, src Ptr, rows, cols int, eps float64, kind NormKind) error {
+	return errKernelMissing("Normalize")
+}
+func (c cudaEngine) NormalizeBackward(dx, dy, y, inv Ptr, rows, cols int, eps float64, kind NormKind) error {
+	return errKernelMissing("NormalizeBackward")
+}
+func (c cudaEngine) Permute(dst, src Ptr, shape, perm []int) error {
+	return errKernelMissing("Permute")
+}
+func (c cudaEngine) CopyStrided(dst Ptr, ldd int, src Ptr, lds int, rows, cols int, accumulate bool) error {
+	return errKernelMissing("CopyStrided")
+}
+func (c cudaEngine) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
+	return errKernelMissing("ScatterAdd")
+}
+
 func (c cudaEngine) Sync() error  { return c.e.Sync() }
 func (c cudaEngine) Close() error { return c.e.Close() }
 

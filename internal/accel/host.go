@@ -9,9 +9,16 @@ import (
 	"github.com/radgen/radgen/internal/kernels"
 )
 
-// hostShift places buffer i's bytes at i << hostShift: a buffer holds at
-// most 64 GiB, and pointer arithmetic within it is plain addition.
-const hostShift = 36
+// hostShift places buffer i's bytes at hostBase + i << hostShift: a buffer
+// holds at most 64 GiB, and pointer arithmetic within it is plain addition.
+// hostBase puts every address above the 48-bit user address space, so that
+// a host pointer held as a Go slice header (gorgonia's tensor.FromMemory)
+// can never point into the Go heap.
+const (
+	hostShift = 36
+	hostBase  = 1 << 62
+	hostIDs   = 1<<(62-hostShift) - 1
+)
 
 // Host is an Engine whose device is the CPU: buffers are Go slices and
 // every operation runs at once with radgen's CPU kernels. It is the
@@ -21,6 +28,7 @@ type Host struct {
 	mu   sync.RWMutex
 	bufs [][]float32 // by id; nil when freed; id 0 unused so that 0 is no buffer
 	free []int
+	live int64 // bytes of live buffers (4·len of each), under mu
 }
 
 // NewHost returns a host engine.
@@ -43,27 +51,48 @@ func (h *Host) AllocPtr(size int64) (Ptr, error) {
 		h.bufs[id] = buf
 	} else {
 		id = len(h.bufs)
+		if id > hostIDs {
+			return 0, fmt.Errorf("accel: host engine out of buffer ids")
+		}
 		h.bufs = append(h.bufs, buf)
 	}
-	return Ptr(uint64(id) << hostShift), nil
+	h.live += 4 * int64(len(buf))
+	return Ptr(hostBase | uint64(id)<<hostShift), nil
 }
 
 // FreePtr implements Engine.
 func (h *Host) FreePtr(p Ptr) error {
-	id := int(uint64(p) >> hostShift)
+	id := hostID(p)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if uint64(p)&(1<<hostShift-1) != 0 || id <= 0 || id >= len(h.bufs) || h.bufs[id] == nil {
 		return fmt.Errorf("accel: free of %#x, not a buffer of this engine", uintptr(p))
 	}
+	h.live -= 4 * int64(len(h.bufs[id]))
 	h.bufs[id] = nil
 	h.free = append(h.free, id)
 	return nil
 }
 
+// hostID returns the buffer id of p, or −1 when p is not a host pointer.
+func hostID(p Ptr) int {
+	if uint64(p)&hostBase == 0 {
+		return -1
+	}
+	return int((uint64(p) &^ hostBase) >> hostShift)
+}
+
+// LiveBytes implements LiveByter: the bytes of the buffers allocated and
+// not yet freed.
+func (h *Host) LiveBytes() int64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.live
+}
+
 // view returns the n floats at p.
 func (h *Host) view(p Ptr, n int) []float32 {
-	id, off := int(uint64(p)>>hostShift), int(uint64(p)&(1<<hostShift-1))
+	id, off := hostID(p), int(uint64(p)&(1<<hostShift-1))
 	h.mu.RLock()
 	var buf []float32
 	if id > 0 && id < len(h.bufs) {
@@ -329,7 +358,7 @@ func (h *Host) Sync() error { return nil }
 func (h *Host) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.bufs, h.free = make([][]float32, 1), nil
+	h.bufs, h.free, h.live = make([][]float32, 1), nil, 0
 	return nil
 }
 

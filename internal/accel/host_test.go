@@ -189,3 +189,60 @@ func TestHostElementwise(t *testing.T) {
 	}
 	near(t, "Sigmoid", download(t, e, a, 4), []float32{0.26894142, 0.95257413, 0.0024726232, 0.5}, 1e-6)
 }
+
+func TestHostLiveBytesAndAddresses(t *testing.T) {
+	h := NewHost()
+	p, _ := h.AllocPtr(10) // rounded up to 3 floats
+	q, _ := h.AllocPtr(40)
+	if got := h.LiveBytes(); got != 12+40 {
+		t.Fatalf("live bytes %d, want 52", got)
+	}
+	// Addresses lie above the 48-bit user address space, never in Go's heap.
+	if uint64(p)>>48 == 0 || uint64(q)>>48 == 0 {
+		t.Fatalf("host pointers %#x, %#x inside the user address space", uintptr(p), uintptr(q))
+	}
+	if err := h.FreePtr(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.FreePtr(p); err == nil {
+		t.Error("double free accepted")
+	}
+	if got := h.LiveBytes(); got != 40 {
+		t.Fatalf("live bytes %d after a free, want 40", got)
+	}
+	_ = h.Close()
+	if got := h.LiveBytes(); got != 0 {
+		t.Fatalf("live bytes %d after Close", got)
+	}
+}
+
+func TestHostTrainerPrimitives(t *testing.T) {
+	h := NewHost()
+	// Binary with broadcasting: (2, 3) + (3) and a masked fill.
+	a := upload(t, h, []float32{1, 2, 3, 4, 5, 6})
+	b := upload(t, h, []float32{10, 0, 30})
+	d, _ := h.AllocPtr(24)
+	if err := h.Binary(OpAdd, d, a, b, []int{2, 3}, []int{3, 1}, []int{0, 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "Binary add", download(t, h, d, 6), []float32{11, 2, 33, 14, 5, 36}, 0)
+	_ = h.Binary(OpMaskFill, d, a, b, []int{2, 3}, []int{3, 1}, []int{0, 1}, -7)
+	near(t, "Binary mask fill", download(t, h, d, 6), []float32{1, -7, 3, 4, -7, 6}, 0)
+	// ReduceSum over rows (a bias gradient), accumulated into 1s.
+	s := upload(t, h, []float32{1, 1, 1})
+	_ = h.ReduceSum(s, a, []int{2, 3}, []int{0, 1}, true)
+	near(t, "ReduceSum", download(t, h, s, 3), []float32{6, 8, 10}, 0)
+	// CopyStrided: column block 1..2 of each row, added; a repeated row.
+	c := upload(t, h, []float32{0, 0, 0, 0})
+	_ = h.CopyStrided(c, 2, a.Add(1), 3, 2, 2, true)
+	near(t, "CopyStrided", download(t, h, c, 4), []float32{2, 3, 5, 6}, 0)
+	_ = h.CopyStrided(c, 2, b, 0, 2, 2, false)
+	near(t, "CopyStrided repeat", download(t, h, c, 4), []float32{10, 0, 10, 0}, 0)
+	// ScatterAdd: rows 0 and 2 of a (2, 3)… table, id −1 skipped.
+	ids, _ := h.AllocPtr(12)
+	_ = h.CopyInInt32(ids, []int32{1, -1, 1})
+	tab := upload(t, h, []float32{0, 0, 0, 0})
+	src := upload(t, h, []float32{1, 2, 3, 4, 5, 6})
+	_ = h.ScatterAdd(tab, src, ids, 3, 2, 2)
+	near(t, "ScatterAdd", download(t, h, tab, 4), []float32{0, 0, 6, 8}, 0)
+}

@@ -1,0 +1,299 @@
+package accel
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/radgen/radgen/internal/kernels"
+)
+
+// BinaryOp picks the elementwise operation of [Engine.Binary].
+type BinaryOp int
+
+const (
+	// OpAdd is a + b.
+	OpAdd BinaryOp = iota
+	// OpSub is a − b.
+	OpSub
+	// OpMul is a ⊙ b.
+	OpMul
+	// OpMaskFill is a where b ≠ 0, value elsewhere (with value 0 it is the
+	// backward pass of a masked fill).
+	OpMaskFill
+)
+
+// Activation picks the function of [Engine.ActivationBackward].
+type Activation int
+
+const (
+	// ActReLU is max(x, 0).
+	ActReLU Activation = iota
+	// ActTanh is tanh(x).
+	ActTanh
+	// ActSigmoid is 1/(1 + exp(−x)).
+	ActSigmoid
+)
+
+// Trainer is the part of an engine that runs the forward and backward
+// passes of radgen's ops on device buffers. Every Engine implements it;
+// the methods are listed apart because training, not decoding, needs them.
+//
+// Shapes and strides are in elements. Methods whose doc says "adds"
+// accumulate into dst (gradients); the others overwrite it.
+type Trainer interface {
+	// Fill sets n floats at dst to v.
+	Fill(dst Ptr, v float32, n int) error
+	// Axpy adds alpha·src to dst over n elements.
+	Axpy(dst, src Ptr, alpha float32, n int) error
+	// Binary writes dst (contiguous, of the given shape) = a op b, element
+	// idx of a at Σ idx_i·strideA_i and of b at Σ idx_i·strideB_i (stride 0
+	// broadcasts). value is OpMaskFill's fill value.
+	Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error
+	// ReduceSum sums src (contiguous, of the given shape) into dst: element
+	// idx of src goes to dst's element Σ idx_i·strideDst_i (stride 0 sums
+	// over that dimension). Each sum is accumulated in float64 in row-major
+	// order; accumulate adds it to dst instead of overwriting.
+	ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) error
+	// ActivationBackward adds dy ⊙ f′ (in terms of the output y) to dx over
+	// n elements.
+	ActivationBackward(act Activation, dx, dy, y Ptr, n int) error
+	// SoftmaxBackward adds the gradient of a row-wise softmax (log-softmax
+	// when log) with output y (rows, cols) to dx.
+	SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error
+	// Normalize writes x̂ = (x − μ)/σ of each row of src (rows, cols) to
+	// dst and 1/σ to inv (rows), σ as kind says; statistics in float64.
+	Normalize(dst, inv, src Ptr, rows, cols int, eps float64, kind NormKind) error
+	// NormalizeBackward adds the gradient of Normalize to dx, given its
+	// output y and inv.
+	NormalizeBackward(dx, dy, y, inv Ptr, rows, cols int, eps float64, kind NormKind) error
+	// Permute writes dst = src with its axes reordered: dimension i of dst
+	// is dimension perm[i] of src, a contiguous array of shape.
+	Permute(dst, src Ptr, shape, perm []int) error
+	// CopyStrided copies (or, with accumulate, adds) rows of cols floats:
+	// row r of src at r·lds to row r of dst at r·ldd. lds 0 repeats one
+	// row of src (a bias in every row).
+	CopyStrided(dst Ptr, ldd int, src Ptr, lds int, rows, cols int, accumulate bool) error
+	// ScatterAdd adds src[i, :] to dst[ids[i], :] for i < n, with dst
+	// (vocab, dim) and ids n int32s on the device; ids outside [0, vocab)
+	// are skipped. Rows are added in order of i.
+	ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error
+}
+
+// LiveByter is implemented by engines that count the bytes of their live
+// buffers (allocated and not yet freed).
+type LiveByter interface {
+	LiveBytes() int64
+}
+
+// Fill implements Trainer.
+func (h *Host) Fill(dst Ptr, v float32, n int) error {
+	d := h.view(dst, n)
+	for i := range d {
+		d[i] = v
+	}
+	return nil
+}
+
+// Axpy implements Trainer.
+func (h *Host) Axpy(dst, src Ptr, alpha float32, n int) error {
+	kernels.AddScaled(h.view(dst, n), h.view(src, n), alpha)
+	return nil
+}
+
+// extent returns how many elements an array of shape with strides spans.
+func extent(shape, strides []int) int {
+	n := 1
+	for i, s := range shape {
+		if s == 0 {
+			return 0
+		}
+		n += (s - 1) * strides[i]
+	}
+	return n
+}
+
+// eachIndex calls f with the offsets (along strides a and b) of every
+// element of shape in row-major order; o is the element's position.
+func eachIndex(shape, sa, sb []int, f func(o, ia, ib int)) {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	if n == 0 {
+		return
+	}
+	idx := make([]int, len(shape))
+	ia, ib := 0, 0
+	for o := range n {
+		f(o, ia, ib)
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d]++
+			ia += sa[d]
+			ib += sb[d]
+			if idx[d] < shape[d] {
+				break
+			}
+			ia -= sa[d] * shape[d]
+			ib -= sb[d] * shape[d]
+			idx[d] = 0
+		}
+	}
+}
+
+// Binary implements Trainer.
+func (h *Host) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error {
+	check(len(strideA) == len(shape) && len(strideB) == len(shape) && op >= OpAdd && op <= OpMaskFill,
+		"Binary: op %d shape %v strides %v %v", op, shape, strideA, strideB)
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	d := h.view(dst, n)
+	if n == 0 {
+		return nil
+	}
+	av, bv := h.view(a, extent(shape, strideA)), h.view(b, extent(shape, strideB))
+	eachIndex(shape, strideA, strideB, func(o, ia, ib int) {
+		x, y := av[ia], bv[ib]
+		switch op {
+		case OpAdd:
+			d[o] = x + y
+		case OpSub:
+			d[o] = x - y
+		case OpMul:
+			d[o] = x * y
+		default:
+			if y != 0 {
+				d[o] = x
+			} else {
+				d[o] = value
+			}
+		}
+	})
+	return nil
+}
+
+// ReduceSum implements Trainer.
+func (h *Host) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) error {
+	check(len(strideDst) == len(shape), "ReduceSum: shape %v strides %v", shape, strideDst)
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	m := extent(shape, strideDst)
+	s, d := h.view(src, n), h.view(dst, m)
+	acc := make([]float64, m)
+	eachIndex(shape, strideDst, strideDst, func(o, id, _ int) { acc[id] += float64(s[o]) })
+	for i, v := range acc {
+		if accumulate {
+			d[i] += float32(v)
+		} else {
+			d[i] = float32(v)
+		}
+	}
+	return nil
+}
+
+// ActivationBackward implements Trainer.
+func (h *Host) ActivationBackward(act Activation, dx, dy, y Ptr, n int) error {
+	x, g, v := h.view(dx, n), h.view(dy, n), h.view(y, n)
+	switch act {
+	case ActReLU:
+		kernels.ReLUBackward(x, g, v)
+	case ActTanh:
+		kernels.TanhBackward(x, g, v)
+	case ActSigmoid:
+		kernels.SigmoidBackward(x, g, v)
+	default:
+		check(false, "ActivationBackward: activation %d", act)
+	}
+	return nil
+}
+
+// SoftmaxBackward implements Trainer.
+func (h *Host) SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error {
+	check(rows >= 0 && cols > 0, "SoftmaxBackward: rows=%d cols=%d", rows, cols)
+	x, g, v := h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols)
+	if log {
+		kernels.LogSoftmaxBackward(x, g, v, cols)
+	} else {
+		kernels.SoftmaxBackward(x, g, v, cols)
+	}
+	return nil
+}
+
+func kernelNorm(kind NormKind) kernels.NormKind {
+	check(kind == NormR2Gen || kind == NormStandard, "norm kind %d", kind)
+	if kind == NormStandard {
+		return kernels.NormStandard
+	}
+	return kernels.NormR2Gen
+}
+
+// Normalize implements Trainer.
+func (h *Host) Normalize(dst, inv, src Ptr, rows, cols int, eps float64, kind NormKind) error {
+	check(rows >= 0 && cols > 0, "Normalize: rows=%d cols=%d", rows, cols)
+	kernels.Normalize(h.view(dst, rows*cols), h.view(inv, rows), h.view(src, rows*cols), cols, eps, kernelNorm(kind))
+	return nil
+}
+
+// NormalizeBackward implements Trainer.
+func (h *Host) NormalizeBackward(dx, dy, y, inv Ptr, rows, cols int, eps float64, kind NormKind) error {
+	check(rows >= 0 && cols > 0, "NormalizeBackward: rows=%d cols=%d", rows, cols)
+	kernels.NormalizeBackward(h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols), h.view(inv, rows), cols, eps, kernelNorm(kind))
+	return nil
+}
+
+// Permute implements Trainer.
+func (h *Host) Permute(dst, src Ptr, shape, perm []int) error {
+	check(len(perm) == len(shape), "Permute: %v of %v", perm, shape)
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	kernels.Permute(h.view(dst, n), h.view(src, n), shape, perm)
+	return nil
+}
+
+// CopyStrided implements Trainer.
+func (h *Host) CopyStrided(dst Ptr, ldd int, src Ptr, lds int, rows, cols int, accumulate bool) error {
+	check(rows >= 0 && cols >= 0 && (rows <= 1 || ldd >= cols && (lds >= cols || lds == 0)), "CopyStrided: rows=%d cols=%d ldd=%d lds=%d", rows, cols, ldd, lds)
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	d, s := h.view(dst, (rows-1)*ldd+cols), h.view(src, (rows-1)*lds+cols)
+	for r := range rows {
+		dr, sr := d[r*ldd:r*ldd+cols], s[r*lds:r*lds+cols]
+		if accumulate {
+			for i, v := range sr {
+				dr[i] += v
+			}
+		} else {
+			copy(dr, sr)
+		}
+	}
+	return nil
+}
+
+// ScatterAdd implements Trainer.
+func (h *Host) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
+	check(n >= 0 && vocab >= 0 && dim >= 0, "ScatterAdd: n=%d vocab=%d dim=%d", n, vocab, dim)
+	d, s, idv := h.view(dst, vocab*dim), h.view(src, n*dim), h.view(ids, n)
+	for i := range n {
+		id := int(int32(math.Float32bits(idv[i])))
+		if id < 0 || id >= vocab {
+			continue
+		}
+		row := d[id*dim : (id+1)*dim]
+		for j, v := range s[i*dim : (i+1)*dim] {
+			row[j] += v
+		}
+	}
+	return nil
+}
+
+// errKernelMissing is what an engine without a kernel for a Trainer method
+// returns.
+func errKernelMissing(method string) error {
+	return fmt.Errorf("accel: %s: kernel missing on this engine", method)
+}
