@@ -346,10 +346,9 @@ func decodeEncapsulated(w *dicomWalker, im *dicomImage, o options) (*DICOMFrame,
 	var f *codec.Frame
 	switch im.syntax {
 	case tsRLE:
+		// The frame's precision is the bits allocated; normalize keeps
+		// the bits stored.
 		f, err = rle.Decode(data, im.cols, im.rows, im.samples, im.bitsAllocated, limit)
-		if err == nil {
-			f.Precision = im.bitsStored // RLE keeps the allocated bits; the data set says which are stored
-		}
 	default:
 		f, err = dec(data, limit)
 	}

@@ -117,9 +117,14 @@ func TestDICOMLyingLengths(t *testing.T) {
 // encapsulated builds a file of the given syntax whose pixel data holds the
 // given fragments after an empty offset table.
 func encapsulated(syntax string, rows, cols int, frags ...[]byte) []byte {
+	return encapsulatedBits(syntax, rows, cols, 16, 16, frags...)
+}
+
+// encapsulatedBits is encapsulated with the given bits allocated and stored.
+func encapsulatedBits(syntax string, rows, cols, alloc, stored int, frags ...[]byte) []byte {
 	d := newDCM(false)
 	d.syntax = syntax
-	d.image(rows, cols, 16, 16, 15, 0, "MONOCHROME2")
+	d.image(rows, cols, alloc, stored, stored-1, 0, "MONOCHROME2")
 	b := &d.body
 	b.Write([]byte{0xe0, 0x7f, 0x10, 0x00, 'O', 'B', 0, 0, 0xff, 0xff, 0xff, 0xff})
 	binary.Write(b, binary.LittleEndian, [2]uint16{0xfffe, 0xe000})
@@ -265,5 +270,25 @@ func TestDICOMDeflateBomb(t *testing.T) {
 	d = newDCM(false).el(0x0008, 0x0060, "CS", str("CR")).image(2, 2, 8, 8, 7, 0, "MONOCHROME2")
 	if _, err := decodeBytes(deflated(d.body.Bytes())); !errors.Is(err, ErrDICOM) || !strings.Contains(err.Error(), "no pixel data") {
 		t.Errorf("deflated without pixel data: %v", err)
+	}
+}
+
+// TestDICOMRLEBitsStored: RLE carries whole bytes; values are kept to Bits
+// Stored as native data's are (12 of 16 bits here, 0xffff in the data).
+func TestDICOMRLEBitsStored(t *testing.T) {
+	seg := func(b ...byte) []byte { return append([]byte{byte(len(b) - 1)}, b...) } // one literal run
+	hi, lo := seg(0xff, 0x00), seg(0xff, 0x07)
+	frame := make([]byte, 64)
+	binary.LittleEndian.PutUint32(frame, 2)
+	binary.LittleEndian.PutUint32(frame[4:], 64)
+	binary.LittleEndian.PutUint32(frame[8:], uint32(64+len(hi)))
+	frame = append(append(frame, hi...), lo...)
+	e := encapsulatedBits(tsRLE, 1, 2, 16, 12, frame)
+	fr, err := DecodeDICOMFrame(bytes.NewReader(e), int64(len(e)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr.Value(0) != 0xfff || fr.Value(1) != 0x007 {
+		t.Errorf("RLE values %#x %#x, want 0xfff 0x7", fr.Value(0), fr.Value(1))
 	}
 }
