@@ -128,7 +128,7 @@ func TestStudyFromFilesLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m2.StudyFromAnnotation(entry, dir); !errors.Is(err, vision.ErrTooLarge) {
+	if _, err := m2.StudyFromAnnotation(entry, dir); !errors.Is(err, vision.ErrFileTooLarge) {
 		t.Errorf("file over 100 bytes: %v", err)
 	}
 	if _, err := New(TinyConfig(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(-1))); err == nil {

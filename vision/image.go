@@ -64,7 +64,7 @@ type options struct {
 
 // WithMaxFileBytes limits the bytes read from an image file (default
 // [DefaultMaxFileBytes]); a longer file is refused with an error wrapping
-// [ErrTooLarge]. n must be positive.
+// [ErrFileTooLarge]. n must be positive.
 func WithMaxFileBytes(n int64) Option {
 	return func(o *options) error {
 		if n <= 0 {
@@ -86,10 +86,14 @@ func WithNonRegularFiles() Option {
 // non-regular file given to [DecodeFile] without [WithNonRegularFiles].
 var ErrNotRegular = boundedio.ErrNotRegular
 
+// ErrFileTooLarge is wrapped by the error for a file over the size limit
+// of [WithMaxFileBytes].
+var ErrFileTooLarge = boundedio.ErrTooLarge
+
 // OpenFile opens the named image file as the options of [DecodeFile]
 // allow: a regular file (unless WithNonRegularFiles) of at most the file
 // size limit. It returns the file, its size (-1 when unknown) and a reader
-// that fails with an error wrapping [ErrTooLarge] past the limit.
+// that fails with an error wrapping [ErrFileTooLarge] past the limit.
 func OpenFile(name string, opts ...Option) (*os.File, int64, io.Reader, error) {
 	o, err := newOptions(opts)
 	if err != nil {
@@ -104,7 +108,7 @@ func OpenFile(name string, opts ...Option) (*os.File, int64, io.Reader, error) {
 		size = st.Size()
 		if size > o.maxFileBytes {
 			f.Close()
-			return nil, 0, nil, fmt.Errorf("%s: %w: %d bytes, file limit %d", name, ErrTooLarge, size, o.maxFileBytes)
+			return nil, 0, nil, fmt.Errorf("%s: %w: %d bytes, limit %d", name, ErrFileTooLarge, size, o.maxFileBytes)
 		}
 	}
 	return f, size, boundedio.Reader(f, o.maxFileBytes, name), nil
@@ -185,7 +189,7 @@ func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
 
 // DecodeFile is [Decode] on the named file, opened as [OpenFile] does: a
 // FIFO or device is refused unless [WithNonRegularFiles], and a file over
-// the size limit ([WithMaxFileBytes]) with [ErrTooLarge].
+// the size limit ([WithMaxFileBytes]) with [ErrFileTooLarge].
 func DecodeFile(name string, opts ...Option) (*Pixels, error) {
 	f, _, r, err := OpenFile(name, opts...)
 	if err != nil {

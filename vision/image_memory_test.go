@@ -191,7 +191,7 @@ func TestDecodeFileNonRegular(t *testing.T) {
 	png.Encode(&b, image.NewGray(image.Rect(0, 0, 64, 64)))
 	path := filepath.Join(dir, "small.png")
 	os.WriteFile(path, b.Bytes(), 0o644)
-	if _, err := DecodeFile(path, WithMaxFileBytes(int64(b.Len()-1))); !errors.Is(err, ErrTooLarge) {
+	if _, err := DecodeFile(path, WithMaxFileBytes(int64(b.Len()-1))); !errors.Is(err, ErrFileTooLarge) {
 		t.Errorf("file over the limit: %v", err)
 	}
 	if _, err := DecodeFile(path); err != nil {

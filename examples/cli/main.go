@@ -46,6 +46,9 @@ func main() {
 	default:
 		usage()
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2) // the flag package printed the usage
+	}
 	if err != nil {
 		log.Fatalf("cli %s: %v", os.Args[1], err)
 	}
@@ -57,15 +60,10 @@ func usage() {
                [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
   cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files... | DICOM folders...) [-beam 3]
                [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir]
-  cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]`)
+  cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+every command: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
+               [-max-image-bytes n] [-max-pixels n] [-allow-nonregular]; flags may follow the file names`)
 	os.Exit(2)
-}
-
-func loadAnnotation(path string) (*data.Annotation, error) {
-	if path == "" {
-		return nil, errors.New("-ann is required")
-	}
-	return data.LoadAnnotation(path)
 }
 
 // trainTokenizer rebuilds R2Gen's tokenizer from the train split, as R2Gen
@@ -83,7 +81,7 @@ func trainTokenizer(ann *data.Annotation, c data.Corpus) (*data.Tokenizer, error
 }
 
 func train(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("train", flag.ExitOnError)
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	annPath := fs.String("ann", "", "annotation.json")
 	images := fs.String("images", "", "image directory")
 	out := fs.String("out", "", "checkpoint directory (best.radgen, last.radgen)")
@@ -96,11 +94,21 @@ func train(ctx context.Context, args []string) error {
 	freeze := fs.Bool("freeze", false, "keep the visual extractor frozen (cache its features)")
 	resume := fs.String("resume", "", "resume from a last.radgen written by an earlier run")
 	seed := fs.Uint64("seed", 9223, "seed")
-	fs.Parse(args)
+	lim := limitFlags(fs)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected argument %q (train takes flags only)", rest[0])
+	}
+	if err := lim.check(); err != nil {
+		return err
+	}
 	if *images == "" || *out == "" {
 		return errors.New("-images and -out are required")
 	}
-	ann, err := loadAnnotation(*annPath)
+	ann, err := lim.annotation(*annPath)
 	if err != nil {
 		return err
 	}
@@ -148,7 +156,7 @@ func train(ctx context.Context, args []string) error {
 	var trainer *memtrans.Trainer
 	var model *memtrans.Model
 	if *resume != "" {
-		f, err := os.Open(*resume)
+		f, err := lim.open(*resume)
 		if err != nil {
 			return err
 		}
@@ -159,7 +167,7 @@ func train(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("resumed after epoch %d\n", trainer.Epoch())
 	} else {
-		if model, err = memtrans.New(cfg, tok, *seed); err != nil {
+		if model, err = memtrans.New(cfg, tok, *seed, lim.modelOptions()...); err != nil {
 			return err
 		}
 		if trainer, err = memtrans.NewTrainer(model, tc, loader, opts...); err != nil {
@@ -189,6 +197,11 @@ func train(ctx context.Context, args []string) error {
 // modelConfig assembles the architecture the train flags name.
 func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, c data.Corpus, vocab int) (memtrans.ModelConfig, error) {
 	var cfg memtrans.ModelConfig
+	switch arch {
+	case memtrans.ArchR2Gen, memtrans.ArchM2, memtrans.ArchMETransformer:
+	default:
+		return cfg, fmt.Errorf("unknown -arch %q (r2gen, m2 or metransformer)", arch)
+	}
 	switch size {
 	case "tiny":
 		switch arch {
@@ -225,7 +238,7 @@ func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, 
 			}
 		}
 	default:
-		return cfg, fmt.Errorf("unknown -config %q", size)
+		return cfg, fmt.Errorf("unknown -config %q (tiny, iu or mimic)", size)
 	}
 	if cfg.Views == 0 {
 		return cfg, fmt.Errorf("unknown -arch %q (r2gen, m2 or metransformer)", arch)
@@ -271,7 +284,7 @@ type generated struct {
 }
 
 func generate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("generate", flag.ExitOnError)
+	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	modelPath := fs.String("model", "", "model checkpoint (native .radgen)")
 	annPath := fs.String("ann", "", "annotation.json (instead of image files)")
 	manifest := fs.String("manifest", "", "JSON Lines of {id, images} (instead of -ann or image files)")
@@ -282,7 +295,14 @@ func generate(ctx context.Context, args []string) error {
 	device := fs.String("device", "cpu", "where to decode: cpu, cuda:N (a build with -tags cuda) or reference")
 	halfWeights := fs.Bool("half", false, "decode with half-precision weight copies (faster on the CPU; log-probs within ~2e-3)")
 	hosp := hospitalFlags(fs)
-	fs.Parse(args)
+	lim := limitFlags(fs)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := lim.check(); err != nil {
+		return err
+	}
 	if *modelPath == "" {
 		return errors.New("-model is required")
 	}
@@ -294,7 +314,7 @@ func generate(ctx context.Context, args []string) error {
 	if *halfWeights {
 		mopts = append(mopts, memtrans.WithHalfWeights())
 	}
-	model, err := memtrans.LoadFile(*modelPath, memtrans.WithModelOptions(mopts...))
+	model, err := memtrans.LoadFile(*modelPath, lim.loadOptions(mopts...)...)
 	if err != nil {
 		return err
 	}
@@ -305,13 +325,16 @@ func generate(ctx context.Context, args []string) error {
 			return err
 		}
 	} else if *annPath != "" {
-		ann, err := loadAnnotation(*annPath)
+		ann, err := lim.annotation(*annPath)
 		if err != nil {
 			return err
 		}
 		list, err := ann.Split(*split)
 		if err != nil {
 			return err
+		}
+		if len(list) == 0 {
+			return fmt.Errorf("%s: split %q has no studies", *annPath, *split)
 		}
 		for _, s := range list {
 			st, err := model.StudyFromAnnotation(s, *images)
@@ -320,19 +343,22 @@ func generate(ctx context.Context, args []string) error {
 			}
 			studies = append(studies, st)
 		}
-	} else if hosp.folders(fs.Args()) {
-		if studies, err = hosp.studies(ctx, fs.Args(), model.Config().Views); err != nil {
+	} else if hosp.folders(rest) {
+		if studies, err = hosp.studies(ctx, rest, model.Config().Views); err != nil {
 			return err
 		}
 	} else {
-		if fs.NArg() == 0 {
-			return errors.New("give -ann or image files")
+		if len(rest) == 0 {
+			return errors.New("give -ann, -manifest, image files or DICOM folders")
 		}
-		st, err := memtrans.StudyFromFiles(filepath.Base(fs.Arg(0)), fs.Args()...)
+		st, err := memtrans.StudyFromFilesWith(filepath.Base(rest[0]), rest, lim.imageOptions()...)
 		if err != nil {
 			return err
 		}
 		studies = append(studies, st)
+	}
+	if len(studies) == 0 {
+		return errors.New("no studies to report on")
 	}
 	opt := memtrans.WithBeamSize(*beam)
 	if *beam == 1 {
@@ -366,27 +392,36 @@ func generate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(*outPath, b, 0o644)
+	return writeFile(*outPath, append(b, '\n'))
 }
 
 func eval(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ExitOnError)
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	annPath := fs.String("ann", "", "annotation.json with the references")
 	repPath := fs.String("reports", "", "reports.json written by cli generate")
 	split := fs.String("split", "test", "split of the annotation")
 	corpus := fs.String("corpus", "iu_xray", "report cleaner and tokenizer: iu_xray or mimic_cxr")
-	fs.Parse(args)
-	ann, err := loadAnnotation(*annPath)
+	lim := limitFlags(fs)
+	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(*repPath)
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected argument %q (eval takes flags only)", rest[0])
+	}
+	if err := lim.check(); err != nil {
+		return err
+	}
+	gens, err := lim.readReports(*repPath)
 	if err != nil {
 		return err
 	}
-	var gens []generated
-	if err := json.Unmarshal(b, &gens); err != nil {
-		return fmt.Errorf("%s: %w", *repPath, err)
+	if len(gens) == 0 {
+		return fmt.Errorf("%s: no reports", *repPath)
+	}
+	ann, err := lim.annotation(*annPath)
+	if err != nil {
+		return err
 	}
 	c := data.Corpus(*corpus)
 	tok, err := trainTokenizer(ann, c)

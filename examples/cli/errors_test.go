@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
+)
+
+// resealed rewrites the configuration inside a native checkpoint and seals
+// it again with a valid checksum, as a forger would.
+func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byte {
+	t.Helper()
+	const hdr = 8 + 8 + sha256.Size
+	dec, err := zstd.NewReader(bytes.NewReader(file[hdr:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := io.ReadAll(dec)
+	dec.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(bytes.NewReader(payload), int64(len(payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := f.Metadata()
+	var cfg memtrans.ModelConfig
+	json.Unmarshal([]byte(md["radgen.config"]), &cfg)
+	edit(&cfg)
+	b, _ := json.Marshal(cfg)
+	md["radgen.config"] = string(b)
+	var ts []safetensors.Tensor
+	for _, n := range f.Names() {
+		info, data, _ := f.Bytes(n)
+		ts = append(ts, safetensors.Tensor{Name: n, Dtype: info.Dtype, Shape: info.Shape, Data: data})
+	}
+	var p bytes.Buffer
+	safetensors.Write(&p, ts, md)
+	sum := sha256.Sum256(p.Bytes())
+	var out bytes.Buffer
+	out.Write(file[:8])
+	binary.Write(&out, binary.LittleEndian, uint64(p.Len()))
+	out.Write(sum[:])
+	enc, _ := zstd.NewWriter(&out)
+	enc.Write(p.Bytes())
+	enc.Close()
+	return out.Bytes()
+}
+
+// bomb is a native header declaring a payload of n bytes over a zstd
+// stream of zeros that long (a few hundred bytes on disk).
+func bomb(t *testing.T, n int) []byte {
+	var out bytes.Buffer
+	out.WriteString("RADGENv1")
+	binary.Write(&out, binary.LittleEndian, uint64(n))
+	out.Write(make([]byte, sha256.Size))
+	enc, _ := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	enc.Write(make([]byte, n))
+	enc.Close()
+	return out.Bytes()
+}
+
+func writePNG(t *testing.T, path string, w, h int) {
+	t.Helper()
+	var b bytes.Buffer
+	png.Encode(&b, image.NewGray(image.Rect(0, 0, w, h)))
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The commands' messages for bad flags, bad inputs and hostile files: each
+// is an error (never a panic, never a hang on a FIFO) that says what is
+// wrong.
+func TestCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+
+	// A tiny model, an annotation whose test split is empty, images.
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal.", "no effusion."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
+	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	m, err := memtrans.New(cfg, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SaveFile(p("model.radgen")); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(p("model.radgen"))
+	os.WriteFile(p("layers.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) { c.Transformer.Layers = 1 << 20 }), 0o644)
+	os.WriteFile(p("width.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) { c.Transformer.DModel = 1 << 20 }), 0o644)
+	os.WriteFile(p("bomb.radgen"), bomb(t, 64<<20), 0o644)
+	os.WriteFile(p("truncated.radgen"), good[:len(good)/2], 0o644)
+	os.WriteFile(p("garbage.radgen"), bytes.Repeat([]byte("x"), 1000), 0o644)
+	writePNG(t, p("0.png"), 64, 64)
+	writePNG(t, p("1.png"), 64, 64)
+	writePNG(t, p("big.png"), 300, 300)
+	os.WriteFile(p("notimage.png"), []byte("not an image at all"), 0o644)
+	ann := `{"train": [{"id": "a", "report": "the heart is normal.", "image_path": ["0.png", "1.png"], "split": "train"}], "test": []}`
+	os.WriteFile(p("ann.json"), []byte(ann), 0o644)
+	os.WriteFile(p("bad.json"), []byte(`{"train": [{"id": "a"}]}`), 0o644)
+	os.WriteFile(p("reports.json"), []byte(`[{"id": "a", "report": "x", "log_prob": -1}]`), 0o644)
+	os.WriteFile(p("notreports.json"), []byte(`{"a": 1}`), 0o644)
+	os.WriteFile(p("existing.json"), []byte("keep me"), 0o644)
+	fifo := p("fifo")
+	haveFIFO := syscall.Mkfifo(fifo, 0o644) == nil
+
+	type cmd func(context.Context, []string) error
+	cases := []struct {
+		name string
+		run  cmd
+		args []string
+		want string
+		fifo bool
+	}{
+		{"train unknown arch", train, []string{"-ann", p("ann.json"), "-images", dir, "-out", p("run"), "-arch", "foo"}, `unknown -arch "foo"`, false},
+		{"train unknown config", train, []string{"-ann", p("ann.json"), "-images", dir, "-out", p("run"), "-config", "huge"}, `unknown -config "huge"`, false},
+		{"train without -images", train, []string{"-ann", p("ann.json")}, "-images and -out are required", false},
+		{"train stray argument", train, []string{"-ann", p("ann.json"), "extra"}, `unexpected argument "extra"`, false},
+		{"train annotation FIFO", train, []string{"-ann", fifo, "-images", dir, "-out", p("run")}, "not a regular file", true},
+		{"train huge model", train, []string{"-ann", p("ann.json"), "-images", dir, "-out", p("run"), "-max-params", "1000"}, "budget of 1000", false},
+		{"unknown flag", generate, []string{"-model", p("model.radgen"), "-bogus"}, "flag provided but not defined: -bogus", false},
+		{"negative limit", generate, []string{"-model", p("model.radgen"), "-max-pixels", "-1"}, "-max-pixels -1: must be positive", false},
+		{"generate without -model", generate, []string{p("0.png")}, "-model is required", false},
+		{"generate no inputs", generate, []string{"-model", p("model.radgen")}, "give -ann, -manifest, image files or DICOM folders", false},
+		{"model missing", generate, []string{"-model", p("none.radgen"), p("0.png")}, "no such file", false},
+		{"model FIFO", generate, []string{"-model", fifo, p("0.png")}, "not a regular file", true},
+		{"model /dev/zero", generate, []string{"-model", "/dev/zero", p("0.png")}, "not a regular file", false},
+		{"model num_layers 2^20", generate, []string{"-model", p("layers.radgen"), p("0.png")}, "num_layers = 1048576", false},
+		{"model d_model 2^20", generate, []string{"-model", p("width.radgen"), p("0.png")}, "d_model = 1048576", false},
+		{"model zstd bomb", generate, []string{"-model", p("bomb.radgen"), p("0.png")}, "tensor header of 0 bytes", false},
+		{"model truncated", generate, []string{"-model", p("truncated.radgen"), p("0.png")}, "bad checkpoint", false},
+		{"model not a checkpoint", generate, []string{"-model", p("garbage.radgen"), p("0.png")}, "not a radgen checkpoint", false},
+		{"model over -max-model-bytes", generate, []string{"-model", p("model.radgen"), "-max-model-bytes", "1000", p("0.png")}, "exceeds the limit of 1000", false},
+		{"empty split", generate, []string{"-model", p("model.radgen"), "-ann", p("ann.json"), "-images", dir}, `split "test" has no studies`, false},
+		{"missing split", generate, []string{"-model", p("model.radgen"), "-ann", p("ann.json"), "-images", dir, "-split", "val"}, `split missing`, false},
+		{"bad annotation", generate, []string{"-model", p("model.radgen"), "-ann", p("bad.json"), "-images", dir}, `bad study`, false},
+		{"annotation over -max-ann-bytes", generate, []string{"-model", p("model.radgen"), "-ann", p("ann.json"), "-max-ann-bytes", "10"}, "exceeds its size limit", false},
+		{"flags after the files", generate, []string{"-model", p("model.radgen"), p("0.png"), p("1.png"), "-beam", "0"}, "beam size 0", false},
+		{"image not an image", generate, []string{"-model", p("model.radgen"), p("notimage.png"), p("1.png")}, "notimage.png", false},
+		{"image FIFO", generate, []string{"-model", p("model.radgen"), fifo, p("1.png")}, "not a regular file", true},
+		{"image over -max-pixels", generate, []string{"-model", p("model.radgen"), "-max-pixels", "10000", p("big.png"), p("1.png")}, "pixel limit", false},
+		{"image over -max-image-bytes", generate, []string{"-model", p("model.radgen"), "-max-image-bytes", "20", p("0.png"), p("1.png")}, "exceeds its size limit", false},
+		{"one view for two", generate, []string{"-model", p("model.radgen"), p("0.png")}, "1 views, the model takes 2", false},
+		{"failed generate keeps -o", generate, []string{"-model", p("model.radgen"), "-o", p("existing.json"), p("0.png")}, "1 views", false},
+		{"eval without -reports", eval, []string{"-ann", p("ann.json")}, "-reports is required", false},
+		{"eval reports missing", eval, []string{"-ann", p("ann.json"), "-reports", p("none.json")}, "no such file", false},
+		{"eval reports FIFO", eval, []string{"-ann", p("ann.json"), "-reports", fifo}, "not a regular file", true},
+		{"eval reports not reports", eval, []string{"-ann", p("ann.json"), "-reports", p("notreports.json")}, "not a reports.json", false},
+		{"eval reports over the limit", eval, []string{"-ann", p("ann.json"), "-reports", p("reports.json"), "-max-reports-bytes", "5"}, "exceeds its size limit", false},
+		{"eval without -ann", eval, []string{"-reports", p("reports.json")}, "-ann is required", false},
+		{"eval report not in split", eval, []string{"-ann", p("ann.json"), "-reports", p("reports.json")}, `"a", which is not in split "test"`, false},
+	}
+	for _, c := range cases {
+		if c.fifo && !haveFIFO {
+			continue
+		}
+		err := c.run(context.Background(), c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\n\twant an error containing %q", c.name, err, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(p("existing.json")); string(b) != "keep me" {
+		t.Errorf("a failed generate changed -o's file: %q", b)
+	}
+}
