@@ -1,6 +1,7 @@
 // Package jpeg2000 decodes JPEG 2000 Part 1 (ITU-T T.800 | ISO/IEC 15444-1)
 // code streams, as DICOM stores them for transfer syntaxes
-// 1.2.840.10008.1.2.4.90 (lossless only) and 1.2.840.10008.1.2.4.91: a raw
+// 1.2.840.10008.1.2.4.90 (the lossless-only syntax) and
+// 1.2.840.10008.1.2.4.91 (lossless or lossy): a raw
 // code stream (SOC, SIZ, …) or a JP2 file whose code stream box holds one.
 // It is pure Go.
 //
@@ -20,11 +21,11 @@
 //
 // The frame has the size of component 0; a component sub-sampled
 // differently is replicated (nearest neighbour) onto that grid. The 9/7
-// path computes in float32 exactly as OpenJPEG does (its synthesis gains,
-// lifting order and component transform), and samples are rounded to
-// nearest (ties to even) and clamped to their precision, so lossy decodes
-// match opj_decompress and GDCM sample for sample; reversible decodes are
-// exact by construction.
+// path computes in float32 with OpenJPEG's synthesis gains, lifting order
+// and component transform, and rounds samples to nearest (ties to even)
+// before clamping them to their precision: on every lossy test stream, and
+// on GDCM's lossy encodings of a real CR, the samples equal those of
+// opj_decompress and gdcmconv. Reversible decodes are exact.
 //
 // # Not supported
 //
