@@ -138,12 +138,12 @@ func writeOutput(dest, id, ext string, n int, b []byte) error {
 		if err := os.MkdirAll(dest, 0o755); err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(dest, safeName(id)+ext), b, 0o644)
+		return writeFile(filepath.Join(dest, safeName(id)+ext), b)
 	}
 	if n > 1 {
 		return fmt.Errorf("%d studies: give %s a directory", n, dest)
 	}
-	return os.WriteFile(dest, b, 0o644)
+	return writeFile(dest, b)
 }
 
 // safeName keeps a file name to digits, letters, dots and dashes (a

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/memtrans"
 )
 
@@ -28,7 +28,7 @@ const (
 
 // manifestStudies decodes the studies a manifest lists.
 func manifestStudies(path string, views int) ([]memtrans.Study, error) {
-	f, err := os.Open(path)
+	f, err := boundedio.Open(path, false) // a FIFO would block
 	if err != nil {
 		return nil, err
 	}
