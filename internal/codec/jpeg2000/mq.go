@@ -122,6 +122,18 @@ func (m *mqDecoder) decode(cx uint8) uint32 {
 	return m.decodeSlow(cx, s)
 }
 
+// exchangeMPS is the conditional MPS exchange (T.800 Figure C.16) for
+// context cx after an MPS path that left a < 0x8000; the caller
+// renormalises.
+func (m *mqDecoder) exchangeMPS(cx uint8, s *mqState, a uint32) uint32 {
+	if a < s.qe {
+		m.cx[cx&31] = s.nlps
+		return 1 - s.mps
+	}
+	m.cx[cx&31] = s.nmps
+	return s.mps
+}
+
 // decodeSlow finishes decode after A -= Qe: the LPS and MPS exchanges and
 // renormalisation (T.800 C.3.2, Figures C.15-C.18).
 func (m *mqDecoder) decodeSlow(cx uint8, s *mqState) uint32 {

@@ -260,9 +260,23 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 				var bit uint32
 				st = &mqStates[mq.cx[(zc[f&fNeighbours])&31]]
 				a -= st.qe
-				if a&0x8000 != 0 && c >= st.qe16 {
+				if c >= st.qe16 {
 					c -= st.qe16
-					bit = st.mps
+					if a&0x8000 != 0 {
+						bit = st.mps
+					} else {
+						bit = mq.exchangeMPS(zc[f&fNeighbours], st, a)
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
+					}
 				} else {
 					mq.a, mq.c, mq.ct = a, c, ct
 					bit = mq.decodeSlow(zc[f&fNeighbours], st)
@@ -273,9 +287,23 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 					var neg uint32
 					st = &mqStates[mq.cx[(sc&0x7F)&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						neg = st.mps
+						if a&0x8000 != 0 {
+							neg = st.mps
+						} else {
+							neg = mq.exchangeMPS(sc&0x7F, st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						neg = mq.decodeSlow(sc&0x7F, st)
@@ -351,9 +379,23 @@ func (t *t1) refPass(p int, cbStyle byte) {
 				var b uint32
 				st = &mqStates[mq.cx[(ctx)&31]]
 				a -= st.qe
-				if a&0x8000 != 0 && c >= st.qe16 {
+				if c >= st.qe16 {
 					c -= st.qe16
-					b = st.mps
+					if a&0x8000 != 0 {
+						b = st.mps
+					} else {
+						b = mq.exchangeMPS(ctx, st, a)
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
+					}
 				} else {
 					mq.a, mq.c, mq.ct = a, c, ct
 					b = mq.decodeSlow(ctx, st)
@@ -408,9 +450,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					var bit, r0, r1, neg uint32
 					st = &mqStates[mq.cx[(ctxRL)&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						bit = st.mps
+						if a&0x8000 != 0 {
+							bit = st.mps
+						} else {
+							bit = mq.exchangeMPS(ctxRL, st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						bit = mq.decodeSlow(ctxRL, st)
@@ -421,9 +477,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					}
 					st = &mqStates[mq.cx[(ctxUNI)&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						r0 = st.mps
+						if a&0x8000 != 0 {
+							r0 = st.mps
+						} else {
+							r0 = mq.exchangeMPS(ctxUNI, st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						r0 = mq.decodeSlow(ctxUNI, st)
@@ -431,9 +501,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					}
 					st = &mqStates[mq.cx[(ctxUNI)&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						r1 = st.mps
+						if a&0x8000 != 0 {
+							r1 = st.mps
+						} else {
+							r1 = mq.exchangeMPS(ctxUNI, st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						r1 = mq.decodeSlow(ctxUNI, st)
@@ -448,9 +532,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					sc := scLUT[scIndex(f)]
 					st = &mqStates[mq.cx[(sc&0x7F)&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						neg = st.mps
+						if a&0x8000 != 0 {
+							neg = st.mps
+						} else {
+							neg = mq.exchangeMPS(sc&0x7F, st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						neg = mq.decodeSlow(sc&0x7F, st)
@@ -471,9 +569,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					var bit uint32
 					st = &mqStates[mq.cx[(zc[f&fNeighbours])&31]]
 					a -= st.qe
-					if a&0x8000 != 0 && c >= st.qe16 {
+					if c >= st.qe16 {
 						c -= st.qe16
-						bit = st.mps
+						if a&0x8000 != 0 {
+							bit = st.mps
+						} else {
+							bit = mq.exchangeMPS(zc[f&fNeighbours], st, a)
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
+						}
 					} else {
 						mq.a, mq.c, mq.ct = a, c, ct
 						bit = mq.decodeSlow(zc[f&fNeighbours], st)
@@ -484,9 +596,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 						var neg uint32
 						st = &mqStates[mq.cx[(sc&0x7F)&31]]
 						a -= st.qe
-						if a&0x8000 != 0 && c >= st.qe16 {
+						if c >= st.qe16 {
 							c -= st.qe16
-							neg = st.mps
+							if a&0x8000 != 0 {
+								neg = st.mps
+							} else {
+								neg = mq.exchangeMPS(sc&0x7F, st, a)
+								for a&0x8000 == 0 {
+									if ct == 0 {
+										mq.c = c
+										mq.bytein()
+										c, ct = mq.c, mq.ct
+									}
+									a <<= 1
+									c <<= 1
+									ct--
+								}
+							}
 						} else {
 							mq.a, mq.c, mq.ct = a, c, ct
 							neg = mq.decodeSlow(sc&0x7F, st)
