@@ -9,7 +9,8 @@
 //	POST /v1/reports   one study as multipart/form-data: one file per view
 //	                   (PNG, JPEG or DICOM, in the model's view order) and
 //	                   optional fields (or query parameters) study_id,
-//	                   beam_size, max_length, attention, images, fhir.
+//	                   study_uid, beam_size, max_length, attention, images,
+//	                   fhir.
 //	                   Answers the report as JSON: text, words, tokens, token
 //	                   log-probabilities, log_prob, the model's name and
 //	                   checksum, timings, and on request the attention of
@@ -22,6 +23,10 @@
 //	                   report latency histogram, studies per Generate call,
 //	                   in-flight studies, queue length, readiness
 //	GET  /             the web page (embedded; it loads nothing from elsewhere)
+//
+// The FHIR DiagnosticReport (package memtrans/fhir) names the study by the
+// study_uid field, or by the StudyInstanceUID, accession number and patient
+// of the first DICOM view's header, or else by a fresh UID under 2.25.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // stable codes of the Code constants and messages that name what to change,
