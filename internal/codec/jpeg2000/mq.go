@@ -134,6 +134,17 @@ func (m *mqDecoder) exchangeMPS(cx uint8, s *mqState, a uint32) uint32 {
 	return s.mps
 }
 
+// exchangeLPS is the conditional LPS exchange (T.800 Figure C.15) for
+// context cx when C is below Qe; the caller sets A to Qe and renormalises.
+func (m *mqDecoder) exchangeLPS(cx uint8, s *mqState, a uint32) uint32 {
+	if a < s.qe {
+		m.cx[cx&31] = s.nmps
+		return s.mps
+	}
+	m.cx[cx&31] = s.nlps
+	return 1 - s.mps
+}
+
 // decodeSlow finishes decode after A -= Qe: the LPS and MPS exchanges and
 // renormalisation (T.800 C.3.2, Figures C.15-C.18).
 func (m *mqDecoder) decodeSlow(cx uint8, s *mqState) uint32 {

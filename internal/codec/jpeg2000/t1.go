@@ -278,9 +278,18 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 						}
 					}
 				} else {
-					mq.a, mq.c, mq.ct = a, c, ct
-					bit = mq.decodeSlow(zc[f&fNeighbours], st)
-					a, c, ct = mq.a, mq.c, mq.ct
+					bit = mq.exchangeLPS(zc[f&fNeighbours], st, a)
+					a = st.qe
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
+						}
+						a <<= 1
+						c <<= 1
+						ct--
+					}
 				}
 				if bit != 0 {
 					sc := scLUT[scIndex(f)]
@@ -305,9 +314,18 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						neg = mq.decodeSlow(sc&0x7F, st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						neg = mq.exchangeLPS(sc&0x7F, st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					t.mag[i] = one
 					t.setSig(i, neg^uint32(sc>>7))
@@ -397,9 +415,18 @@ func (t *t1) refPass(p int, cbStyle byte) {
 						}
 					}
 				} else {
-					mq.a, mq.c, mq.ct = a, c, ct
-					b = mq.decodeSlow(ctx, st)
-					a, c, ct = mq.a, mq.c, mq.ct
+					b = mq.exchangeLPS(ctx, st, a)
+					a = st.qe
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
+						}
+						a <<= 1
+						c <<= 1
+						ct--
+					}
 				}
 				t.mag[i] += b<<(p+1) - half
 				flags[i] |= fRefine
@@ -468,9 +495,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						bit = mq.decodeSlow(ctxRL, st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						bit = mq.exchangeLPS(ctxRL, st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					if bit == 0 {
 						continue
@@ -495,9 +531,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						r0 = mq.decodeSlow(ctxUNI, st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						r0 = mq.exchangeLPS(ctxUNI, st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					st = &mqStates[mq.cx[(ctxUNI)&31]]
 					a -= st.qe
@@ -519,9 +564,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						r1 = mq.decodeSlow(ctxUNI, st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						r1 = mq.exchangeLPS(ctxUNI, st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					r := int(r0<<1 | r1)
 					j := i + r*s
@@ -550,9 +604,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						neg = mq.decodeSlow(sc&0x7F, st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						neg = mq.exchangeLPS(sc&0x7F, st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					t.mag[j] = one
 					t.setSig(j, neg^uint32(sc>>7))
@@ -587,9 +650,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							}
 						}
 					} else {
-						mq.a, mq.c, mq.ct = a, c, ct
-						bit = mq.decodeSlow(zc[f&fNeighbours], st)
-						a, c, ct = mq.a, mq.c, mq.ct
+						bit = mq.exchangeLPS(zc[f&fNeighbours], st, a)
+						a = st.qe
+						for a&0x8000 == 0 {
+							if ct == 0 {
+								mq.c = c
+								mq.bytein()
+								c, ct = mq.c, mq.ct
+							}
+							a <<= 1
+							c <<= 1
+							ct--
+						}
 					}
 					if bit != 0 {
 						sc := scLUT[scIndex(f)]
@@ -614,9 +686,18 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 								}
 							}
 						} else {
-							mq.a, mq.c, mq.ct = a, c, ct
-							neg = mq.decodeSlow(sc&0x7F, st)
-							a, c, ct = mq.a, mq.c, mq.ct
+							neg = mq.exchangeLPS(sc&0x7F, st, a)
+							a = st.qe
+							for a&0x8000 == 0 {
+								if ct == 0 {
+									mq.c = c
+									mq.bytein()
+									c, ct = mq.c, mq.ct
+								}
+								a <<= 1
+								c <<= 1
+								ct--
+							}
 						}
 						t.mag[i] = one
 						t.setSig(i, neg^uint32(sc>>7))
