@@ -229,7 +229,10 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 	vsc := cbStyle&cbVSC != 0
 	one := uint32(3) << p
 	mq := &t.mq
-	// The MQ registers live in locals; decodeSlow syncs them (see mqDecoder.decode).
+	// The MQ registers live in locals. Each decision below is
+	// mqDecoder.decode written out on them (T.800 C.3.2): an MPS, the
+	// conditional MPS exchange or the LPS exchange, then renormalisation;
+	// only bytein goes through the struct.
 	a, c, ct := mq.a, mq.c, mq.ct
 	var st *mqState
 	flags := t.flags
@@ -262,24 +265,39 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 				a -= st.qe
 				if c >= st.qe16 {
 					c -= st.qe16
-					if a&0x8000 != 0 {
-						bit = st.mps
-					} else {
+					bit = st.mps
+					if a&0x8000 == 0 {
 						bit = mq.exchangeMPS(zc[f&fNeighbours], st, a)
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
-						}
 					}
 				} else {
 					bit = mq.exchangeLPS(zc[f&fNeighbours], st, a)
 					a = st.qe
+				}
+				for a&0x8000 == 0 {
+					if ct == 0 {
+						mq.c = c
+						mq.bytein()
+						c, ct = mq.c, mq.ct
+					}
+					a <<= 1
+					c <<= 1
+					ct--
+				}
+				if bit != 0 {
+					sc := scLUT[scIndex(f)]
+					var neg uint32
+					st = &mqStates[mq.cx[(sc&0x7F)&31]]
+					a -= st.qe
+					if c >= st.qe16 {
+						c -= st.qe16
+						neg = st.mps
+						if a&0x8000 == 0 {
+							neg = mq.exchangeMPS(sc&0x7F, st, a)
+						}
+					} else {
+						neg = mq.exchangeLPS(sc&0x7F, st, a)
+						a = st.qe
+					}
 					for a&0x8000 == 0 {
 						if ct == 0 {
 							mq.c = c
@@ -289,43 +307,6 @@ func (t *t1) sigPass(p int, zc *[256]uint8, cbStyle byte) {
 						a <<= 1
 						c <<= 1
 						ct--
-					}
-				}
-				if bit != 0 {
-					sc := scLUT[scIndex(f)]
-					var neg uint32
-					st = &mqStates[mq.cx[(sc&0x7F)&31]]
-					a -= st.qe
-					if c >= st.qe16 {
-						c -= st.qe16
-						if a&0x8000 != 0 {
-							neg = st.mps
-						} else {
-							neg = mq.exchangeMPS(sc&0x7F, st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
-						}
-					} else {
-						neg = mq.exchangeLPS(sc&0x7F, st, a)
-						a = st.qe
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
-						}
 					}
 					t.mag[i] = one
 					t.setSig(i, neg^uint32(sc>>7))
@@ -399,34 +380,23 @@ func (t *t1) refPass(p int, cbStyle byte) {
 				a -= st.qe
 				if c >= st.qe16 {
 					c -= st.qe16
-					if a&0x8000 != 0 {
-						b = st.mps
-					} else {
+					b = st.mps
+					if a&0x8000 == 0 {
 						b = mq.exchangeMPS(ctx, st, a)
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
-						}
 					}
 				} else {
 					b = mq.exchangeLPS(ctx, st, a)
 					a = st.qe
-					for a&0x8000 == 0 {
-						if ct == 0 {
-							mq.c = c
-							mq.bytein()
-							c, ct = mq.c, mq.ct
-						}
-						a <<= 1
-						c <<= 1
-						ct--
+				}
+				for a&0x8000 == 0 {
+					if ct == 0 {
+						mq.c = c
+						mq.bytein()
+						c, ct = mq.c, mq.ct
 					}
+					a <<= 1
+					c <<= 1
+					ct--
 				}
 				t.mag[i] += b<<(p+1) - half
 				flags[i] |= fRefine
@@ -479,34 +449,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					a -= st.qe
 					if c >= st.qe16 {
 						c -= st.qe16
-						if a&0x8000 != 0 {
-							bit = st.mps
-						} else {
+						bit = st.mps
+						if a&0x8000 == 0 {
 							bit = mq.exchangeMPS(ctxRL, st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 					} else {
 						bit = mq.exchangeLPS(ctxRL, st, a)
 						a = st.qe
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
+					}
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
 						}
+						a <<= 1
+						c <<= 1
+						ct--
 					}
 					if bit == 0 {
 						continue
@@ -515,67 +474,45 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					a -= st.qe
 					if c >= st.qe16 {
 						c -= st.qe16
-						if a&0x8000 != 0 {
-							r0 = st.mps
-						} else {
+						r0 = st.mps
+						if a&0x8000 == 0 {
 							r0 = mq.exchangeMPS(ctxUNI, st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 					} else {
 						r0 = mq.exchangeLPS(ctxUNI, st, a)
 						a = st.qe
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
+					}
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
 						}
+						a <<= 1
+						c <<= 1
+						ct--
 					}
 					st = &mqStates[mq.cx[(ctxUNI)&31]]
 					a -= st.qe
 					if c >= st.qe16 {
 						c -= st.qe16
-						if a&0x8000 != 0 {
-							r1 = st.mps
-						} else {
+						r1 = st.mps
+						if a&0x8000 == 0 {
 							r1 = mq.exchangeMPS(ctxUNI, st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 					} else {
 						r1 = mq.exchangeLPS(ctxUNI, st, a)
 						a = st.qe
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
+					}
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
 						}
+						a <<= 1
+						c <<= 1
+						ct--
 					}
 					r := int(r0<<1 | r1)
 					j := i + r*s
@@ -588,34 +525,23 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					a -= st.qe
 					if c >= st.qe16 {
 						c -= st.qe16
-						if a&0x8000 != 0 {
-							neg = st.mps
-						} else {
+						neg = st.mps
+						if a&0x8000 == 0 {
 							neg = mq.exchangeMPS(sc&0x7F, st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 					} else {
 						neg = mq.exchangeLPS(sc&0x7F, st, a)
 						a = st.qe
-						for a&0x8000 == 0 {
-							if ct == 0 {
-								mq.c = c
-								mq.bytein()
-								c, ct = mq.c, mq.ct
-							}
-							a <<= 1
-							c <<= 1
-							ct--
+					}
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
 						}
+						a <<= 1
+						c <<= 1
+						ct--
 					}
 					t.mag[j] = one
 					t.setSig(j, neg^uint32(sc>>7))
@@ -634,24 +560,39 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 					a -= st.qe
 					if c >= st.qe16 {
 						c -= st.qe16
-						if a&0x8000 != 0 {
-							bit = st.mps
-						} else {
+						bit = st.mps
+						if a&0x8000 == 0 {
 							bit = mq.exchangeMPS(zc[f&fNeighbours], st, a)
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 					} else {
 						bit = mq.exchangeLPS(zc[f&fNeighbours], st, a)
 						a = st.qe
+					}
+					for a&0x8000 == 0 {
+						if ct == 0 {
+							mq.c = c
+							mq.bytein()
+							c, ct = mq.c, mq.ct
+						}
+						a <<= 1
+						c <<= 1
+						ct--
+					}
+					if bit != 0 {
+						sc := scLUT[scIndex(f)]
+						var neg uint32
+						st = &mqStates[mq.cx[(sc&0x7F)&31]]
+						a -= st.qe
+						if c >= st.qe16 {
+							c -= st.qe16
+							neg = st.mps
+							if a&0x8000 == 0 {
+								neg = mq.exchangeMPS(sc&0x7F, st, a)
+							}
+						} else {
+							neg = mq.exchangeLPS(sc&0x7F, st, a)
+							a = st.qe
+						}
 						for a&0x8000 == 0 {
 							if ct == 0 {
 								mq.c = c
@@ -661,43 +602,6 @@ func (t *t1) cleanup(p int, zc *[256]uint8, cbStyle byte) {
 							a <<= 1
 							c <<= 1
 							ct--
-						}
-					}
-					if bit != 0 {
-						sc := scLUT[scIndex(f)]
-						var neg uint32
-						st = &mqStates[mq.cx[(sc&0x7F)&31]]
-						a -= st.qe
-						if c >= st.qe16 {
-							c -= st.qe16
-							if a&0x8000 != 0 {
-								neg = st.mps
-							} else {
-								neg = mq.exchangeMPS(sc&0x7F, st, a)
-								for a&0x8000 == 0 {
-									if ct == 0 {
-										mq.c = c
-										mq.bytein()
-										c, ct = mq.c, mq.ct
-									}
-									a <<= 1
-									c <<= 1
-									ct--
-								}
-							}
-						} else {
-							neg = mq.exchangeLPS(sc&0x7F, st, a)
-							a = st.qe
-							for a&0x8000 == 0 {
-								if ct == 0 {
-									mq.c = c
-									mq.bytein()
-									c, ct = mq.c, mq.ct
-								}
-								a <<= 1
-								c <<= 1
-								ct--
-							}
 						}
 						t.mag[i] = one
 						t.setSig(i, neg^uint32(sc>>7))
