@@ -68,13 +68,27 @@ func gradCheck(t *testing.T, name string, f func(g *Graph, in []*Tensor) *Tensor
 	}
 }
 
-func TestGradients(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	cases := []struct {
-		name string
-		f    func(g *Graph, in []*Tensor) *Tensor
-		in   []*Tensor
-	}{
+// gradCase is an op (or a few) whose gradients are checked: by finite
+// differences in float64 here, and against the CPU on every device
+// (device_test.go).
+type gradCase struct {
+	name string
+	f    func(g *Graph, in []*Tensor) *Tensor
+	in   []*Tensor
+}
+
+// sameKind returns t with ref's dtype on ref's device (masks built inside
+// a case).
+func sameKind(ref, t *Tensor) *Tensor {
+	if ref.Is64() {
+		return t.To64()
+	}
+	return t.To32().To(ref.Device())
+}
+
+// gradCases returns the cases with float64 inputs drawn from r.
+func gradCases(r *rand.Rand) []gradCase {
+	return []gradCase{
 		{"Add broadcast", func(g *Graph, in []*Tensor) *Tensor { return g.Add(in[0], in[1]) }, []*Tensor{rnd(r, 2, 3, 4), rnd(r, 4)}},
 		{"Add middle broadcast", func(g *Graph, in []*Tensor) *Tensor { return g.Add(in[0], in[1]) }, []*Tensor{rnd(r, 2, 3, 4), rnd(r, 2, 1, 4)}},
 		{"Sub", func(g *Graph, in []*Tensor) *Tensor { return g.Sub(in[0], in[1]) }, []*Tensor{rnd(r, 3, 1), rnd(r, 1, 5)}},
@@ -87,7 +101,7 @@ func TestGradients(t *testing.T) {
 		{"Softmax", func(g *Graph, in []*Tensor) *Tensor { return g.Softmax(in[0]) }, []*Tensor{rnd(r, 3, 6)}},
 		{"LogSoftmax", func(g *Graph, in []*Tensor) *Tensor { return g.LogSoftmax(in[0]) }, []*Tensor{rnd(r, 3, 6)}},
 		{"MaskedFill+Softmax", func(g *Graph, in []*Tensor) *Tensor {
-			mask := FromFloat64([]float64{1, 1, 0, 1, 0, 0}, 1, 6)
+			mask := sameKind(in[0], FromFloat64([]float64{1, 1, 0, 1, 0, 0}, 1, 6))
 			return g.Softmax(g.MaskedFill(in[0], mask, -1e9))
 		}, []*Tensor{rnd(r, 3, 6)}},
 		{"Normalize R2Gen", func(g *Graph, in []*Tensor) *Tensor { return g.Normalize(in[0], 1e-6, NormR2Gen) }, []*Tensor{rnd(r, 3, 7)}},
@@ -113,8 +127,31 @@ func TestGradients(t *testing.T) {
 		{"Embedding", func(g *Graph, in []*Tensor) *Tensor { return g.Embedding(in[0], []int{3, 1, 3, 0}, 2, 2) }, []*Tensor{rnd(r, 4, 3)}},
 		{"PickLast", func(g *Graph, in []*Tensor) *Tensor { return g.PickLast(g.LogSoftmax(in[0]), []int{1, 0, 4}) }, []*Tensor{rnd(r, 3, 5)}},
 		{"Sum", func(g *Graph, in []*Tensor) *Tensor { return g.Sum(in[0]) }, []*Tensor{rnd(r, 3, 5)}},
+		{"LayerNorm standard", func(g *Graph, in []*Tensor) *Tensor {
+			return g.LayerNorm(in[0], in[1], in[2], 1e-5, NormStandard)
+		}, []*Tensor{rnd(r, 4, 6), rnd(r, 6), rnd(r, 6)}},
+		{"Dropout", func(g *Graph, in []*Tensor) *Tensor {
+			g.train, g.rng = true, rand.New(rand.NewPCG(5, 5)) // same mask on every call
+			return g.Dropout(in[0], 0.3)
+		}, []*Tensor{rnd(r, 7, 5)}},
+		{"Attention with padding mask", func(g *Graph, in []*Tensor) *Tensor {
+			// R2Gen's scaled dot-product attention: scores masked with
+			// −1e9 where the key is padding, softmax, then ·V.
+			mask := sameKind(in[0], FromFloat64([]float64{1, 1, 1, 0, 1, 1, 0, 0}, 2, 1, 1, 4))
+			s := g.Scale(g.MatMul(in[0], in[1], true), 0.5)
+			return g.MatMul(g.Softmax(g.MaskedFill(s, mask, -1e9)), in[2], false)
+		}, []*Tensor{rnd(r, 2, 2, 3, 4), rnd(r, 2, 2, 4, 4), rnd(r, 2, 2, 4, 4)}},
+		{"Masked NLL", func(g *Graph, in []*Tensor) *Tensor {
+			// R2Gen's language-model criterion: −Σ mask·log p(target) / Σ mask.
+			mask := sameKind(in[0], FromFloat64([]float64{1, 1, 1, 0, 1, 0}, 6))
+			lp := g.PickLast(g.LogSoftmax(g.Reshape(in[0], 6, 5)), []int{1, 4, 0, 2, 3, 3})
+			return g.Scale(g.Sum(g.Mul(lp, mask)), -1.0/4)
+		}, []*Tensor{rnd(r, 2, 3, 5)}},
 	}
-	for _, c := range cases {
+}
+
+func TestGradients(t *testing.T) {
+	for _, c := range gradCases(rand.New(rand.NewPCG(1, 2))) {
 		gradCheck(t, c.name, c.f, c.in...)
 	}
 }

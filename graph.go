@@ -107,8 +107,13 @@ func (g *Graph) Backward(loss *Tensor) error {
 	if g.tape == nil {
 		return errors.New("radgen: graph already consumed by Backward")
 	}
-	seed := like(loss, loss.shape)
-	setAll(seed, 1)
+	var seed *Tensor
+	if loss.device != CPU {
+		seed = devFull(loss, loss.shape, 1)
+	} else {
+		seed = like(loss, loss.shape)
+		setAll(seed, 1)
+	}
 	accumulate(loss, seed)
 	for i := len(g.tape) - 1; i >= 0; i-- {
 		g.tape[i]()
@@ -121,7 +126,11 @@ func (g *Graph) Backward(loss *Tensor) error {
 // gradOf returns t's gradient buffer, allocating zeros on first use.
 func gradOf(t *Tensor) *Tensor {
 	if t.grad == nil {
-		t.grad = like(t, t.shape)
+		if t.device != CPU {
+			t.grad = devFull(t, t.shape, 0)
+		} else {
+			t.grad = like(t, t.shape)
+		}
 	}
 	return t.grad
 }
@@ -135,6 +144,10 @@ func accumulate(t *Tensor, g *Tensor) {
 		t.grad = g.Clone()
 		return
 	}
+	if t.device != CPU {
+		devAxpy("backward", t.grad, g, 1)
+		return
+	}
 	if t.Is64() {
 		kernels.AddScaled(t.grad.Data64(), g.Data64(), 1)
 	} else {
@@ -143,6 +156,11 @@ func accumulate(t *Tensor, g *Tensor) {
 }
 
 func setAll(t *Tensor, v float64) {
+	if t.device != CPU {
+		t.eng().must("Fill", t.eng().e.Fill(t.ptr(0), float32(v), t.Len()))
+		keep(t)
+		return
+	}
 	if t.Is64() {
 		d := t.Data64()
 		for i := range d {

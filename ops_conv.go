@@ -72,6 +72,7 @@ const (
 // (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded convolution on
 // large planes multiplies each image's planes directly.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
+	notOnDevice("Conv2d", x, weight, bias)
 	if x.Is64() {
 		return conv2d[float64](g, x, weight, bias, p)
 	}
@@ -297,6 +298,7 @@ func checkChannelVec(op, what string, t *Tensor, c int) {
 // nil (affine = False). Gradients flow to x, weight, bias, and to mean and
 // variance when they require them. torch's eps is 1e-5.
 func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
+	notOnDevice("BatchNorm2d", x, weight, bias, mean, variance)
 	if x.Is64() {
 		return batchNormEval[float64](g, x, weight, bias, mean, variance, eps)
 	}
@@ -405,6 +407,7 @@ func batchNormEval[T Float](g *Graph, x, weight, bias, mean, variance *Tensor, e
 // inputs are not modified; with nil running statistics the returned ones are
 // nil. It panics, as torch does, when a channel has a single sample.
 func (g *Graph) BatchNorm2dTrain(x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (y, newMean, newVar *Tensor) {
+	notOnDevice("BatchNorm2dTrain", x, weight, bias, runMean, runVar)
 	if x.Is64() {
 		return batchNormTrain[float64](g, x, weight, bias, runMean, runVar, eps, momentum)
 	}
@@ -512,6 +515,7 @@ func PoolSquare(kernel, stride, padding int) Pool2dParams {
 // and NaN propagates, as in torch. The gradient goes to the (first) maximum
 // of each window.
 func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
+	notOnDevice("MaxPool2d", x)
 	if x.Is64() {
 		return maxPool2d[float64](g, x, p)
 	}
@@ -562,6 +566,7 @@ func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
 // (or any [B, C, ...]) as [B, C]: torch's AvgPool2d with the plane as its
 // kernel, squeezed, which is how R2Gen computes its averaged visual feature.
 func (g *Graph) GlobalAvgPool2d(x *Tensor) *Tensor {
+	notOnDevice("GlobalAvgPool2d", x)
 	if x.Is64() {
 		return globalAvgPool[float64](g, x)
 	}

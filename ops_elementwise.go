@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
 func sameDevice(op string, ts ...*Tensor) {
+	deviceOf(op, ts...)
 	for _, t := range ts[1:] {
-		if t.device != ts[0].device || t.Is64() != ts[0].Is64() {
+		if t.Is64() != ts[0].Is64() {
 			panic(fmt.Sprintf("radgen: %s of %v and %v", op, ts[0], t))
 		}
 	}
@@ -17,6 +19,9 @@ func sameDevice(op string, ts ...*Tensor) {
 
 // Add returns a + b with NumPy broadcasting.
 func (g *Graph) Add(a, b *Tensor) *Tensor {
+	if deviceOf("Add", a, b) != CPU {
+		return devBinary(g, "Add", a, b, accel.OpAdd)
+	}
 	if a.Is64() {
 		return binary[float64](g, "Add", a, b, opAdd)
 	}
@@ -25,6 +30,9 @@ func (g *Graph) Add(a, b *Tensor) *Tensor {
 
 // Sub returns a − b with NumPy broadcasting.
 func (g *Graph) Sub(a, b *Tensor) *Tensor {
+	if deviceOf("Sub", a, b) != CPU {
+		return devBinary(g, "Sub", a, b, accel.OpSub)
+	}
 	if a.Is64() {
 		return binary[float64](g, "Sub", a, b, opSub)
 	}
@@ -33,6 +41,9 @@ func (g *Graph) Sub(a, b *Tensor) *Tensor {
 
 // Mul returns the elementwise product a ⊙ b with NumPy broadcasting.
 func (g *Graph) Mul(a, b *Tensor) *Tensor {
+	if deviceOf("Mul", a, b) != CPU {
+		return devBinary(g, "Mul", a, b, accel.OpMul)
+	}
 	if a.Is64() {
 		return binary[float64](g, "Mul", a, b, opMul)
 	}
@@ -163,6 +174,9 @@ func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
 
 // Scale returns s·x.
 func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
+	if x.device != CPU {
+		return devScale(g, x, s)
+	}
 	if x.Is64() {
 		return scale[float64](g, x, s)
 	}
@@ -203,6 +217,9 @@ func unary[T Float](g *Graph, x *Tensor, k unaryKernels[T]) *Tensor {
 
 // ReLU returns max(x, 0) elementwise.
 func (g *Graph) ReLU(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devUnary(g, "ReLU", x, accel.ActReLU)
+	}
 	if x.Is64() {
 		return unary(g, x, unaryKernels[float64]{kernels.ReLU[float64], kernels.ReLUBackward[float64]})
 	}
@@ -211,6 +228,9 @@ func (g *Graph) ReLU(x *Tensor) *Tensor {
 
 // Tanh returns tanh(x) elementwise.
 func (g *Graph) Tanh(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devUnary(g, "Tanh", x, accel.ActTanh)
+	}
 	if x.Is64() {
 		return unary(g, x, unaryKernels[float64]{kernels.Tanh[float64], kernels.TanhBackward[float64]})
 	}
@@ -219,6 +239,9 @@ func (g *Graph) Tanh(x *Tensor) *Tensor {
 
 // Sigmoid returns 1/(1+exp(−x)) elementwise.
 func (g *Graph) Sigmoid(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devUnary(g, "Sigmoid", x, accel.ActSigmoid)
+	}
 	if x.Is64() {
 		return unary(g, x, unaryKernels[float64]{kernels.Sigmoid[float64], kernels.SigmoidBackward[float64]})
 	}
@@ -227,6 +250,9 @@ func (g *Graph) Sigmoid(x *Tensor) *Tensor {
 
 // Softmax normalises the last dimension of x: exp(xᵢ)/Σⱼexp(xⱼ).
 func (g *Graph) Softmax(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devRowwise(g, "Softmax", x, false)
+	}
 	if x.Is64() {
 		return rowwise[float64](g, x, kernels.Softmax[float64], kernels.SoftmaxBackward[float64])
 	}
@@ -235,6 +261,9 @@ func (g *Graph) Softmax(x *Tensor) *Tensor {
 
 // LogSoftmax returns x − log Σ exp(x) over the last dimension.
 func (g *Graph) LogSoftmax(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devRowwise(g, "LogSoftmax", x, true)
+	}
 	if x.Is64() {
 		return rowwise[float64](g, x, kernels.LogSoftmax[float64], kernels.LogSoftmaxBackward[float64])
 	}
@@ -260,6 +289,9 @@ func rowwise[T Float](g *Graph, x *Tensor, fwd func(dst, x []T, n int), bwd func
 // zero; R2Gen masks attention scores this way with value −1e9 before the
 // softmax, so a fully masked row becomes uniform rather than NaN.
 func (g *Graph) MaskedFill(x, mask *Tensor, value float64) *Tensor {
+	if deviceOf("MaskedFill", x, mask) != CPU {
+		return devMaskedFill(g, x, mask, value)
+	}
 	if x.Is64() {
 		return maskedFill[float64](g, x, mask, value)
 	}
@@ -310,6 +342,9 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	}
 	if p >= 1 {
 		return g.Scale(x, 0)
+	}
+	if x.device != CPU {
+		return devDropout(g, x, p)
 	}
 	if x.Is64() {
 		return dropout[float64](g, x, p)

@@ -12,6 +12,9 @@ import (
 // leading dimensions as a, or a single matrix shared by the whole batch. The
 // result is [..., M, N].
 func (g *Graph) MatMul(a, b *Tensor, transB bool) *Tensor {
+	if deviceOf("MatMul", a, b) != CPU {
+		return devMatMul(g, a, b, transB)
+	}
 	if a.Is64() {
 		return matmul[float64](g, a, b, transB)
 	}
@@ -82,6 +85,9 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 // Linear returns x·Wᵀ + bias for x [..., in], W [out, in] and bias [out]
 // (bias may be nil): PyTorch's nn.Linear.
 func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
+	if deviceOf("Linear", x, w, bias) != CPU {
+		return devLinear(g, x, w, bias)
+	}
 	if x.Is64() {
 		return linear[float64](g, x, w, bias)
 	}

@@ -16,6 +16,9 @@ const (
 // Normalize returns x̂ = (x − μ)/σ over the last dimension, with σ as kind
 // says.
 func (g *Graph) Normalize(x *Tensor, eps float64, kind NormKind) *Tensor {
+	if x.device != CPU {
+		return devNormalize(g, x, eps, kind)
+	}
 	if x.Is64() {
 		return normalize[float64](g, x, eps, kind)
 	}

@@ -32,7 +32,9 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 		panic(fmt.Sprintf("radgen: cannot reshape %v to %v", x.shape, shape))
 	}
 	var out *Tensor
-	if x.Is64() {
+	if x.device != CPU {
+		out = devView(x, shape)
+	} else if x.Is64() {
 		out = FromFloat64(x.Data64(), shape...)
 	} else {
 		out = FromFloat32(x.Data(), shape...)
@@ -48,6 +50,9 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 }
 
 func reshapeGrad(t *Tensor, shape []int) *Tensor {
+	if t.device != CPU {
+		return devView(t, shape)
+	}
 	if t.Is64() {
 		return FromFloat64(t.Data64(), shape...)
 	}
@@ -70,6 +75,9 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 		seen[p] = true
 		oshape[i] = x.shape[p]
 		inv[p] = i
+	}
+	if x.device != CPU {
+		return devPermute(g, x, perm, oshape, inv)
 	}
 	out := like(x, oshape)
 	if x.Is64() {
@@ -141,6 +149,9 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 		}
 		oshape[axis] += x.shape[axis]
 	}
+	if xs[0].device != CPU {
+		return devConcat(g, axis, xs, oshape)
+	}
 	outer := numel(oshape[:axis])
 	inner := numel(oshape[axis+1:])
 	out := like(xs[0], oshape)
@@ -200,6 +211,9 @@ func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
 	oshape[axis] = end - start
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
+	if x.device != CPU {
+		return devSlice(g, x, axis, start, end, oshape)
+	}
 	xrow := x.shape[axis] * inner
 	w := (end - start) * inner
 	out := like(x, oshape)
@@ -260,6 +274,9 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 	idx = append([]int(nil), idx...)
 	oshape := append([]int(nil), x.shape...)
 	oshape[axis] = len(idx)
+	if x.device != CPU {
+		return devIndexSelect(g, x, axis, idx, oshape)
+	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
 	out := like(x, oshape)
@@ -301,6 +318,12 @@ func (g *Graph) Embedding(table *Tensor, ids []int, shape ...int) *Tensor {
 // PickLast returns out[r] = x[r, idx[r]] for x viewed as [rows, V]: the
 // log-probability of each target in a language-model loss.
 func (g *Graph) PickLast(x *Tensor, idx []int) *Tensor {
+	if x.device != CPU {
+		if len(idx) != x.Len()/x.Dim(-1) {
+			panic(fmt.Sprintf("radgen: PickLast of %d indices from %v", len(idx), x.shape))
+		}
+		return devPickLast(g, x, idx)
+	}
 	if x.Is64() {
 		return pickLast[float64](g, x, idx)
 	}
@@ -338,6 +361,9 @@ func pickLast[T Float](g *Graph, x *Tensor, idx []int) *Tensor {
 
 // Sum returns the sum of all elements as a scalar (shape []).
 func (g *Graph) Sum(x *Tensor) *Tensor {
+	if x.device != CPU {
+		return devSum(g, x)
+	}
 	if x.Is64() {
 		return sum[float64](g, x)
 	}

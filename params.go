@@ -100,6 +100,10 @@ func LoadParams(m Module, src TensorSource, prefix string) error {
 		return err
 	}
 	for _, p := range todo {
+		if p.dst.device != CPU {
+			p.dst.writeHost(p.data)
+			continue
+		}
 		if p.dst.Is64() {
 			d := p.dst.Data64()
 			for i, v := range p.data {
@@ -127,6 +131,9 @@ func (m MapSource) Float32(name string) ([]float32, []int, error) {
 		}
 		sort.Strings(keys)
 		return nil, nil, fmt.Errorf("not in map (similar: %v)", keys)
+	}
+	if t.device != CPU {
+		return t.hostCopy(), t.shape, nil
 	}
 	if t.Is64() {
 		return t.To32().Data(), t.shape, nil
@@ -166,6 +173,14 @@ func KaimingUniformLinear(w, b *Tensor, rng *rand.Rand) {
 
 // Uniform fills t with values drawn from U(−a, a).
 func Uniform(t *Tensor, rng *rand.Rand, a float64) {
+	if t.device != CPU {
+		d := make([]float32, t.Len())
+		for i := range d {
+			d[i] = float32((2*rng.Float64() - 1) * a)
+		}
+		t.writeHost(d)
+		return
+	}
 	if t.Is64() {
 		d := t.Data64()
 		for i := range d {

@@ -3,8 +3,11 @@ package radgen
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"gorgonia.org/tensor"
+
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // Float is the set of element types a Tensor may hold. Models run in
@@ -13,7 +16,9 @@ import (
 type Float interface{ ~float32 | ~float64 }
 
 // Tensor is a dense, row-major array on a device, optionally a node of a
-// Graph. Its storage is a *tensor.Dense from gorgonia.org/tensor.
+// Graph. Its storage is a *tensor.Dense from gorgonia.org/tensor: host
+// slices on the CPU, or a buffer of the device's engine (not accessible
+// from Go) on any other device; Tensor.To copies between devices.
 //
 // A Tensor made by an op of a recording Graph remembers how it was made, so
 // that Graph.Backward can send gradients to the tensors it came from.
@@ -27,8 +32,56 @@ type Tensor struct {
 	host         any
 	shape        []int
 	device       Device
+	buf          *devBuf // device storage; nil on the CPU
 	requiresGrad bool
 	grad         *Tensor
+}
+
+// devBuf is a float32 buffer of an engine, freed when the last tensor
+// holding it (views from Reshape share it) becomes unreachable.
+type devBuf struct {
+	e     *engine
+	ptr   accel.Ptr
+	bytes int64
+}
+
+type devFree struct {
+	e     *engine
+	ptr   accel.Ptr
+	bytes int64
+}
+
+// newDevBuf allocates n floats (uninitialised) on e.
+func newDevBuf(e *engine, n int) *devBuf {
+	bytes := 4 * int64(max(n, 1))
+	p, err := e.e.AllocPtr(bytes)
+	if err != nil {
+		panic(fmt.Sprintf("radgen: allocating %d bytes on %v: %v", bytes, e.dev, err))
+	}
+	e.live.Add(bytes)
+	b := &devBuf{e: e, ptr: p, bytes: bytes}
+	runtime.AddCleanup(b, func(f devFree) {
+		_ = f.e.e.FreePtr(f.ptr) // an engine closed under it has freed it already
+		f.e.live.Add(-f.bytes)
+	}, devFree{e, p, bytes})
+	return b
+}
+
+// onDevice returns a float32 tensor of shape on e whose storage is buf
+// (new, uninitialised, when buf is nil).
+func onDevice(e *engine, buf *devBuf, shape []int) *Tensor {
+	n := checkShape(shape)
+	if buf == nil {
+		buf = newDevBuf(e, n)
+	}
+	s := append([]int(nil), shape...)
+	ds := s
+	if len(ds) == 0 {
+		ds = []int{1}
+	}
+	d := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ds...), tensor.WithEngine(e.gorg),
+		tensor.FromMemory(uintptr(buf.ptr), uintptr(buf.bytes)))
+	return &Tensor{dense: d, shape: s, device: e.dev, buf: buf}
 }
 
 // Zeros returns a float32 tensor of the given shape filled with zeros.
@@ -44,7 +97,10 @@ func FromFloat32(data []float32, shape ...int) *Tensor { return fromSlice(data, 
 // FromFloat64 wraps data (not copied) as a float64 tensor of the given shape.
 func FromFloat64(data []float64, shape ...int) *Tensor { return fromSlice(data, tensor.Float64, shape) }
 
-// FromDense wraps an existing *tensor.Dense of dtype Float32 or Float64.
+// FromDense wraps an existing *tensor.Dense of dtype Float32 or Float64 in
+// host memory. A Float32 dense in the memory of a device's engine (the
+// Dense of a device Tensor) is copied into a new tensor on that device; any
+// other memory that Go cannot access is refused.
 func FromDense(d *tensor.Dense) (*Tensor, error) {
 	switch d.Dtype() {
 	case tensor.Float32, tensor.Float64:
@@ -52,7 +108,30 @@ func FromDense(d *tensor.Dense) (*Tensor, error) {
 		return nil, fmt.Errorf("radgen: unsupported dtype %v", d.Dtype())
 	}
 	if !d.IsNativelyAccessible() {
-		return nil, fmt.Errorf("radgen: dense tensor is not in host memory")
+		dev, ok := engineDevice(d.Engine())
+		if !ok {
+			return nil, fmt.Errorf("radgen: dense tensor is in the memory of an engine radgen does not know")
+		}
+		if d.Dtype() != tensor.Float32 {
+			return nil, fmt.Errorf("radgen: %v tensor on %v: devices hold float32 only", d.Dtype(), dev)
+		}
+		if !d.DataOrder().IsRowMajor() {
+			return nil, fmt.Errorf("radgen: dense tensor on %v is not row-major", dev)
+		}
+		e := mustEngine("FromDense", dev)
+		shape := append([]int(nil), d.Shape()...)
+		n := numel(shape)
+		if int64(d.MemSize()) < 4*int64(n) {
+			return nil, fmt.Errorf("radgen: dense tensor of shape %v holds %d bytes", shape, d.MemSize())
+		}
+		t := onDevice(e, nil, shape)
+		if n > 0 {
+			if err := e.e.CopyDevice(t.buf.ptr, accel.Ptr(d.Uintptr()), 4*int64(n)); err != nil {
+				return nil, fmt.Errorf("radgen: copying a dense tensor on %v: %w", dev, err)
+			}
+		}
+		runtime.KeepAlive(d)
+		return t, nil
 	}
 	shape := append([]int(nil), d.Shape()...)
 	if !d.IsMaterializable() && d.DataOrder().IsRowMajor() {
@@ -121,7 +200,7 @@ func (t *Tensor) Dim(i int) int {
 func (t *Tensor) Rank() int { return len(t.shape) }
 
 // Len returns the number of elements.
-func (t *Tensor) Len() int { return t.dense.DataSize() }
+func (t *Tensor) Len() int { return numel(t.shape) }
 
 // Device returns where t's storage lives.
 func (t *Tensor) Device() Device { return t.device }
@@ -130,7 +209,7 @@ func (t *Tensor) Device() Device { return t.device }
 func (t *Tensor) Is64() bool { return t.dense.Dtype() == tensor.Float64 }
 
 // Data returns the float32 values of t (shared, not copied). It panics if t
-// holds float64 or lives off the host.
+// holds float64 or lives off the CPU (To(CPU) copies it there).
 func (t *Tensor) Data() []float32 { return values[float32](t) }
 
 // Data64 returns the float64 values of t (shared, not copied).
@@ -148,6 +227,9 @@ func (t *Tensor) At(idx ...int) float64 {
 		}
 		off = off*t.shape[i] + x
 	}
+	if t.device != CPU {
+		return t.Float64s()[off]
+	}
 	if t.Is64() {
 		return t.Data64()[off]
 	}
@@ -159,7 +241,7 @@ func (t *Tensor) Float64s() []float64 {
 	if t.Is64() {
 		return append([]float64(nil), t.Data64()...)
 	}
-	src := t.Data()
+	src := t.hostCopy()
 	out := make([]float64, len(src))
 	for i, v := range src {
 		out[i] = float64(v)
@@ -179,8 +261,12 @@ func (t *Tensor) Grad() *Tensor { return t.grad }
 // ZeroGrad drops t's accumulated gradient.
 func (t *Tensor) ZeroGrad() { t.grad = nil }
 
-// Clone returns a deep copy of t's values that does not require gradients.
+// Clone returns a deep copy of t's values, on t's device, that does not
+// require gradients.
 func (t *Tensor) Clone() *Tensor {
+	if t.device != CPU {
+		return devClone(t)
+	}
 	c := like(t, t.shape)
 	if t.Is64() {
 		copy(c.Data64(), t.Data64())
@@ -190,12 +276,15 @@ func (t *Tensor) Clone() *Tensor {
 	return c
 }
 
-// To64 returns a float64 copy of t.
+// To64 returns a float64 copy of t on the CPU.
 func (t *Tensor) To64() *Tensor { return FromFloat64(t.Float64s(), t.shape...) }
 
-// To32 returns a float32 copy of t.
+// To32 returns a float32 copy of t on the CPU.
 func (t *Tensor) To32() *Tensor {
 	if !t.Is64() {
+		if t.device != CPU {
+			return FromFloat32(t.hostCopy(), t.shape...)
+		}
 		return t.Clone()
 	}
 	src := t.Data64()
@@ -213,7 +302,7 @@ func (t *Tensor) String() string {
 
 func values[T Float](t *Tensor) []T {
 	if t.device != CPU {
-		panic("radgen: host access to a tensor on " + t.device.String())
+		panic("radgen: host access to a tensor on " + t.device.String() + " (copy it to the CPU with To(radgen.CPU), or the op does not run on devices yet)")
 	}
 	v, ok := t.host.([]T)
 	if !ok {

@@ -1,0 +1,626 @@
+package radgen
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+
+	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/internal/kernels"
+)
+
+// The device backend. Every public op of a Graph dispatches once, on entry,
+// on its operands' device: the CPU runs the fused host kernels of the op's
+// own file (internal/kernels, internal/f32), any other device runs the
+// functions of this file, which express the op's forward and backward
+// passes with the primitives of accel.Engine (accel.Trainer and the
+// decoding methods). The reference engine runs those primitives with the
+// CPU kernels, so that the device path is tested on any machine against
+// the CPU path.
+//
+// Devices hold float32 only. Every function here keeps its operands alive
+// (keep) until the engine calls that use their buffers have returned, since
+// a device buffer is freed when its tensor becomes unreachable.
+
+// deviceOf returns the device of the non-nil operands of op; it panics when
+// they differ.
+func deviceOf(op string, ts ...*Tensor) Device {
+	var d Device
+	first := true
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if first {
+			d, first = t.device, false
+		} else if t.device != d {
+			panic(fmt.Sprintf("radgen: %s: operands on %v and %v", op, d, t.device))
+		}
+	}
+	return d
+}
+
+// notOnDevice panics for an op that has no device implementation yet.
+func notOnDevice(op string, ts ...*Tensor) {
+	if d := deviceOf(op, ts...); d != CPU {
+		panic(fmt.Sprintf("radgen: %s does not run on %v yet (copy its operands to the CPU with To(radgen.CPU))", op, d))
+	}
+}
+
+func keep(ts ...*Tensor) { runtime.KeepAlive(ts) }
+
+// ptr returns the device address of element off of t.
+func (t *Tensor) ptr(off int) accel.Ptr { return t.buf.ptr.Add(off) }
+
+func (t *Tensor) eng() *engine { return t.buf.e }
+
+// devNew returns an uninitialised tensor on t's device.
+func devNew(t *Tensor, shape []int) *Tensor { return onDevice(t.eng(), nil, shape) }
+
+// devFull returns a tensor on t's device filled with v.
+func devFull(t *Tensor, shape []int, v float32) *Tensor {
+	out := devNew(t, shape)
+	if n := out.Len(); n > 0 {
+		out.eng().must("Fill", out.eng().e.Fill(out.ptr(0), v, n))
+	}
+	keep(out)
+	return out
+}
+
+func devClone(t *Tensor) *Tensor {
+	out := devNew(t, t.shape)
+	if n := t.Len(); n > 0 {
+		t.eng().must("Clone", t.eng().e.CopyDevice(out.ptr(0), t.ptr(0), 4*int64(n)))
+	}
+	keep(t, out)
+	return out
+}
+
+// devAxpy adds alpha·src to dst (same number of elements).
+func devAxpy(op string, dst, src *Tensor, alpha float32) {
+	if n := dst.Len(); n > 0 {
+		dst.eng().must(op, dst.eng().e.Axpy(dst.ptr(0), src.ptr(0), alpha, n))
+	}
+	keep(dst, src)
+}
+
+func requireFloat32(op string, ts ...*Tensor) {
+	for _, t := range ts {
+		if t != nil && t.Is64() {
+			panic(fmt.Sprintf("radgen: %s: float64 tensor on %v", op, t.device))
+		}
+	}
+}
+
+// contiguous returns the row-major strides of shape.
+func contiguous(shape []int) []int {
+	st := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = acc
+		acc *= shape[i]
+	}
+	return st
+}
+
+// broadcastStrides returns the strides, in out's dimensions, of an operand
+// of shape broadcast (NumPy rules) to out: 0 along broadcast dimensions.
+func broadcastStrides(shape, out []int) []int {
+	st := make([]int, len(out))
+	acc := 1
+	for i := len(out) - 1; i >= 0; i-- {
+		j := i - (len(out) - len(shape))
+		if j >= 0 && shape[j] != 1 {
+			st[i] = acc
+			acc *= shape[j]
+		}
+	}
+	return st
+}
+
+func devBinary(g *Graph, name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
+	requireFloat32(name, a, b)
+	bc, err := kernels.NewBroadcast(a.shape, b.shape)
+	if err != nil {
+		panic("radgen: " + name + ": " + err.Error())
+	}
+	shape := bc.Shape
+	sa, sb := broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape)
+	e := a.eng()
+	out := devNew(a, shape)
+	e.must(name, e.e.Binary(op, out.ptr(0), a.ptr(0), b.ptr(0), shape, sa, sb, 0))
+	keep(a, b, out)
+	if g.needs(a, b) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := out.grad
+			// grad adds d (out's shape) into t's gradient, summing over the
+			// dimensions t was broadcast along.
+			grad := func(t *Tensor, st []int, d *Tensor, sign float32) {
+				if slices.Equal(t.shape, shape) || numel(t.shape) == numel(shape) {
+					devAxpy(name, gradOf(t), d, sign)
+					return
+				}
+				if sign == 1 {
+					e.must(name, e.e.ReduceSum(gradOf(t).ptr(0), d.ptr(0), shape, st, true))
+					keep(t.grad, d)
+					return
+				}
+				s := devNew(t, t.shape)
+				e.must(name, e.e.ReduceSum(s.ptr(0), d.ptr(0), shape, st, false))
+				devAxpy(name, gradOf(t), s, sign)
+				keep(s, d)
+			}
+			cs := contiguous(shape)
+			if a.requiresGrad {
+				d := dy
+				if op == accel.OpMul {
+					d = devNew(a, shape)
+					e.must(name, e.e.Binary(accel.OpMul, d.ptr(0), dy.ptr(0), b.ptr(0), shape, cs, sb, 0))
+				}
+				grad(a, sa, d, 1)
+			}
+			if b.requiresGrad {
+				d, sign := dy, float32(1)
+				switch op {
+				case accel.OpMul:
+					d = devNew(b, shape)
+					e.must(name, e.e.Binary(accel.OpMul, d.ptr(0), dy.ptr(0), a.ptr(0), shape, cs, sa, 0))
+				case accel.OpSub:
+					sign = -1
+				}
+				grad(b, sb, d, sign)
+			}
+			keep(a, b, dy)
+		})
+	}
+	return out
+}
+
+func devScale(g *Graph, x *Tensor, s float64) *Tensor {
+	requireFloat32("Scale", x)
+	out := devNew(x, x.shape)
+	if n := x.Len(); n > 0 {
+		x.eng().must("Scale", x.eng().e.Scale(out.ptr(0), x.ptr(0), float32(s), n))
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil {
+				devAxpy("Scale", gradOf(x), out.grad, float32(s))
+			}
+		})
+	}
+	return out
+}
+
+func devUnary(g *Graph, name string, x *Tensor, act accel.Activation) *Tensor {
+	requireFloat32(name, x)
+	e := x.eng()
+	out := devNew(x, x.shape)
+	if n := x.Len(); n > 0 {
+		var err error
+		switch act {
+		case accel.ActReLU:
+			err = e.e.ReLU(out.ptr(0), x.ptr(0), n)
+		case accel.ActTanh:
+			err = e.e.Tanh(out.ptr(0), x.ptr(0), n)
+		default:
+			err = e.e.Sigmoid(out.ptr(0), x.ptr(0), n)
+		}
+		e.must(name, err)
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil && x.Len() > 0 {
+				e.must(name, e.e.ActivationBackward(act, gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), x.Len()))
+				keep(x.grad, out.grad, out)
+			}
+		})
+	}
+	return out
+}
+
+func devRowwise(g *Graph, name string, x *Tensor, log bool) *Tensor {
+	requireFloat32(name, x)
+	e := x.eng()
+	cols := x.Dim(-1)
+	rows := x.Len() / max(cols, 1)
+	out := devNew(x, x.shape)
+	if rows > 0 && cols > 0 {
+		if log {
+			e.must(name, e.e.LogSoftmax(out.ptr(0), x.ptr(0), rows, cols))
+		} else {
+			e.must(name, e.e.Softmax(out.ptr(0), x.ptr(0), rows, cols))
+		}
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil && rows > 0 && cols > 0 {
+				e.must(name, e.e.SoftmaxBackward(gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), rows, cols, log))
+				keep(x.grad, out.grad, out)
+			}
+		})
+	}
+	return out
+}
+
+func devMaskedFill(g *Graph, x, mask *Tensor, value float64) *Tensor {
+	requireFloat32("MaskedFill", x, mask)
+	bc, err := kernels.NewBroadcast(x.shape, mask.shape)
+	if err != nil || !slices.Equal(bc.Shape, x.shape) {
+		panic(fmt.Sprintf("radgen: MaskedFill: mask %v does not broadcast to %v", mask.shape, x.shape))
+	}
+	e := x.eng()
+	cs, ms := contiguous(x.shape), broadcastStrides(mask.shape, x.shape)
+	out := devNew(x, x.shape)
+	e.must("MaskedFill", e.e.Binary(accel.OpMaskFill, out.ptr(0), x.ptr(0), mask.ptr(0), x.shape, cs, ms, float32(value)))
+	keep(x, mask, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			d := devNew(x, x.shape)
+			e.must("MaskedFill", e.e.Binary(accel.OpMaskFill, d.ptr(0), out.grad.ptr(0), mask.ptr(0), x.shape, cs, ms, 0))
+			devAxpy("MaskedFill", gradOf(x), d, 1)
+			keep(d, mask, out.grad)
+		})
+	}
+	return out
+}
+
+// devDropout draws the mask on the host from the graph's generator, exactly
+// as the CPU does, so that every engine drops the same elements.
+func devDropout(g *Graph, x *Tensor, p float64) *Tensor {
+	requireFloat32("Dropout", x)
+	n := x.Len()
+	thresh := uint32(p * (1 << 32))
+	s := float32(1 / (1 - p))
+	m := make([]float32, n)
+	for i := 0; i < n; i += 2 {
+		r := g.rng.Uint64()
+		if uint32(r) >= thresh {
+			m[i] = s
+		}
+		if i+1 < n && uint32(r>>32) >= thresh {
+			m[i+1] = s
+		}
+	}
+	e := x.eng()
+	mask := devNew(x, x.shape)
+	mask.writeHost(m)
+	cs := contiguous(x.shape)
+	out := devNew(x, x.shape)
+	e.must("Dropout", e.e.Binary(accel.OpMul, out.ptr(0), x.ptr(0), mask.ptr(0), x.shape, cs, cs, 0))
+	keep(x, mask, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			d := devNew(x, x.shape)
+			e.must("Dropout", e.e.Binary(accel.OpMul, d.ptr(0), out.grad.ptr(0), mask.ptr(0), x.shape, cs, cs, 0))
+			devAxpy("Dropout", gradOf(x), d, 1)
+			keep(d, mask, out.grad)
+		})
+	}
+	return out
+}
+
+// gemm is GemmStrided over tensors (element offsets 0).
+func gemm(op string, transA, transB bool, batch, m, n, k int, alpha float32, a *Tensor, lda, sa int, b *Tensor, ldb, sb int, beta float32, c *Tensor, ldc, sc int) {
+	c.eng().must(op, c.eng().e.GemmStrided(transA, transB, batch, m, n, k, alpha, a.ptr(0), lda, sa, b.ptr(0), ldb, sb, beta, c.ptr(0), ldc, sc))
+	keep(a, b, c)
+}
+
+func devMatMul(g *Graph, a, b *Tensor, transB bool) *Tensor {
+	requireFloat32("MatMul", a, b)
+	if a.Rank() < 2 || b.Rank() < 2 {
+		panic(fmt.Sprintf("radgen: MatMul of %v and %v", a.shape, b.shape))
+	}
+	m, k := a.Dim(-2), a.Dim(-1)
+	kb, n := b.Dim(-2), b.Dim(-1)
+	if transB {
+		kb, n = n, kb
+	}
+	if k != kb {
+		panic(fmt.Sprintf("radgen: MatMul inner dimensions differ: %v and %v (transB %v)", a.shape, b.shape, transB))
+	}
+	batch := numel(a.shape[:a.Rank()-2])
+	shared := b.Rank() == 2
+	if !shared && !slices.Equal(a.shape[:a.Rank()-2], b.shape[:b.Rank()-2]) {
+		panic(fmt.Sprintf("radgen: MatMul batch dimensions differ: %v and %v", a.shape, b.shape))
+	}
+	oshape := append(append([]int(nil), a.shape[:a.Rank()-2]...), m, n)
+	out := devNew(a, oshape)
+	ldb := b.Dim(-1)
+	if shared {
+		gemm("MatMul", false, transB, 1, batch*m, n, k, 1, a, k, 0, b, ldb, 0, 0, out, n, 0)
+	} else {
+		gemm("MatMul", false, transB, batch, m, n, k, 1, a, k, m*k, b, ldb, k*n, 0, out, n, m*n)
+	}
+	if g.needs(a, b) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := out.grad
+			if a.requiresGrad {
+				da := gradOf(a)
+				if shared {
+					gemm("MatMul", false, !transB, 1, batch*m, k, n, 1, dy, n, 0, b, ldb, 0, 1, da, k, 0)
+				} else {
+					gemm("MatMul", false, !transB, batch, m, k, n, 1, dy, n, m*n, b, ldb, k*n, 1, da, k, m*k)
+				}
+			}
+			if b.requiresGrad {
+				db := gradOf(b)
+				switch {
+				case shared && !transB:
+					gemm("MatMul", true, false, 1, k, n, batch*m, 1, a, k, 0, dy, n, 0, 1, db, n, 0)
+				case shared && transB:
+					gemm("MatMul", true, false, 1, n, k, batch*m, 1, dy, n, 0, a, k, 0, 1, db, k, 0)
+				case !transB:
+					gemm("MatMul", true, false, batch, k, n, m, 1, a, k, m*k, dy, n, m*n, 1, db, n, k*n)
+				default:
+					gemm("MatMul", true, false, batch, n, k, m, 1, dy, n, m*n, a, k, m*k, 1, db, k, k*n)
+				}
+			}
+		})
+	}
+	return out
+}
+
+func devLinear(g *Graph, x, w, bias *Tensor) *Tensor {
+	requireFloat32("Linear", x, w, bias)
+	in, outDim := w.Dim(1), w.Dim(0)
+	if w.Rank() != 2 || x.Dim(-1) != in {
+		panic(fmt.Sprintf("radgen: Linear of %v with weight %v", x.shape, w.shape))
+	}
+	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != outDim) {
+		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias.shape, w.shape))
+	}
+	e := x.eng()
+	rows := x.Len() / in
+	oshape := append(append([]int(nil), x.shape[:x.Rank()-1]...), outDim)
+	out := devNew(x, oshape)
+	beta := float32(0)
+	if bias != nil {
+		// As on the CPU: the bias in every row, then y += x·Wᵀ.
+		e.must("Linear", e.e.CopyStrided(out.ptr(0), outDim, bias.ptr(0), 0, rows, outDim, false))
+		keep(bias)
+		beta = 1
+	}
+	gemm("Linear", false, true, 1, rows, outDim, in, 1, x, in, 0, w, in, 0, beta, out, outDim, 0)
+	if g.needs(x, w, bias) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := out.grad
+			if x.requiresGrad {
+				gemm("Linear", false, false, 1, rows, in, outDim, 1, dy, outDim, 0, w, in, 0, 1, gradOf(x), in, 0)
+			}
+			if w.requiresGrad {
+				gemm("Linear", true, false, 1, outDim, in, rows, 1, dy, outDim, 0, x, in, 0, 1, gradOf(w), in, 0)
+			}
+			if bias != nil && bias.requiresGrad && rows > 0 {
+				e.must("Linear", e.e.ReduceSum(gradOf(bias).ptr(0), dy.ptr(0), []int{rows, outDim}, []int{0, 1}, true))
+				keep(bias.grad, dy)
+			}
+		})
+	}
+	return out
+}
+
+func devNormalize(g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor {
+	requireFloat32("Normalize", x)
+	e := x.eng()
+	cols := x.Dim(-1)
+	rows := x.Len() / max(cols, 1)
+	k := accel.NormR2Gen
+	if kind == NormStandard {
+		k = accel.NormStandard
+	}
+	out := devNew(x, x.shape)
+	inv := devNew(x, []int{rows})
+	if rows > 0 {
+		e.must("Normalize", e.e.Normalize(out.ptr(0), inv.ptr(0), x.ptr(0), rows, cols, eps, k))
+	}
+	keep(x, out, inv)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil && rows > 0 {
+				e.must("Normalize", e.e.NormalizeBackward(gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), inv.ptr(0), rows, cols, eps, k))
+				keep(x.grad, out.grad, out, inv)
+			}
+		})
+	}
+	return out
+}
+
+// devView returns a tensor of shape sharing t's storage.
+func devView(t *Tensor, shape []int) *Tensor { return onDevice(t.eng(), t.buf, shape) }
+
+func devPermute(g *Graph, x *Tensor, perm, oshape, inv []int) *Tensor {
+	requireFloat32("Permute", x)
+	e := x.eng()
+	out := devNew(x, oshape)
+	if x.Len() > 0 {
+		e.must("Permute", e.e.Permute(out.ptr(0), x.ptr(0), x.shape, perm))
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || x.Len() == 0 {
+				return
+			}
+			back := devNew(x, x.shape)
+			e.must("Permute", e.e.Permute(back.ptr(0), out.grad.ptr(0), oshape, inv))
+			keep(out.grad, back)
+			accumulate(x, back)
+		})
+	}
+	return out
+}
+
+func devConcat(g *Graph, axis int, xs []*Tensor, oshape []int) *Tensor {
+	requireFloat32("Concat", xs...)
+	e := xs[0].eng()
+	outer := numel(oshape[:axis])
+	inner := numel(oshape[axis+1:])
+	out := devNew(xs[0], oshape)
+	orow := oshape[axis] * inner
+	off := 0
+	for _, x := range xs {
+		w := x.shape[axis] * inner
+		if outer > 0 && w > 0 {
+			e.must("Concat", e.e.CopyStrided(out.ptr(off), orow, x.ptr(0), w, outer, w, false))
+		}
+		off += w
+	}
+	keep(out)
+	keep(xs...)
+	if g.needs(xs...) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			off := 0
+			for _, x := range xs {
+				w := x.shape[axis] * inner
+				if x.requiresGrad && outer > 0 && w > 0 {
+					e.must("Concat", e.e.CopyStrided(gradOf(x).ptr(0), w, out.grad.ptr(off), orow, outer, w, true))
+					keep(x.grad)
+				}
+				off += w
+			}
+			keep(out.grad)
+		})
+	}
+	return out
+}
+
+func devSlice(g *Graph, x *Tensor, axis, start, end int, oshape []int) *Tensor {
+	requireFloat32("Slice", x)
+	e := x.eng()
+	outer := numel(x.shape[:axis])
+	inner := numel(x.shape[axis+1:])
+	xrow := x.shape[axis] * inner
+	w := (end - start) * inner
+	out := devNew(x, oshape)
+	if outer > 0 && w > 0 {
+		e.must("Slice", e.e.CopyStrided(out.ptr(0), w, x.ptr(start*inner), xrow, outer, w, false))
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || outer == 0 || w == 0 {
+				return
+			}
+			e.must("Slice", e.e.CopyStrided(gradOf(x).ptr(start*inner), xrow, out.grad.ptr(0), w, outer, w, true))
+			keep(x.grad, out.grad)
+		})
+	}
+	return out
+}
+
+// devIDs copies ids to a new int32 buffer on t's device.
+func devIDs(t *Tensor, ids []int) *Tensor {
+	v := make([]int32, len(ids))
+	for i, id := range ids {
+		v[i] = int32(id)
+	}
+	b := devNew(t, []int{len(ids)})
+	if len(v) > 0 {
+		b.eng().must("ids", b.eng().e.CopyInInt32(b.ptr(0), v))
+	}
+	keep(b)
+	return b
+}
+
+func devIndexSelect(g *Graph, x *Tensor, axis int, idx []int, oshape []int) *Tensor {
+	requireFloat32("IndexSelect", x)
+	e := x.eng()
+	n := x.shape[axis]
+	outer := numel(x.shape[:axis])
+	inner := numel(x.shape[axis+1:])
+	ids := devIDs(x, idx)
+	out := devNew(x, oshape)
+	if len(idx) > 0 && inner > 0 {
+		for o := range outer {
+			e.must("IndexSelect", e.e.Gather(out.ptr(o*len(idx)*inner), x.ptr(o*n*inner), ids.ptr(0), len(idx), n, inner, 1))
+		}
+	}
+	keep(x, ids, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || len(idx) == 0 || inner == 0 {
+				return
+			}
+			dx := gradOf(x)
+			for o := range outer {
+				e.must("IndexSelect", e.e.ScatterAdd(dx.ptr(o*n*inner), out.grad.ptr(o*len(idx)*inner), ids.ptr(0), len(idx), n, inner))
+			}
+			keep(dx, out.grad, ids)
+		})
+	}
+	return out
+}
+
+func devPickLast(g *Graph, x *Tensor, idx []int) *Tensor {
+	requireFloat32("PickLast", x)
+	e := x.eng()
+	v := x.Dim(-1)
+	rows := x.Len() / v
+	flat := make([]int, len(idx))
+	for r, i := range idx {
+		if i < 0 || i >= v {
+			panic(fmt.Sprintf("radgen: PickLast index %d out of range [0,%d)", i, v))
+		}
+		flat[r] = r*v + i
+	}
+	ids := devIDs(x, flat)
+	out := devNew(x, x.shape[:x.Rank()-1])
+	if rows > 0 {
+		e.must("PickLast", e.e.Gather(out.ptr(0), x.ptr(0), ids.ptr(0), rows, rows*v, 1, 1))
+	}
+	keep(x, ids, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || rows == 0 {
+				return
+			}
+			e.must("PickLast", e.e.ScatterAdd(gradOf(x).ptr(0), out.grad.ptr(0), ids.ptr(0), rows, rows*v, 1))
+			keep(x.grad, out.grad, ids)
+		})
+	}
+	return out
+}
+
+func devSum(g *Graph, x *Tensor) *Tensor {
+	requireFloat32("Sum", x)
+	e := x.eng()
+	n := x.Len()
+	out := devFull(x, nil, 0)
+	if n > 0 {
+		e.must("Sum", e.e.ReduceSum(out.ptr(0), x.ptr(0), []int{n}, []int{0}, false))
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || n == 0 {
+				return
+			}
+			dx := gradOf(x)
+			e.must("Sum", e.e.Binary(accel.OpAdd, dx.ptr(0), dx.ptr(0), out.grad.ptr(0), []int{n}, []int{1}, []int{0}, 0))
+			keep(dx, out.grad)
+		})
+	}
+	return out
+}
