@@ -83,6 +83,14 @@ func checkDICOMManifest(t *testing.T, dir string) {
 			if float64(maxDiff) > e.MaxAbsDiff {
 				t.Errorf("max |Δ| %d at sample %d (%d, reference %d) exceeds %g", maxDiff, at, got.Value(at), want.Value(at), e.MaxAbsDiff)
 			}
+			// The file renders too, at its size, gray or RGB.
+			p, err := DecodeDICOMFile(filepath.Join(dir, e.File))
+			if err != nil {
+				t.Fatalf("rendering: %v", err)
+			}
+			if p.W != got.Columns || p.H != got.Rows || p.C != got.SamplesPerPixel || len(p.Pix) != p.W*p.H*p.C {
+				t.Errorf("rendered %d×%d×%d for a %d×%d×%d frame", p.W, p.H, p.C, got.Columns, got.Rows, got.SamplesPerPixel)
+			}
 		})
 	}
 }
