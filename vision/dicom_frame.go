@@ -189,7 +189,7 @@ func decodeNative(w *dicomWalker, im *dicomImage, vl int64) (*DICOMFrame, error)
 		perPixel = 2 // Y Y Cb Cr for each pair of pixels
 	}
 	frameBytes := n * perPixel * bpp
-	if vl < frameBytes*int64(im.frames) {
+	if vl/frameBytes < int64(im.frames) { // a division: frames may be any integer
 		return nil, fmt.Errorf("%w: %d bytes of pixel data for %d frame(s) of %d×%d×%d samples of %d bits", ErrDICOM, vl, im.frames, im.cols, im.rows, im.samples, im.bitsAllocated)
 	}
 	fr := im.newFrame()
@@ -501,7 +501,7 @@ func readFloatPixels(w *dicomWalker, im *dicomImage) ([]float64, error) {
 	}
 	bpp := int64(im.bitsAllocated / 8)
 	n := int64(im.rows) * int64(im.cols)
-	if int64(vl) < n*bpp*int64(im.frames) {
+	if int64(vl)/(n*bpp) < int64(im.frames) {
 		return nil, fmt.Errorf("%w: %d bytes of float pixel data for %d frame(s) of %d×%d of %d bits", ErrDICOM, vl, im.frames, im.cols, im.rows, im.bitsAllocated)
 	}
 	raw, err := w.take(n*bpp, false)

@@ -87,6 +87,12 @@ func TestDICOMLyingLengths(t *testing.T) {
 	if _, err := decodeBytes(frames); !errors.Is(err, ErrDICOM) || !strings.Contains(err.Error(), "3 frame") {
 		t.Errorf("fewer frames than declared: %v", err)
 	}
+	// A frame count whose product with the frame size overflows.
+	frames = newDCM(false).image(2, 2, 8, 8, 7, 0, "MONOCHROME2").el(0x0028, 0x0008, "IS", str("4611686018427387904")).
+		el(0x7fe0, 0x0010, "OB", []byte{1, 2, 3, 4}).bytes()
+	if _, err := decodeBytes(frames); !errors.Is(err, ErrDICOM) {
+		t.Errorf("2^62 frames: %v", err)
+	}
 	// A fragment whose length runs past the end of the file.
 	d := newDCM(false)
 	d.syntax = tsRLE
