@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -10,8 +12,11 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/radgen/radgen/memtrans"
 )
 
 // loadDuration is how long each load benchmark runs: -load-duration, or
@@ -26,12 +31,55 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
+// loadModelName selects the benchmarks' model: "tiny" (the tests' model,
+// the default) or "iu-decoder" (the tiny extractor with R2Gen's IU X-Ray
+// encoder–decoder: d_model 512, 3 layers, 8 heads, random weights), set
+// by -load-model or $RADGEN_LOAD_MODEL.
+var loadModelName = flag.String("load-model", cmp.Or(os.Getenv("RADGEN_LOAD_MODEL"), "tiny"), "model of the load benchmarks: tiny or iu-decoder")
+
+var (
+	iuOnce  sync.Once
+	iuModel *memtrans.Model
+	iuErr   error
+)
+
+// benchModel returns the model -load-model names.
+func benchModel(b *testing.B) *memtrans.Model {
+	f := tinyFixture(b)
+	switch *loadModelName {
+	case "tiny":
+		return f.model
+	case "iu-decoder":
+		iuOnce.Do(func() {
+			cfg := f.model.Config()
+			dv := cfg.Transformer.DVisual
+			cfg.Transformer = memtrans.IUXRay(cfg.Transformer.Vocab)
+			cfg.Transformer.DVisual = dv
+			iuModel, iuErr = memtrans.New(cfg, f.model.Tokenizer(), 5)
+		})
+		if iuErr != nil {
+			b.Fatal(iuErr)
+		}
+		return iuModel
+	}
+	b.Fatalf("-load-model %q: want tiny or iu-decoder", *loadModelName)
+	return nil
+}
+
+func benchHandler(b *testing.B, opts ...Option) *Handler {
+	h, err := New(benchModel(b), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 // loadStats is what a load run measured.
 type loadStats struct {
 	ok, rejected, failed int
 	latency              []time.Duration // of the 200 answers
 	rejectLatency        []time.Duration // of the 429 answers
-	elapsed              time.Duration
+	elapsed, cpu         time.Duration
 	heapBefore           uint64   // live heap before the run
 	heap                 []uint64 // live heap sampled during the run
 	meanBatch            float64
@@ -94,7 +142,7 @@ func load(b *testing.B, h *Handler, clients int, d time.Duration) loadStats {
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	deadline := start.Add(d)
 	for c := range clients {
 		wg.Go(func() {
@@ -136,7 +184,7 @@ func load(b *testing.B, h *Handler, clients int, d time.Duration) loadStats {
 		})
 	}
 	wg.Wait()
-	st.elapsed = time.Since(start)
+	st.elapsed, st.cpu = time.Since(start), cpuTime()-cpu0
 	close(stop)
 	st.heap = <-sampled
 	h.m.mu.Lock()
@@ -145,6 +193,16 @@ func load(b *testing.B, h *Handler, clients int, d time.Duration) loadStats {
 	}
 	h.m.mu.Unlock()
 	return st
+}
+
+// cpuTime returns the CPU time the process has used (user and system):
+// unlike wall time, it hardly moves with what else the machine runs.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -160,6 +218,9 @@ func (st loadStats) report(b *testing.B) {
 	mb := func(n uint64) float64 { return float64(n) / (1 << 20) }
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(st.ok)/st.elapsed.Seconds(), "reports/s")
+	if st.ok > 0 {
+		b.ReportMetric(float64(st.cpu.Microseconds())/1000/float64(st.ok), "cpu-ms/report")
+	}
 	b.ReportMetric(float64(percentile(st.latency, 0.50).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(st.latency, 0.99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(st.ok), "ok")
@@ -195,7 +256,7 @@ func BenchmarkLoad(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("%s/clients=%d", mode.name, clients), func(b *testing.B) {
 			for b.Loop() {
-				st := load(b, newHandler(b, mode.opts...), clients, *loadDuration)
+				st := load(b, benchHandler(b, mode.opts...), clients, *loadDuration)
 				if st.failed > 0 || st.rejected > 0 || st.ok == 0 {
 					b.Fatalf("%d ok, %d rejected, %d failed (%s)", st.ok, st.rejected, st.failed, st.firstFailure)
 				}
@@ -211,11 +272,50 @@ func BenchmarkOverload(b *testing.B) {
 	const clients, queue = 16, 8
 	b.Run(fmt.Sprintf("clients=%d/queue=%d", clients, queue), func(b *testing.B) {
 		for b.Loop() {
-			st := load(b, newHandler(b, WithQueue(queue)), clients, *loadDuration)
+			st := load(b, benchHandler(b, WithQueue(queue)), clients, *loadDuration)
 			if st.failed > 0 || st.ok == 0 || st.rejected == 0 {
 				b.Fatalf("%d ok, %d rejected, %d failed (%s)", st.ok, st.rejected, st.failed, st.firstFailure)
 			}
 			st.report(b)
 		}
+	})
+}
+
+// BenchmarkGenerateBatching is the load benchmarks' baseline without HTTP:
+// the fixture's 16 studies in one Generate call against one call per study,
+// per study.
+func BenchmarkGenerateBatching(b *testing.B) {
+	f := tinyFixture(b)
+	m := benchModel(b)
+	studies := make([]memtrans.Study, len(f.studies))
+	for i, s := range f.studies {
+		st, err := memtrans.StudyFromFiles(s.id, s.paths...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		studies[i] = st
+	}
+	ctx := context.Background()
+	b.Run(fmt.Sprintf("one-call/studies=%d", len(studies)), func(b *testing.B) {
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if _, err := m.Generate(ctx, studies); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*len(studies)), "ms/study")
+		b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N*len(studies)), "cpu-ms/study")
+	})
+	b.Run(fmt.Sprintf("call-per-study/studies=%d", len(studies)), func(b *testing.B) {
+		cpu0 := cpuTime()
+		for b.Loop() {
+			for i := range studies {
+				if _, err := m.Generate(ctx, studies[i:i+1]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*len(studies)), "ms/study")
+		b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N*len(studies)), "cpu-ms/study")
 	})
 }
