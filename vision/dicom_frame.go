@@ -72,9 +72,11 @@ func (f *DICOMFrame) Len() int { return f.Rows * f.Columns * f.SamplesPerPixel }
 // Files: DICOM Part 10 files, and bare data sets without the preamble or
 // file meta group (implicit VR little endian implied, as PS3.5 10.1 says,
 // unless the first element shows an explicit VR). Multi-frame files give
-// their first frame, located through the Extended Offset Table or the Basic
-// Offset Table when present, otherwise as the first fragment (one fragment
-// per frame) or the fragments up to the first JPEG end-of-image marker.
+// their first frame (the choice this package makes; NumberOfFrames says how
+// many there are), located through the Extended Offset Table or the Basic
+// Offset Table when present, otherwise as RLE's first fragment or the
+// fragments up to the first end-of-image marker; the frames after it are
+// not read.
 //
 // Transfer syntaxes: implicit and explicit VR little endian, explicit VR big
 // endian, deflated explicit VR little endian; RLE Lossless (1.2.840.10008.1.2.5); JPEG baseline and extended
@@ -316,9 +318,9 @@ var frameCodecs = map[string]func([]byte, int64) (*codec.Frame, error){
 	tsJPEGLossless:    jpeg.Decode,
 	tsJPEGLosslessSV1: jpeg.Decode,
 	tsJPEGLSLossless:  jpegls.Decode,
+	tsJPEGLSNear:      jpegls.Decode,
 	tsJ2KLossless:     jpeg2000.Decode,
 	tsJ2K:             jpeg2000.Decode,
-	tsJPEGLSNear:      jpegls.Decode,
 }
 
 // jpegFamily reports whether a syntax's frames end with the JPEG
@@ -409,9 +411,11 @@ func codecError(ts string, err error) error {
 // firstFrameBytes reads the encapsulated items up to the end of the first
 // frame and returns its bytes (PS3.5 A.4): the basic offset table comes
 // first; a frame spans the fragments from its offset (Extended Offset Table
-// or Basic Offset Table) to the next frame's, or, with neither, all
-// fragments of a single-frame file, the first fragment when there is one
-// per frame, or the fragments up to one that ends a JPEG code stream.
+// or Basic Offset Table) to the next frame's. With neither, a single-frame
+// file's frame is all its fragments; a multi-frame file's first frame is its
+// first fragment for RLE (one fragment per frame, PS3.5 A.4.2) and the
+// fragments up to the first that ends a code stream (FFD9) for the JPEG
+// family.
 func firstFrameBytes(w *dicomWalker, im *dicomImage) ([]byte, error) {
 	// A compressed frame of n samples is rarely over 2n bytes; 4n + 1 MiB
 	// is a loose bound that a hostile length cannot pass.
