@@ -153,7 +153,7 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 
 // m2KeepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
 // radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m), zero = masked, whose m
-// memory columns are never masked.
+// memory columns are never masked. It lives on mask's device.
 func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 	s := mask.Shape()
 	if len(s) != 4 || (s[0] != b && s[0] != 1) || s[1] != 1 || (s[2] != nq && s[2] != 1) || s[3] != nk {
@@ -173,7 +173,7 @@ func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 			dst[r*(nk+m)+j] = 1
 		}
 	}
-	return out
+	return out.To(mask.Device()) // built on the host, used where the mask lives
 }
 
 // EncoderLayer is one memory-augmented encoding layer (Cornia et al. 2020,
