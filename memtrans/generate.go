@@ -144,6 +144,15 @@ func (m *Model) StudyFromAnnotation(s data.Study, imageDir string) (Study, error
 	return studyFromFiles(s.ID, paths, m.imageOptions(), m.cfg.ImageSize)
 }
 
+// StudyFromPaths decodes image files into a Study for this model, as
+// StudyFromFiles does but with the model's image limits (WithMaxPixels,
+// WithImageOptions), each view resized to the model's ImageSize as soon as
+// it is decoded (see StudyFromAnnotation: same reports, a study keeps
+// ImageSize² a view).
+func (m *Model) StudyFromPaths(id string, paths ...string) (Study, error) {
+	return studyFromFiles(id, paths, m.imageOptions(), m.cfg.ImageSize)
+}
+
 // imageOptions returns the model's decoding options.
 func (m *Model) imageOptions() []vision.Option {
 	return append([]vision.Option{vision.WithMaxPixels(m.maxPixels)}, m.imageOpts...)

@@ -2,6 +2,7 @@ package memtrans
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"image"
 	"image/png"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
 )
@@ -133,5 +135,55 @@ func TestStudyFromFilesLimits(t *testing.T) {
 	}
 	if _, err := New(TinyConfig(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(-1))); err == nil {
 		t.Error("negative file limit accepted")
+	}
+}
+
+// StudyFromPaths keeps views at the model's image size and gives the same
+// tensors as the full films.
+func TestStudyFromPaths(t *testing.T) {
+	dir := t.TempDir()
+	writePNG(t, filepath.Join(dir, "0.png"), 300, 200, true, 3)
+	writePNG(t, filepath.Join(dir, "1.png"), 200, 300, false, 4)
+	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
+	m, err := New(TinyConfig(tok.Len()+1), tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{filepath.Join(dir, "0.png"), filepath.Join(dir, "1.png")}
+	small, err := m.StudyFromPaths("s", paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := StudyFromFiles("s", paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Preprocess(small)
+	b, _ := m.Preprocess(full)
+	for i := range a {
+		if small.Views[i].Bounds().Dx() != m.Config().ImageSize || !slices.Equal(a[i].Pix, b[i].Pix) {
+			t.Errorf("view %d: %v, tensors equal %v", i, small.Views[i].Bounds(), slices.Equal(a[i].Pix, b[i].Pix))
+		}
+	}
+}
+
+// WithMaxLength errors say what is wrong with the length (and still match
+// decode.ErrMaxLen).
+func TestMaxLengthMessages(t *testing.T) {
+	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
+	cfg := TinyConfig(tok.Len() + 1)
+	m, err := New(cfg, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := []Study{grayStudy("a", cfg.Views, 64)}
+	for n, want := range map[int]string{
+		10000: "WithMaxLength(10000): this model writes at most 512 tokens (its positional table)",
+		0:     "WithMaxLength(0): the length must be positive",
+	} {
+		_, err := m.Generate(context.Background(), s, WithMaxLength(n))
+		if !errors.Is(err, decode.ErrMaxLen) || err.Error() != "memtrans: "+want {
+			t.Errorf("WithMaxLength(%d): %v", n, err)
+		}
 	}
 }

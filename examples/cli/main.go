@@ -351,7 +351,7 @@ func generate(ctx context.Context, args []string) error {
 		if len(rest) == 0 {
 			return errors.New("give -ann, -manifest, image files or DICOM folders")
 		}
-		st, err := memtrans.StudyFromFilesWith(filepath.Base(rest[0]), rest, lim.imageOptions()...)
+		st, err := model.StudyFromPaths(filepath.Base(rest[0]), rest...)
 		if err != nil {
 			return err
 		}
