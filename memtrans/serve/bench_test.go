@@ -244,7 +244,7 @@ func (st loadStats) report(b *testing.B) {
 // tiny model, batched and with one study per Generate call, for
 // -load-duration each. Every request must succeed.
 //
-//	go test ./memtrans/serve -run '^$' -bench Load -benchtime 1x -load-duration 30s
+//	go test ./memtrans/serve -run '^$' -bench Load -benchtime 1x -load-duration 30s [-load-model iu-decoder]
 func BenchmarkLoad(b *testing.B) {
 	const clients = 16
 	for _, mode := range []struct {
