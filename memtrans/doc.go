@@ -65,4 +65,31 @@
 // intermediate tensors, loss, every parameter's gradient and the decoded
 // greedy and beam-search reports. `go test ./memtrans -run Parity -v` prints
 // each error.
+//
+// # Limits
+//
+// Everything read from outside is bounded before it is allocated. A
+// configuration — given, in a checkpoint, or inferred from a state_dict's
+// names — must fit a [Budget] (default [DefaultMaxParams] parameters and
+// [DefaultMaxActivations] activation values per study, about four times the
+// papers' largest model; [WithBudget]); errors name the field. A native
+// checkpoint is streamed: its header, configuration and tensor table are
+// checked against the budget and the model before any tensor byte is read,
+// and its data never exceeds what the header declared
+// ([WithMaxCheckpointBytes] bounds the declaration). Annotation files
+// (data.DefaultMaxAnnotationBytes) and image files
+// (vision.DefaultMaxFileBytes, vision.DefaultMaxPixels: 4096², the largest
+// radiographs) have size limits, and FIFOs and devices are refused unless
+// allowed. Generate runs at most GOMAXPROCS batches at once
+// ([WithMaxConcurrency]); queued callers return as soon as their context is
+// done.
+//
+// Peak memory per study: decoding a view costs its pixels in its own bit
+// depth (1 byte a pixel for 8-bit gray, 2 for 16-bit gray, 4 for 8-bit
+// colour, 8 for 16-bit colour), converted in place; [Model.StudyFromAnnotation]
+// and [Model.StudyFromPaths] resize each view to ImageSize as soon as it is
+// decoded, so a study holds one film at a time — at most 32 MiB for a 4096²
+// 16-bit radiograph, 64 MiB for 8-bit colour — plus ImageSize²·3 bytes a
+// view; [StudyFromFiles] keeps each view at full resolution, 8 bits a
+// sample.
 package memtrans
