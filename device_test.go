@@ -164,8 +164,11 @@ func TestMixedDevicesPanic(t *testing.T) {
 	expectPanic(t, want, func() { NoGrad().Add(a, b) })
 	expectPanic(t, "radgen: MatMul: operands on "+dev.String()+" and cpu", func() { NoGrad().MatMul(b, Zeros(3, 2), false) })
 	expectPanic(t, "radgen: Linear: operands on cpu and "+dev.String(), func() { NoGrad().Linear(a, Zeros(4, 3), Zeros(4).To(dev)) })
-	expectPanic(t, "radgen: Conv2d does not run on "+dev.String()+" yet", func() {
-		NoGrad().Conv2d(Zeros(1, 1, 3, 3).To(dev), Zeros(1, 1, 1, 1).To(dev), nil, ConvSquare(1, 0))
+	expectPanic(t, "radgen: MaxPool2d does not run on "+dev.String()+" yet", func() {
+		NoGrad().MaxPool2d(Zeros(1, 1, 3, 3).To(dev), PoolSquare(2, 1, 0))
+	})
+	expectPanic(t, "radgen: Conv2d: operands on "+dev.String()+" and cpu", func() {
+		NoGrad().Conv2d(Zeros(1, 1, 3, 3).To(dev), Zeros(1, 1, 1, 1), nil, ConvSquare(1, 0))
 	})
 	expectPanic(t, "radgen: host access to a tensor on "+dev.String(), func() { _ = b.Data() })
 	expectPanic(t, "float32 only", func() { Zeros64(2).To(dev) })

@@ -141,6 +141,13 @@ func gradCases(r *rand.Rand) []gradCase {
 			s := g.Scale(g.MatMul(in[0], in[1], true), 0.5)
 			return g.MatMul(g.Softmax(g.MaskedFill(s, mask, -1e9)), in[2], false)
 		}, []*Tensor{rnd(r, 2, 2, 3, 4), rnd(r, 2, 2, 4, 4), rnd(r, 2, 2, 4, 4)}},
+		{"Conv2d 3x3 stride 2 padded", func(g *Graph, in []*Tensor) *Tensor {
+			return g.Conv2d(in[0], in[1], in[2], Conv2dParams{Stride: [2]int{2, 1}, Padding: [2]int{1, 1}})
+		}, []*Tensor{rnd(r, 2, 3, 5, 4), rnd(r, 4, 3, 3, 3), rnd(r, 4)}},
+		{"Conv2d 1x1 dilated 2x2", func(g *Graph, in []*Tensor) *Tensor {
+			return g.Conv2d(g.Conv2d(in[0], in[1], nil, ConvSquare(1, 0)), in[2], nil, Conv2dParams{Dilation: [2]int{2, 2}, Padding: [2]int{1, 0}})
+		}, []*Tensor{rnd(r, 2, 3, 4, 5), rnd(r, 2, 3, 1, 1), rnd(r, 3, 2, 2, 2)}},
+		{"GlobalAvgPool2d", func(g *Graph, in []*Tensor) *Tensor { return g.GlobalAvgPool2d(in[0]) }, []*Tensor{rnd(r, 2, 3, 4, 5)}},
 		{"Masked NLL", func(g *Graph, in []*Tensor) *Tensor {
 			// R2Gen's language-model criterion: −Σ mask·log p(target) / Σ mask.
 			mask := sameKind(in[0], FromFloat64([]float64{1, 1, 1, 0, 1, 0}, 6))

@@ -72,7 +72,9 @@ const (
 // (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded convolution on
 // large planes multiplies each image's planes directly.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
-	notOnDevice("Conv2d", x, weight, bias)
+	if deviceOf("Conv2d", x, weight, bias) != CPU {
+		return devConv2d(g, x, weight, bias, p)
+	}
 	if x.Is64() {
 		return conv2d[float64](g, x, weight, bias, p)
 	}
@@ -566,7 +568,9 @@ func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
 // (or any [B, C, ...]) as [B, C]: torch's AvgPool2d with the plane as its
 // kernel, squeezed, which is how R2Gen computes its averaged visual feature.
 func (g *Graph) GlobalAvgPool2d(x *Tensor) *Tensor {
-	notOnDevice("GlobalAvgPool2d", x)
+	if x.device != CPU {
+		return devGlobalAvgPool(g, x)
+	}
 	if x.Is64() {
 		return globalAvgPool[float64](g, x)
 	}

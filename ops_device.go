@@ -624,3 +624,99 @@ func devSum(g *Graph, x *Tensor) *Tensor {
 	}
 	return out
 }
+
+// devConv2d is Conv2d image by image: im2col, then Y[b] = W·col (+ bias).
+// The backward pass recomputes each image's columns for dW and folds
+// Wᵀ·dY[b] back with col2im for dX.
+func devConv2d(g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
+	requireFloat32("Conv2d", x, w, bias)
+	if x.Rank() != 4 || w.Rank() != 4 || w.Dim(1) != x.Dim(1) {
+		panic(fmt.Sprintf("radgen: Conv2d of %v with weight %v", x.shape, w.shape))
+	}
+	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != w.Dim(0)) {
+		panic(fmt.Sprintf("radgen: Conv2d bias %v for weight %v", bias.shape, w.shape))
+	}
+	e := x.eng()
+	batch, cin, h, wd := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
+	cout, kh, kw := w.Dim(0), w.Dim(2), w.Dim(3)
+	geo := p.geom(h, wd, kh, kw)
+	ho, wo := geo.OutH(), geo.OutW()
+	if ho == 0 || wo == 0 {
+		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", kh, kw, p, x.shape))
+	}
+	n, k := ho*wo, cin*kh*kw
+	inSize, outSize := cin*h*wd, cout*n
+	out := devNew(x, []int{batch, cout, ho, wo})
+	col := devNew(x, []int{k, n})
+	for b := range batch {
+		e.must("Conv2d", e.e.Im2col(col.ptr(0), n, x.ptr(b*inSize), cin, geo))
+		e.must("Conv2d", e.e.GemmStrided(false, false, 1, cout, n, k, 1, w.ptr(0), k, 0, col.ptr(0), n, 0, 0, out.ptr(b*outSize), n, 0))
+	}
+	oshape := []int{batch, cout, n}
+	if bias != nil && batch > 0 {
+		cs := contiguous(oshape)
+		e.must("Conv2d", e.e.Binary(accel.OpAdd, out.ptr(0), out.ptr(0), bias.ptr(0), oshape, cs, []int{0, 1, 0}, 0))
+	}
+	keep(x, w, bias, out, col)
+	if g.needs(x, w, bias) {
+		g.push(out, func() {
+			if out.grad == nil || batch == 0 {
+				return
+			}
+			dy := out.grad
+			if bias != nil && bias.requiresGrad {
+				e.must("Conv2d", e.e.ReduceSum(gradOf(bias).ptr(0), dy.ptr(0), oshape, []int{0, 1, 0}, true))
+			}
+			col := devNew(x, []int{k, n})
+			for b := range batch {
+				if w.requiresGrad { // dW += dY[b]·col[b]ᵀ
+					e.must("Conv2d", e.e.Im2col(col.ptr(0), n, x.ptr(b*inSize), cin, geo))
+					e.must("Conv2d", e.e.GemmStrided(false, true, 1, cout, k, n, 1, dy.ptr(b*outSize), n, 0, col.ptr(0), n, 0, 1, gradOf(w).ptr(0), k, 0))
+				}
+				if x.requiresGrad { // dX[b] += col2im(Wᵀ·dY[b])
+					e.must("Conv2d", e.e.GemmStrided(true, false, 1, k, n, cout, 1, w.ptr(0), k, 0, dy.ptr(b*outSize), n, 0, 0, col.ptr(0), n, 0))
+					e.must("Conv2d", e.e.Col2im(gradOf(x).ptr(b*inSize), col.ptr(0), n, cin, geo))
+				}
+			}
+			keep(x, w, bias, dy, col, x.grad, w.grad, bias)
+			if bias != nil {
+				keep(bias.grad)
+			}
+		})
+	}
+	return out
+}
+
+// devGlobalAvgPool is GlobalAvgPool2d: each plane summed in float64, then
+// scaled by 1/plane.
+func devGlobalAvgPool(g *Graph, x *Tensor) *Tensor {
+	requireFloat32("GlobalAvgPool2d", x)
+	if x.Rank() < 3 {
+		panic(fmt.Sprintf("radgen: GlobalAvgPool2d of %v", x.shape))
+	}
+	plane := numel(x.shape[2:])
+	if plane == 0 {
+		panic(fmt.Sprintf("radgen: GlobalAvgPool2d of empty planes %v", x.shape))
+	}
+	e := x.eng()
+	rows := x.Dim(0) * x.Dim(1)
+	out := devNew(x, []int{x.Dim(0), x.Dim(1)})
+	if rows > 0 {
+		e.must("GlobalAvgPool2d", e.e.ReduceSum(out.ptr(0), x.ptr(0), []int{rows, plane}, []int{1, 0}, false))
+		e.must("GlobalAvgPool2d", e.e.Scale(out.ptr(0), out.ptr(0), float32(1/float64(plane)), rows))
+	}
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad == nil || rows == 0 {
+				return
+			}
+			dx := gradOf(x)
+			s := devNew(x, []int{rows})
+			e.must("GlobalAvgPool2d", e.e.Scale(s.ptr(0), out.grad.ptr(0), float32(1/float64(plane)), rows))
+			e.must("GlobalAvgPool2d", e.e.Binary(accel.OpAdd, dx.ptr(0), dx.ptr(0), s.ptr(0), []int{rows, plane}, []int{plane, 1}, []int{1, 0}, 0))
+			keep(dx, s, out.grad)
+		})
+	}
+	return out
+}

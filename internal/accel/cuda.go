@@ -141,6 +141,13 @@ func (c cudaEngine) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
 	return errKernelMissing("ScatterAdd")
 }
 
+func (c cudaEngine) Im2col(dst Ptr, ldd int, x Ptr, ch int, g ConvGeom) error {
+	return errKernelMissing("Im2col")
+}
+func (c cudaEngine) Col2im(dx, col Ptr, ldc int, ch int, g ConvGeom) error {
+	return errKernelMissing("Col2im")
+}
+
 func (c cudaEngine) Sync() error  { return c.e.Sync() }
 func (c cudaEngine) Close() error { return c.e.Close() }
 

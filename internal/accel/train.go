@@ -77,7 +77,17 @@ type Trainer interface {
 	// (vocab, dim) and ids n int32s on the device; ids outside [0, vocab)
 	// are skipped. Rows are added in order of i.
 	ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error
+	// Im2col unfolds one image x (c, H, W) into the column matrix dst
+	// (c·KH·KW, Ho·Wo), row stride ldd (internal/kernels.Im2col).
+	Im2col(dst Ptr, ldd int, x Ptr, c int, g ConvGeom) error
+	// Col2im adds the column matrix col (c·KH·KW, Ho·Wo), row stride ldc,
+	// into the image dx (c, H, W) it was unfolded from: Im2col's adjoint.
+	Col2im(dx, col Ptr, ldc int, c int, g ConvGeom) error
 }
+
+// ConvGeom is the geometry of a convolution window over one channel plane
+// (internal/kernels.ConvGeom: PyTorch's convention).
+type ConvGeom = kernels.ConvGeom
 
 // LiveByter is implemented by engines that count the bytes of their live
 // buffers (allocated and not yet freed).
@@ -289,6 +299,33 @@ func (h *Host) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
 			row[j] += v
 		}
 	}
+	return nil
+}
+
+func convSizes(name string, c int, g ConvGeom) (n, rows, in int) {
+	g.Check()
+	n = g.OutH() * g.OutW()
+	check(c >= 0 && n > 0, "%s: c=%d geometry %+v", name, c, g)
+	return n, c * g.KH * g.KW, c * g.H * g.W
+}
+
+// Im2col implements Trainer.
+func (h *Host) Im2col(dst Ptr, ldd int, x Ptr, c int, g ConvGeom) error {
+	n, rows, in := convSizes("Im2col", c, g)
+	if rows == 0 {
+		return nil
+	}
+	kernels.Im2col(h.view(dst, (rows-1)*ldd+n), ldd, h.view(x, in), c, g)
+	return nil
+}
+
+// Col2im implements Trainer.
+func (h *Host) Col2im(dx, col Ptr, ldc int, c int, g ConvGeom) error {
+	n, rows, in := convSizes("Col2im", c, g)
+	if rows == 0 {
+		return nil
+	}
+	kernels.Col2im(h.view(dx, in), h.view(col, (rows-1)*ldc+n), ldc, c, g)
 	return nil
 }
 
