@@ -164,9 +164,6 @@ func TestMixedDevicesPanic(t *testing.T) {
 	expectPanic(t, want, func() { NoGrad().Add(a, b) })
 	expectPanic(t, "radgen: MatMul: operands on "+dev.String()+" and cpu", func() { NoGrad().MatMul(b, Zeros(3, 2), false) })
 	expectPanic(t, "radgen: Linear: operands on cpu and "+dev.String(), func() { NoGrad().Linear(a, Zeros(4, 3), Zeros(4).To(dev)) })
-	expectPanic(t, "radgen: MaxPool2d does not run on "+dev.String()+" yet", func() {
-		NoGrad().MaxPool2d(Zeros(1, 1, 3, 3).To(dev), PoolSquare(2, 1, 0))
-	})
 	expectPanic(t, "radgen: Conv2d: operands on "+dev.String()+" and cpu", func() {
 		NoGrad().Conv2d(Zeros(1, 1, 3, 3).To(dev), Zeros(1, 1, 1, 1), nil, ConvSquare(1, 0))
 	})
@@ -296,5 +293,34 @@ func TestDeviceMemoryIsFreed(t *testing.T) {
 	t.Logf("%v live bytes: %d after the first step, %d after 200 more", dev, base, after)
 	if want := int64(4 * (8*16 + 8 + 4*16)); base != want || after != base {
 		t.Errorf("live bytes %d after the first step and %d after 200 more; want %d (the layer and its input)", base, after, want)
+	}
+}
+
+func TestDeviceBatchNormRunningStats(t *testing.T) {
+	dev := testDevice(t)
+	r := rand.New(rand.NewPCG(8, 9))
+	x := Zeros(4, 3, 2, 2)
+	Uniform(x, r, 2)
+	rm, rv := FromFloat32([]float32{0.1, -0.2, 0.3}, 3), FromFloat32([]float32{1, 2, 0.5}, 3)
+	_, wm, wv := NoGrad().BatchNorm2dTrain(x, nil, nil, rm, rv, 1e-5, 0.1)
+	_, gm, gv := NoGrad().BatchNorm2dTrain(x.To(dev), nil, nil, rm.To(dev), rv.To(dev), 1e-5, 0.1)
+	if gm.Device() != dev || gv.Device() != dev {
+		t.Fatalf("running statistics on %v and %v", gm.Device(), gv.Device())
+	}
+	if e := math.Max(relErr(gm.Float64s(), wm.Float64s()), relErr(gv.Float64s(), wv.Float64s())); e > 1e-6 {
+		t.Errorf("running statistics on %v differ by %.3g", dev, e)
+	}
+}
+
+func TestPromote64FromDevice(t *testing.T) {
+	dev := testDevice(t)
+	l := NewLinear(3, 2, true, rand.New(rand.NewPCG(1, 2)))
+	want := l.Weight.Float64s()
+	if err := ToDevice(l, dev); err != nil {
+		t.Fatal(err)
+	}
+	Promote64(l)
+	if l.Weight.Device() != CPU || !l.Weight.Is64() || l.Weight.Data64()[4] != want[4] {
+		t.Fatalf("Promote64 of a module on %v: %v", dev, l.Weight)
 	}
 }

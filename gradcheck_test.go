@@ -148,6 +148,22 @@ func gradCases(r *rand.Rand) []gradCase {
 			return g.Conv2d(g.Conv2d(in[0], in[1], nil, ConvSquare(1, 0)), in[2], nil, Conv2dParams{Dilation: [2]int{2, 2}, Padding: [2]int{1, 0}})
 		}, []*Tensor{rnd(r, 2, 3, 4, 5), rnd(r, 2, 3, 1, 1), rnd(r, 3, 2, 2, 2)}},
 		{"GlobalAvgPool2d", func(g *Graph, in []*Tensor) *Tensor { return g.GlobalAvgPool2d(in[0]) }, []*Tensor{rnd(r, 2, 3, 4, 5)}},
+		{"BatchNorm2d eval", func(g *Graph, in []*Tensor) *Tensor {
+			half := sameKind(in[0], FromFloat64([]float64{0.5}, 1))
+			variance := g.Add(g.Mul(in[4], in[4]), half) // positive
+			return g.BatchNorm2d(in[0], in[1], in[2], in[3], variance, 1e-5)
+		}, []*Tensor{rnd(r, 2, 3, 2, 3), rnd(r, 3), rnd(r, 3), rnd(r, 3), rnd(r, 3)}},
+		{"BatchNorm2dTrain", func(g *Graph, in []*Tensor) *Tensor {
+			y, _, _ := g.BatchNorm2dTrain(in[0], in[1], in[2], nil, nil, 1e-5, 0.1)
+			return y
+		}, []*Tensor{rnd(r, 2, 3, 2, 3), rnd(r, 3), rnd(r, 3)}},
+		{"BatchNorm2dTrain without affine", func(g *Graph, in []*Tensor) *Tensor {
+			y, _, _ := g.BatchNorm2dTrain(in[0], nil, nil, nil, nil, 1e-5, 0.1)
+			return g.Mul(y, y)
+		}, []*Tensor{rnd(r, 3, 2, 4)}},
+		{"MaxPool2d 3x3 stride 2 padded", func(g *Graph, in []*Tensor) *Tensor {
+			return g.MaxPool2d(in[0], PoolSquare(3, 2, 1))
+		}, []*Tensor{rnd(r, 2, 2, 5, 6)}},
 		{"Masked NLL", func(g *Graph, in []*Tensor) *Tensor {
 			// R2Gen's language-model criterion: −Σ mask·log p(target) / Σ mask.
 			mask := sameKind(in[0], FromFloat64([]float64{1, 1, 1, 0, 1, 0}, 6))

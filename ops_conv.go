@@ -300,7 +300,9 @@ func checkChannelVec(op, what string, t *Tensor, c int) {
 // nil (affine = False). Gradients flow to x, weight, bias, and to mean and
 // variance when they require them. torch's eps is 1e-5.
 func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
-	notOnDevice("BatchNorm2d", x, weight, bias, mean, variance)
+	if deviceOf("BatchNorm2d", x, weight, bias, mean, variance) != CPU {
+		return devBatchNormEval(g, x, weight, bias, mean, variance, eps)
+	}
 	if x.Is64() {
 		return batchNormEval[float64](g, x, weight, bias, mean, variance, eps)
 	}
@@ -409,7 +411,9 @@ func batchNormEval[T Float](g *Graph, x, weight, bias, mean, variance *Tensor, e
 // inputs are not modified; with nil running statistics the returned ones are
 // nil. It panics, as torch does, when a channel has a single sample.
 func (g *Graph) BatchNorm2dTrain(x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (y, newMean, newVar *Tensor) {
-	notOnDevice("BatchNorm2dTrain", x, weight, bias, runMean, runVar)
+	if deviceOf("BatchNorm2dTrain", x, weight, bias, runMean, runVar) != CPU {
+		return devBatchNormTrain(g, x, weight, bias, runMean, runVar, eps, momentum)
+	}
 	if x.Is64() {
 		return batchNormTrain[float64](g, x, weight, bias, runMean, runVar, eps, momentum)
 	}
@@ -517,7 +521,6 @@ func PoolSquare(kernel, stride, padding int) Pool2dParams {
 // and NaN propagates, as in torch. The gradient goes to the (first) maximum
 // of each window.
 func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
-	notOnDevice("MaxPool2d", x)
 	if x.Is64() {
 		return maxPool2d[float64](g, x, p)
 	}
@@ -542,6 +545,9 @@ func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
 	ho, wo := geo.OutH(), geo.OutW()
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: MaxPool2d window %+v does not fit input %v", p, x.shape))
+	}
+	if x.device != CPU {
+		return devMaxPool(g, x, geo)
 	}
 	planes := x.Dim(0) * x.Dim(1)
 	out := like(x, []int{x.Dim(0), x.Dim(1), ho, wo})

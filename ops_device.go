@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 
@@ -38,13 +39,6 @@ func deviceOf(op string, ts ...*Tensor) Device {
 		}
 	}
 	return d
-}
-
-// notOnDevice panics for an op that has no device implementation yet.
-func notOnDevice(op string, ts ...*Tensor) {
-	if d := deviceOf(op, ts...); d != CPU {
-		panic(fmt.Sprintf("radgen: %s does not run on %v yet (copy its operands to the CPU with To(radgen.CPU))", op, d))
-	}
 }
 
 func keep(ts ...*Tensor) { runtime.KeepAlive(ts) }
@@ -716,6 +710,251 @@ func devGlobalAvgPool(g *Graph, x *Tensor) *Tensor {
 			e.must("GlobalAvgPool2d", e.e.Scale(s.ptr(0), out.grad.ptr(0), float32(1/float64(plane)), rows))
 			e.must("GlobalAvgPool2d", e.e.Binary(accel.OpAdd, dx.ptr(0), dx.ptr(0), s.ptr(0), []int{rows, plane}, []int{plane, 1}, []int{1, 0}, 0))
 			keep(dx, s, out.grad)
+		})
+	}
+	return out
+}
+
+// Batch norm on a device: the per-channel statistics and coefficients (C
+// values) are computed on the host in float64, as on the CPU; everything of
+// the input's size runs on the device.
+
+// bnShape returns x as (B, C, plane) and the strides of a per-channel vector
+// in it.
+func bnShape(x *Tensor, c, plane int) (shape, cs, chs []int) {
+	shape = []int{x.Len() / max(c*plane, 1), c, plane}
+	return shape, contiguous(shape), []int{0, 1, 0}
+}
+
+// devChannelAffine returns src·scale_c + shift_c (either may be nil).
+func devChannelAffine(op string, src, scale, shift *Tensor, c, plane int) *Tensor {
+	e := src.eng()
+	shape, cs, chs := bnShape(src, c, plane)
+	out := devClone(src)
+	if src.Len() > 0 {
+		if scale != nil {
+			e.must(op, e.e.Binary(accel.OpMul, out.ptr(0), out.ptr(0), scale.ptr(0), shape, cs, chs, 0))
+		}
+		if shift != nil {
+			e.must(op, e.e.Binary(accel.OpAdd, out.ptr(0), out.ptr(0), shift.ptr(0), shape, cs, chs, 0))
+		}
+	}
+	keep(src, scale, shift, out)
+	return out
+}
+
+// devChannelSums returns Σ d (and Σ d·x when x is not nil) per channel.
+func devChannelSums(op string, d, x *Tensor, c, plane int) (sd, sdx []float64) {
+	e := d.eng()
+	shape, cs, chs := bnShape(d, c, plane)
+	r := devFull(d, []int{c}, 0)
+	if d.Len() > 0 {
+		e.must(op, e.e.ReduceSum(r.ptr(0), d.ptr(0), shape, chs, false))
+	}
+	sd = r.Float64s()
+	if x != nil {
+		p := devNew(d, d.shape)
+		if d.Len() > 0 {
+			e.must(op, e.e.Binary(accel.OpMul, p.ptr(0), d.ptr(0), x.ptr(0), shape, cs, cs, 0))
+			e.must(op, e.e.ReduceSum(r.ptr(0), p.ptr(0), shape, chs, false))
+		}
+		sdx = r.Float64s()
+		keep(p, x)
+	}
+	keep(d, r)
+	return sd, sdx
+}
+
+// vecOn returns v as a float32 tensor on t's device.
+func vecOn(t *Tensor, v []float64) *Tensor {
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	return FromFloat32(f, len(f)).To(t.device)
+}
+
+// addVec adds the host values v to t's gradient.
+func addVec(t *Tensor, v []float64) {
+	devAxpy("batch norm", gradOf(t), vecOn(t, v), 1)
+}
+
+func devBatchNormEval(g *Graph, x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
+	requireFloat32("BatchNorm2d", x, weight, bias, mean, variance)
+	if mean == nil || variance == nil {
+		panic("radgen: BatchNorm2d needs running statistics")
+	}
+	c := mean.Len()
+	plane := channelLayout("BatchNorm2d", x, c)
+	checkChannelVec("BatchNorm2d", "mean", mean, c)
+	checkChannelVec("BatchNorm2d", "variance", variance, c)
+	checkChannelVec("BatchNorm2d", "weight", weight, c)
+	checkChannelVec("BatchNorm2d", "bias", bias, c)
+	mu, vr := mean.Float64s(), variance.Float64s()
+	var gamma, beta []float64
+	if weight != nil {
+		gamma = weight.Float64s()
+	}
+	if bias != nil {
+		beta = bias.Float64s()
+	}
+	inv := make([]float64, c)
+	scale, shift := make([]float64, c), make([]float64, c)
+	for ch := range c {
+		inv[ch] = 1 / math.Sqrt(vr[ch]+eps)
+		s := inv[ch]
+		if gamma != nil {
+			s *= gamma[ch]
+		}
+		t := -mu[ch] * s
+		if beta != nil {
+			t += beta[ch]
+		}
+		scale[ch], shift[ch] = float64(float32(s)), float64(float32(t))
+	}
+	scaleT := vecOn(x, scale)
+	out := devChannelAffine("BatchNorm2d", x, scaleT, vecOn(x, shift), c, plane)
+	if g.needs(x, mean, variance, weight, bias) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := out.grad
+			if x.requiresGrad { // dx = dy·scale
+				devAxpy("BatchNorm2d", gradOf(x), devChannelAffine("BatchNorm2d", dy, scaleT, nil, c, plane), 1)
+			}
+			sdy, sdyx := devChannelSums("BatchNorm2d", dy, x, c, plane)
+			gw, gb, gm, gv := make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)
+			for ch := range c {
+				gmm := 1.0
+				if gamma != nil {
+					gmm = gamma[ch]
+				}
+				centred := sdyx[ch] - mu[ch]*sdy[ch]
+				gw[ch], gb[ch] = centred*inv[ch], sdy[ch]
+				gm[ch] = -gmm * inv[ch] * sdy[ch]
+				gv[ch] = -0.5 * gmm * inv[ch] * inv[ch] * inv[ch] * centred
+			}
+			if weight != nil && weight.requiresGrad {
+				addVec(weight, gw)
+			}
+			if bias != nil && bias.requiresGrad {
+				addVec(bias, gb)
+			}
+			if mean.requiresGrad {
+				addVec(mean, gm)
+			}
+			if variance.requiresGrad {
+				addVec(variance, gv)
+			}
+		})
+	}
+	return out
+}
+
+func devBatchNormTrain(g *Graph, x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (*Tensor, *Tensor, *Tensor) {
+	requireFloat32("BatchNorm2dTrain", x, weight, bias, runMean, runVar)
+	if x.Rank() < 2 {
+		panic(fmt.Sprintf("radgen: BatchNorm2dTrain of %v", x.shape))
+	}
+	c := x.Dim(1)
+	plane := channelLayout("BatchNorm2dTrain", x, c)
+	checkChannelVec("BatchNorm2dTrain", "weight", weight, c)
+	checkChannelVec("BatchNorm2dTrain", "bias", bias, c)
+	checkChannelVec("BatchNorm2dTrain", "running mean", runMean, c)
+	checkChannelVec("BatchNorm2dTrain", "running variance", runVar, c)
+	if (runMean == nil) != (runVar == nil) {
+		panic("radgen: BatchNorm2dTrain needs both running statistics or neither")
+	}
+	m := x.Len() / max(c, 1)
+	if m <= 1 {
+		panic(fmt.Sprintf("radgen: BatchNorm2dTrain: expected more than 1 value per channel, got input %v", x.shape))
+	}
+	e := x.eng()
+	shape, cs, chs := bnShape(x, c, plane)
+	s, _ := devChannelSums("BatchNorm2dTrain", x, nil, c, plane)
+	mu := make([]float64, c)
+	for ch := range c {
+		mu[ch] = s[ch] / float64(m)
+	}
+	d := devNew(x, x.shape)
+	e.must("BatchNorm2dTrain", e.e.Binary(accel.OpSub, d.ptr(0), x.ptr(0), vecOn(x, mu).ptr(0), shape, cs, chs, 0))
+	_, ss := devChannelSums("BatchNorm2dTrain", d, d, c, plane)
+	keep(x, d)
+	vr, inv := make([]float64, c), make([]float64, c)
+	invV, shiftV := make([]float64, c), make([]float64, c)
+	for ch := range c {
+		vr[ch] = ss[ch] / float64(m)
+		inv[ch] = 1 / math.Sqrt(vr[ch]+eps)
+		invV[ch], shiftV[ch] = inv[ch], -mu[ch]*inv[ch]
+	}
+	xhat := devChannelAffine("BatchNorm2dTrain", x, vecOn(x, invV), vecOn(x, shiftV), c, plane)
+	out := devChannelAffine("BatchNorm2dTrain", xhat, weight, bias, c, plane)
+	var newMean, newVar *Tensor
+	if runMean != nil {
+		rm, rv := runMean.Float64s(), runVar.Float64s()
+		nm, nv := make([]float64, c), make([]float64, c)
+		unbias := float64(m) / float64(m-1)
+		for ch := range c {
+			nm[ch] = (1-momentum)*rm[ch] + momentum*mu[ch]
+			nv[ch] = (1-momentum)*rv[ch] + momentum*vr[ch]*unbias
+		}
+		newMean, newVar = vecOn(x, nm), vecOn(x, nv)
+	}
+	if g.needs(x, weight, bias) {
+		g.push(out, func() {
+			if out.grad == nil {
+				return
+			}
+			dy := out.grad
+			sdy, sdyx := devChannelSums("BatchNorm2dTrain", dy, xhat, c, plane)
+			if weight != nil && weight.requiresGrad {
+				addVec(weight, sdyx)
+			}
+			if bias != nil && bias.requiresGrad {
+				addVec(bias, sdy)
+			}
+			if x.requiresGrad {
+				// dx += γ·inv·(dy − mean(dy) − x̂·mean(dy·x̂))
+				var gamma []float64
+				if weight != nil {
+					gamma = weight.Float64s()
+				}
+				k, mdy, mdyx := make([]float64, c), make([]float64, c), make([]float64, c)
+				for ch := range c {
+					gm := 1.0
+					if gamma != nil {
+						gm = gamma[ch]
+					}
+					k[ch], mdy[ch], mdyx[ch] = gm*inv[ch], sdy[ch]/float64(m), sdyx[ch]/float64(m)
+				}
+				t := devChannelAffine("BatchNorm2dTrain", xhat, vecOn(x, mdyx), vecOn(x, mdy), c, plane)
+				e.must("BatchNorm2dTrain", e.e.Binary(accel.OpSub, t.ptr(0), dy.ptr(0), t.ptr(0), shape, cs, cs, 0))
+				devAxpy("BatchNorm2dTrain", gradOf(x), devChannelAffine("BatchNorm2dTrain", t, vecOn(x, k), nil, c, plane), 1)
+				keep(t, dy)
+			}
+		})
+	}
+	return out, newMean, newVar
+}
+
+func devMaxPool(g *Graph, x *Tensor, geo kernels.ConvGeom) *Tensor {
+	requireFloat32("MaxPool2d", x)
+	e := x.eng()
+	ho, wo := geo.OutH(), geo.OutW()
+	planes := x.Dim(0) * x.Dim(1)
+	out := devNew(x, []int{x.Dim(0), x.Dim(1), ho, wo})
+	arg := devNew(x, []int{planes * ho * wo})
+	if planes > 0 {
+		e.must("MaxPool2d", e.e.MaxPool(out.ptr(0), arg.ptr(0), x.ptr(0), planes, geo))
+	}
+	keep(x, out, arg)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil && planes > 0 {
+				e.must("MaxPool2d", e.e.MaxPoolBackward(gradOf(x).ptr(0), out.grad.ptr(0), arg.ptr(0), planes, geo.H*geo.W, ho*wo))
+				keep(x.grad, out.grad, arg)
+			}
 		})
 	}
 	return out

@@ -199,14 +199,15 @@ func Fill(t *Tensor, v float64) { setAll(t, v) }
 
 // Promote64 converts every parameter and buffer of m to float64 in place
 // (values are widened exactly). Gradient checks by finite differences use it
-// to run a whole module in double precision.
+// to run a whole module in double precision. float64 lives on the CPU only:
+// tensors on other devices move there.
 func Promote64(m Module) {
 	m.VisitParams(func(_ string, t *Tensor) {
 		if t.Is64() {
 			return
 		}
 		w := t.To64()
-		t.dense, t.host = w.dense, w.host
+		t.dense, t.host, t.buf, t.device = w.dense, w.host, nil, CPU
 		t.grad = nil
 	})
 }

@@ -148,6 +148,13 @@ func (c cudaEngine) Col2im(dx, col Ptr, ldc int, ch int, g ConvGeom) error {
 	return errKernelMissing("Col2im")
 }
 
+func (c cudaEngine) MaxPool(dst, arg, x Ptr, planes int, g ConvGeom) error {
+	return errKernelMissing("MaxPool")
+}
+func (c cudaEngine) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int) error {
+	return errKernelMissing("MaxPoolBackward")
+}
+
 func (c cudaEngine) Sync() error  { return c.e.Sync() }
 func (c cudaEngine) Close() error { return c.e.Close() }
 

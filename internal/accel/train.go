@@ -83,6 +83,13 @@ type Trainer interface {
 	// Col2im adds the column matrix col (c·KH·KW, Ho·Wo), row stride ldc,
 	// into the image dx (c, H, W) it was unfolded from: Im2col's adjoint.
 	Col2im(dx, col Ptr, ldc int, c int, g ConvGeom) error
+	// MaxPool writes the maximum of each window of x (planes, H, W) to dst
+	// (planes, Ho, Wo) and the index of the (first) maximum in its plane to
+	// arg, int32s (−1 for a window of padding only;
+	// internal/kernels.MaxPool).
+	MaxPool(dst, arg, x Ptr, planes int, g ConvGeom) error
+	// MaxPoolBackward adds each dy to the element of dx that arg names.
+	MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int) error
 }
 
 // ConvGeom is the geometry of a convolution window over one channel plane
@@ -326,6 +333,33 @@ func (h *Host) Col2im(dx, col Ptr, ldc int, c int, g ConvGeom) error {
 		return nil
 	}
 	kernels.Col2im(h.view(dx, in), h.view(col, (rows-1)*ldc+n), ldc, c, g)
+	return nil
+}
+
+// MaxPool implements Trainer.
+func (h *Host) MaxPool(dst, arg, x Ptr, planes int, g ConvGeom) error {
+	g.Check()
+	n := planes * g.OutH() * g.OutW()
+	check(planes >= 0, "MaxPool: planes=%d", planes)
+	a := make([]int32, n)
+	kernels.MaxPool(h.view(dst, n), a, h.view(x, planes*g.H*g.W), planes, g)
+	av := h.view(arg, n)
+	for i, v := range a {
+		av[i] = math.Float32frombits(uint32(v))
+	}
+	return nil
+}
+
+// MaxPoolBackward implements Trainer.
+func (h *Host) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int) error {
+	check(planes >= 0 && planeIn >= 0 && planeOut >= 0, "MaxPoolBackward: %d %d %d", planes, planeIn, planeOut)
+	av := h.view(arg, planes*planeOut)
+	a := make([]int32, len(av))
+	for i, v := range av {
+		a[i] = int32(math.Float32bits(v))
+		check(a[i] < int32(planeIn), "MaxPoolBackward: index %d outside a plane of %d", a[i], planeIn)
+	}
+	kernels.MaxPoolBackward(h.view(dx, planes*planeIn), h.view(dy, planes*planeOut), a, planes, planeIn, planeOut)
 	return nil
 }
 
