@@ -174,7 +174,8 @@ type Report struct {
 	// Candidates holds, for an architecture that writes several candidate
 	// reports per study (METransformer: one per expert), each candidate's
 	// text; Expert indexes the chosen one and Votes[j] is candidate j's
-	// score against the others (CIDEr-D). Nil for the other architectures.
+	// score against the others (sentence BLEU-4, which depends on the study
+	// alone). Nil for the other architectures.
 	Candidates []string
 	Expert     int
 	Votes      []float64
