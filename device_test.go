@@ -324,3 +324,40 @@ func TestPromote64FromDevice(t *testing.T) {
 		t.Fatalf("Promote64 of a module on %v: %v", dev, l.Weight)
 	}
 }
+
+// TestDeviceConcurrentInference runs one module's forward pass on the test
+// device from several goroutines at once (a loaded model is shared by
+// concurrent requests); run it with -race.
+func TestDeviceConcurrentInference(t *testing.T) {
+	dev := testDevice(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	l := NewLinear(6, 5, true, r)
+	x := Zeros(3, 6)
+	Uniform(x, r, 1)
+	g := NoGrad()
+	want := g.Softmax(l.Forward(g, x)).Data()
+	if err := ToDevice(l, dev); err != nil {
+		t.Fatal(err)
+	}
+	xd := x.To(dev)
+	errs := make(chan string, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				got := g.Softmax(l.Forward(g, xd)).To(CPU).Data()
+				for i := range want {
+					if got[i] != want[i] {
+						errs <- "concurrent forward differs from the CPU"
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 8 {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+}
