@@ -51,6 +51,20 @@
 // and panic with a "radgen: " prefix; bad data from outside (files, images,
 // requests) is always reported as an error by the packages that read it.
 //
+// # Devices
+//
+// A tensor lives on a [Device]: [CPU] (host slices, run by the CPU kernels),
+// [Reference] (the reference engine: device-style buffers in Go memory, run
+// by the CPU kernels through the same engine interface as a GPU, so that
+// the whole device code path is tested on any machine) or [CUDA](n) (with
+// the cuda build tag). [Tensor.To] copies a tensor to a device and
+// [ToDevice] moves a module's parameters there; ops then run, forward and
+// backward, on the device of their operands, and operands on two devices
+// are a programmer error ("radgen: Add: operands on cpu and reference").
+// Devices hold float32 only: float64 stays on the CPU for gradient checks.
+// A device tensor's storage is freed when the tensor becomes unreachable.
+// The tests run on the device RADGEN_DEVICE names (cpu, reference, cuda:N).
+//
 // Every op has a float64 finite-difference gradient check, and the
 // R2Gen model reproduces the published code's intermediate tensors, loss,
 // gradients and decoded reports (see memtrans's parity tests).
