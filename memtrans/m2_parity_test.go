@@ -237,6 +237,22 @@ func fma32(x, y, z float32) float32 {
 // region is not masked. Second-order terms (products of two u) are far
 // below the margins that γₘ's denominators leave.
 func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exact int) {
+	sum, bound, exactRow := m2MaskBounds(m, feats)
+	decided = make([]bool, len(sum))
+	for r := range decided {
+		if exactRow[r] {
+			exact++
+		}
+		decided[r] = exactRow[r] || math.Abs(sum[r]) > 2*bound[r]
+	}
+	return decided, exact
+}
+
+// m2MaskBounds returns, for each region of feats, Σyᵢ of this machine's
+// embedding y (summed in float64), the bound T of m2MaskDecided on its
+// distance from the exact f(p) (+Inf where the bound does not apply), and
+// whether the region's LayerNorm input is computed exactly (Eᵢ = 0).
+func m2MaskBounds(m *M2Transformer, feats *radgen.Tensor) (sums, bounds []float64, exactRow []bool) {
 	const u = 0x1p-24
 	gam := func(m int) float64 { return float64(m) * u / (1 - float64(m)*u) }
 	e := m.Encoder
@@ -253,7 +269,7 @@ func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exac
 		sumAbsG += math.Abs(v)
 	}
 	rows := feats.Dim(0) * feats.Dim(1)
-	decided = make([]bool, rows)
+	sums, bounds, exactRow = make([]float64, rows), make([]float64, rows), make([]bool, rows)
 	E := make([]float64, n)
 	for r := range rows {
 		xr, pr, yr := x[r*k:(r+1)*k], pre[r*n:(r+1)*n], y[r*n:(r+1)*n]
@@ -276,11 +292,6 @@ func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exac
 			}
 			norm2 += E[i] * E[i]
 		}
-		if norm2 == 0 {
-			decided[r] = true
-			exact++
-			continue
-		}
 		var mean, maxX, sum, sumAbsY float64
 		for i := range n {
 			mean += pr[i] / float64(n)
@@ -296,18 +307,20 @@ func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exac
 			gDev += math.Abs(gamma[i] * (pr[i] - mean))
 			cE += math.Abs(c) * E[i]
 		}
+		sums[r], exactRow[r] = sum, norm2 == 0
 		s := math.Sqrt(variance + e.Norm.Eps)
 		rstd := 1 / s
 		delta := math.Sqrt(norm2 / float64(n))
 		if delta >= s {
+			bounds[r] = math.Inf(1)
 			continue
 		}
 		dr := delta / (s * (s - delta))
 		tGEMM := dr*math.Abs(cx) + (rstd+dr)*cE
 		tLN := gam(n+3)*sumAbsY + rstd*(gam(3*n)*maxX+u*math.Abs(mean))*sumAbsG + u*rstd*gDev + rstd*gam(2*n+2)*math.Abs(cx)
-		decided[r] = math.Abs(sum) > 2*(tGEMM+tLN)
+		bounds[r] = tGEMM + tLN
 	}
-	return decided, exact
+	return sums, bounds, exactRow
 }
 
 func TestParityM2(t *testing.T) {

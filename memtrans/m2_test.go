@@ -456,13 +456,25 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		if !fresh && n != len(decided) {
 			t.Errorf("trained-like LayerNorm: %d of %d regions decided, want all", n, len(decided))
 		}
+		exactSum := m2ExactNormSums(m, feats)
 		for _, p := range paths {
 			restore := p.disable()
 			enc, err := m.Encode(radgen.NoGrad(), feats)
+			sums, bounds, _ := m2MaskBounds(m, feats)
 			restore()
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The bound holds: this path's sum is within T of the exact one.
+			var ratio float64
+			for r, v := range sums {
+				d := math.Abs(v - exactSum[r])
+				ratio = math.Max(ratio, d/bounds[r])
+				if !(d <= bounds[r]) {
+					t.Errorf("fresh LayerNorm %v, %s: region %d sums to %.9g, exactly %.9g: |Δ| %.3g beyond the bound %.3g", fresh, p.name, r, v, exactSum[r], d, bounds[r])
+				}
+			}
+			t.Logf("  %s: |Σy − f(p)| at most %.2g of the rounding bound T", p.name, ratio)
 			masked, ambiguousDiffer := 0, 0
 			for r, v := range enc.Mask.Float64s() {
 				if v != 0 {
@@ -481,4 +493,37 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 			t.Logf("  %s: %d masked, %d undecided regions differ from the reference's arithmetic", p.name, masked, ambiguousDiffer)
 		}
 	}
+}
+
+// m2ExactNormSums returns f(p) = Σᵢ LayerNorm(p)ᵢ for each region of feats,
+// with p = ReLU(fc(x)) and the LayerNorm evaluated in float64 (exact to
+// far below the float32 bounds of m2MaskBounds).
+func m2ExactNormSums(m *M2Transformer, feats *radgen.Tensor) []float64 {
+	e := m.Encoder
+	x := feats.Float64s()
+	w, bias := e.FC.Weight.Float64s(), e.FC.Bias.Float64s()
+	gamma, beta := e.Norm.Weight.Float64s(), e.Norm.Bias.Float64s()
+	k, n := feats.Dim(2), len(gamma)
+	out := make([]float64, feats.Dim(0)*feats.Dim(1))
+	p := make([]float64, n)
+	for r := range out {
+		var mean float64
+		for i := range n {
+			v := bias[i]
+			for j, wv := range w[i*k : (i+1)*k] {
+				v += x[r*k+j] * wv
+			}
+			p[i] = math.Max(v, 0)
+			mean += p[i] / float64(n)
+		}
+		var variance float64
+		for _, v := range p {
+			variance += (v - mean) * (v - mean) / float64(n)
+		}
+		rstd := 1 / math.Sqrt(variance+e.Norm.Eps)
+		for i, v := range p {
+			out[r] += gamma[i]*(v-mean)*rstd + beta[i]
+		}
+	}
+	return out
 }
