@@ -58,6 +58,7 @@ type FeaturesFn struct {
 
 // ProcessElement extracts the batch's studies not yet in the cache.
 func (f *FeaturesFn) ProcessElement(ctx context.Context, _ string, studies func(*Study) bool, emit, dead func(string)) error {
+	touchCounters(ctx)
 	m, sum, err := modelFor(ctx, f.Model, f.Device)
 	if err != nil {
 		return err

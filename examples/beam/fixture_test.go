@@ -66,21 +66,23 @@ const (
 
 func getFixture(t testing.TB) *fixture {
 	t.Helper()
-	fixOnce.Do(func() { fix, fixErr = newFixture(testStudies, trainStudies) })
+	fixOnce.Do(func() { fix, fixErr = newFixture(testStudies, trainStudies, 64) })
 	if fixErr != nil {
 		t.Fatal(fixErr)
 	}
 	return fix
 }
 
-func newFixture(nTest, nTrain int) (*fixture, error) {
+// newFixture writes nTest and nTrain studies of size×size films and a tiny
+// model that takes them at that size.
+func newFixture(nTest, nTrain, size int) (*fixture, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "radgen-beam-test-")
 	if err != nil {
 		return nil, err
 	}
 	f := &fixture{dir: dir, ann: filepath.Join(dir, "annotation.json"), model: filepath.Join(dir, "model.radgen"), bad: map[string]string{}}
-	ann, err := data.WriteSynthetic(ctx, dir, data.SynthConfig{Train: nTrain, Test: nTest, Width: 64, Height: 64, Seed: 11})
+	ann, err := data.WriteSynthetic(ctx, dir, data.SynthConfig{Train: nTrain, Test: nTest, Width: size, Height: size, Seed: 11})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,9 @@ func newFixture(nTest, nTrain int) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := memtrans.New(memtrans.TinyConfig(tok.Len()+1), tok, 5)
+	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg.ImageSize, cfg.ResizeTo = size, size*9/8
+	m, err := memtrans.New(cfg, tok, 5)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,17 @@ var (
 	studyMillis    = beam.NewDistribution("radgen", "study_ms")   // wall time per study of a batch
 )
 
+// touchCounters reports every counter (by 0) as a bundle starts, so that a
+// runner learns the counters' ids from the bundle's first progress report:
+// Prism 2.77 keeps only the last of several payloads that arrive for a
+// counter it does not know yet, which loses counts when parallel bundles
+// finish together.
+func touchCounters(ctx context.Context) {
+	studiesDone.Inc(ctx, 0)
+	studiesSkipped.Inc(ctx, 0)
+	studiesFailed.Inc(ctx, 0)
+}
+
 // buildGenerate adds the generate pipeline to s: manifest → studies keyed
 // by batch (malformed lines to the dead letters) → grouped, batches spread
 // over the workers → reports, each written under its study's id as soon
@@ -71,6 +82,7 @@ type GenerateFn struct {
 // report comes from the same batch as in an uninterrupted run. A study
 // that cannot be read goes to the dead letters, the rest of its batch on.
 func (f *GenerateFn) ProcessElement(ctx context.Context, _ string, studies func(*Study) bool, emit, dead func(string)) error {
+	touchCounters(ctx)
 	m, sum, err := modelFor(ctx, f.Model, f.Device)
 	if err != nil {
 		return err // the job's fault, not the study's: fail the bundle
