@@ -361,3 +361,27 @@ func TestDeviceConcurrentInference(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceEmptyTensors: tensors with no elements move, compute and get
+// (empty) gradients on a device as on the CPU.
+func TestDeviceEmptyTensors(t *testing.T) {
+	dev := testDevice(t)
+	for _, s := range [][]int{{0, 5}, {}, {3, 0, 2}} {
+		x := Zeros(s...).SetRequiresGrad(true).To(dev)
+		g := NewGraph()
+		y := g.Sum(g.Sigmoid(g.Tanh(g.Add(x, x))))
+		if err := g.Backward(y); err != nil {
+			t.Fatal(err)
+		}
+		if x.Grad() == nil || x.Grad().Len() != x.Len() || x.Grad().Device() != dev {
+			t.Fatalf("shape %v on %v: gradient %v", s, dev, x.Grad())
+		}
+		want := 0.0
+		if len(s) == 0 {
+			want = 0.5 // σ(tanh(0))
+		}
+		if got := y.To(CPU).Data()[0]; float64(got) != want {
+			t.Errorf("shape %v on %v: sum %v, want %v", s, dev, got, want)
+		}
+	}
+}

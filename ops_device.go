@@ -209,7 +209,7 @@ func devUnary(g *Graph, name string, x *Tensor, act accel.Activation) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad != nil && x.Len() > 0 {
+			if out.grad != nil && sized(x, x.Len() > 0) {
 				e.must(name, e.e.ActivationBackward(act, gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), x.Len()))
 				keep(x.grad, out.grad, out)
 			}
@@ -234,7 +234,7 @@ func devRowwise(g *Graph, name string, x *Tensor, log bool) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad != nil && rows > 0 && cols > 0 {
+			if out.grad != nil && sized(x, rows > 0 && cols > 0) {
 				e.must(name, e.e.SoftmaxBackward(gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), rows, cols, log))
 				keep(x.grad, out.grad, out)
 			}
@@ -429,7 +429,7 @@ func devNormalize(g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor {
 	keep(x, out, inv)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad != nil && rows > 0 {
+			if out.grad != nil && sized(x, rows > 0) {
 				e.must("Normalize", e.e.NormalizeBackward(gradOf(x).ptr(0), out.grad.ptr(0), out.ptr(0), inv.ptr(0), rows, cols, eps, k))
 				keep(x.grad, out.grad, out, inv)
 			}
@@ -451,7 +451,7 @@ func devPermute(g *Graph, x *Tensor, perm, oshape, inv []int) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || x.Len() == 0 {
+			if out.grad == nil || !sized(x, x.Len() != 0) {
 				return
 			}
 			back := devNew(x, x.shape)
@@ -514,7 +514,7 @@ func devSlice(g *Graph, x *Tensor, axis, start, end int, oshape []int) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || outer == 0 || w == 0 {
+			if out.grad == nil || !sized(x, outer != 0 && w != 0) {
 				return
 			}
 			e.must("Slice", e.e.CopyStrided(gradOf(x).ptr(start*inner), xrow, out.grad.ptr(0), w, outer, w, true))
@@ -554,7 +554,7 @@ func devIndexSelect(g *Graph, x *Tensor, axis int, idx []int, oshape []int) *Ten
 	keep(x, ids, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || len(idx) == 0 || inner == 0 {
+			if out.grad == nil || !sized(x, len(idx) != 0 && inner != 0) {
 				return
 			}
 			dx := gradOf(x)
@@ -587,7 +587,7 @@ func devPickLast(g *Graph, x *Tensor, idx []int) *Tensor {
 	keep(x, ids, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || rows == 0 {
+			if out.grad == nil || !sized(x, rows != 0) {
 				return
 			}
 			e.must("PickLast", e.e.ScatterAdd(gradOf(x).ptr(0), out.grad.ptr(0), ids.ptr(0), rows, rows*v, 1))
@@ -608,7 +608,7 @@ func devSum(g *Graph, x *Tensor) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || n == 0 {
+			if out.grad == nil || !sized(x, n != 0) {
 				return
 			}
 			dx := gradOf(x)
@@ -654,7 +654,7 @@ func devConv2d(g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 	keep(x, w, bias, out, col)
 	if g.needs(x, w, bias) {
 		g.push(out, func() {
-			if out.grad == nil || batch == 0 {
+			if out.grad == nil || !sized(x, batch != 0) {
 				return
 			}
 			dy := out.grad
@@ -702,7 +702,7 @@ func devGlobalAvgPool(g *Graph, x *Tensor) *Tensor {
 	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil || rows == 0 {
+			if out.grad == nil || !sized(x, rows != 0) {
 				return
 			}
 			dx := gradOf(x)
@@ -951,11 +951,21 @@ func devMaxPool(g *Graph, x *Tensor, geo kernels.ConvGeom) *Tensor {
 	keep(x, out, arg)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad != nil && planes > 0 {
+			if out.grad != nil && sized(x, planes > 0) {
 				e.must("MaxPool2d", e.e.MaxPoolBackward(gradOf(x).ptr(0), out.grad.ptr(0), arg.ptr(0), planes, geo.H*geo.W, ho*wo))
 				keep(x.grad, out.grad, arg)
 			}
 		})
 	}
 	return out
+}
+
+// sized reports ok; when it is false (an empty operand) it still gives x a
+// (zero-size) gradient, as the CPU ops do, so that every input of a
+// recorded op has one after Backward.
+func sized(x *Tensor, ok bool) bool {
+	if !ok && x.requiresGrad {
+		gradOf(x)
+	}
+	return ok
 }

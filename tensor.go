@@ -80,7 +80,7 @@ func onDevice(e *engine, buf *devBuf, shape []int) *Tensor {
 		ds = []int{1}
 	}
 	d := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ds...), tensor.WithEngine(e.gorg),
-		tensor.FromMemory(uintptr(buf.ptr), uintptr(buf.bytes)))
+		tensor.FromMemory(uintptr(buf.ptr), uintptr(4*n)))
 	return &Tensor{dense: d, shape: s, device: e.dev, buf: buf}
 }
 
