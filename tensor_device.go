@@ -3,6 +3,8 @@ package radgen
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // To returns t on dev: t itself when it is already there, otherwise a copy
@@ -97,5 +99,15 @@ func ToDevice(m Module, dev Device) error {
 func (e *engine) must(op string, err error) {
 	if err != nil {
 		panic(fmt.Sprintf("radgen: %s on %v: %v", op, e.dev, err))
+	}
+}
+
+func init() {
+	accel.TensorBuffer = func(v any) (accel.Engine, accel.Ptr, bool) {
+		t, ok := v.(*Tensor)
+		if !ok || t == nil || t.buf == nil {
+			return nil, 0, false
+		}
+		return t.buf.e.e, t.buf.ptr, true
 	}
 }

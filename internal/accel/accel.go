@@ -117,6 +117,8 @@ type Engine interface {
 
 	// Trainer holds the forward and backward primitives of training.
 	Trainer
+	// Optimizer holds the in-place parameter updates of training.
+	Optimizer
 
 	// Sync waits for the queued work and reports its errors.
 	Sync() error

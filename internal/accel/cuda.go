@@ -155,7 +155,11 @@ func (c cudaEngine) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut i
 	return errKernelMissing("MaxPoolBackward")
 }
 
-func (c cudaEngine) Sync() error  { return c.e.Sync() }
-func (c cudaEngine) Close() error { return c.e.Close() }
+func (c cudaEngine) AdamStep(p, g, m, v, vmax Ptr, n int, k AdamConsts) error {
+	return errKernelMissing("AdamStep")
+}
+func (c cudaEngine) Clamp(dst Ptr, v float32, n int) error { return errKernelMissing("Clamp") }
+func (c cudaEngine) Sync() error                           { return c.e.Sync() }
+func (c cudaEngine) Close() error                          { return c.e.Close() }
 
 var _ Engine = cudaEngine{}

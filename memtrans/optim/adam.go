@@ -11,13 +11,14 @@ import (
 	"sync"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // Errors returned by this package.
 var (
 	// ErrConfig is wrapped when a hyperparameter or parameter list is invalid:
 	// a negative learning rate, a beta outside [0, 1), a parameter that is
-	// not float32 or not in host memory, a name used twice.
+	// not float32, a name used twice.
 	ErrConfig = errors.New("optim: invalid configuration")
 	// ErrStateMismatch is wrapped by SetState when a saved state does not fit
 	// the optimiser or scheduler: other parameter names, shapes or groups.
@@ -150,16 +151,22 @@ type slot struct {
 	t    *radgen.Tensor
 	step int64
 	// m, v and vmax are exp_avg, exp_avg_sq and max_exp_avg_sq; nil before
-	// the first step (vmax stays nil without AMSGrad).
-	m, v, vmax []float32
+	// the first step (vmax stays nil without AMSGrad). For a parameter on
+	// a device they live in dm, dv and dvmax on its device instead (m, v
+	// and vmax then hold only a state set by SetState until the next Step
+	// moves it there).
+	m, v, vmax    []float32
+	dm, dv, dvmax *radgen.Tensor
 }
 
 // Compile-time check that Adam can be driven by schedulers.
 var _ LRGroups = (*Adam)(nil)
 
 // NewAdam returns an Adam optimiser over the given parameter groups. Every
-// parameter must be a float32 tensor in host memory, named uniquely, and
-// appear in one group only.
+// parameter must be a float32 tensor, named uniquely, and appear in one
+// group only. A parameter on a device ([radgen.Device]) keeps its moments
+// on that device and is updated there by the device's engine with the
+// arithmetic of the CPU step.
 func NewAdam(groups []Group, opts ...AdamOption) (*Adam, error) {
 	cfg := adamConfig{beta1: 0.9, beta2: 0.999, eps: 1e-8, workers: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
@@ -188,8 +195,6 @@ func NewAdam(groups []Group, opts ...AdamOption) (*Adam, error) {
 				return nil, fmt.Errorf("%w: parameter %q is the same tensor as %q", ErrConfig, p.Name, tensors[p.Tensor])
 			case p.Tensor.Is64():
 				return nil, fmt.Errorf("%w: parameter %q is float64; Adam works on float32", ErrConfig, p.Name)
-			case p.Tensor.Device() != radgen.CPU:
-				return nil, fmt.Errorf("%w: parameter %q lives on %v; Adam works in host memory", ErrConfig, p.Name, p.Tensor.Device())
 			}
 			names[p.Name] = true
 			tensors[p.Tensor] = p.Name
@@ -277,6 +282,11 @@ func (a *Adam) Step() {
 			if grad.Is64() || !slices.Equal(grad.Shape(), s.t.Shape()) {
 				panic(fmt.Sprintf("optim: gradient %v of parameter %q does not match %v", grad, s.name, s.t))
 			}
+			if s.t.Device() != radgen.CPU || grad.Device() != radgen.CPU {
+				s.step++
+				a.deviceStep(s, grad, a.consts(g.lr, g.wd, s.step))
+				continue
+			}
 			n := s.t.Len()
 			if s.m == nil {
 				s.m, s.v = make([]float32, n), make([]float32, n)
@@ -300,6 +310,55 @@ func (a *Adam) Step() {
 	run(jobs, a.cfg.workers)
 	clear(jobs) // drop the references to the tensors until the next step
 	a.jobs = jobs[:0]
+}
+
+// deviceStep updates a parameter on a device with its engine's AdamStep.
+func (a *Adam) deviceStep(s *slot, grad *radgen.Tensor, k consts) {
+	dev := s.t.Device()
+	if grad.Device() != dev {
+		panic(fmt.Sprintf("optim: gradient of parameter %q on %v, the parameter on %v", s.name, grad.Device(), dev))
+	}
+	moment := func(host []float32) *radgen.Tensor {
+		if host == nil {
+			return radgen.Zeros(s.t.Shape()...).To(dev)
+		}
+		return radgen.FromFloat32(slices.Clone(host), s.t.Shape()...).To(dev)
+	}
+	if s.dm == nil {
+		s.dm, s.dv = moment(s.m), moment(s.v)
+		s.m, s.v = nil, nil
+	}
+	if a.cfg.amsgrad && s.dvmax == nil {
+		s.dvmax = moment(s.vmax)
+		s.vmax = nil
+	}
+	ak := accel.AdamConsts{
+		WD: k.wd, Decay: k.decay, Decoupled: k.decoupled,
+		Beta1: k.beta1, OneMinusB1: k.omb1, Beta2: k.beta2, OneMinusB2: k.omb2,
+		BC2Sqrt: k.bc2sqrt, Eps: k.eps, NegStepLen: k.negStepLen, AMSGrad: a.cfg.amsgrad,
+	}
+	e, pp := deviceBuffer(s.t)
+	_, gp := deviceBuffer(grad)
+	_, mp := deviceBuffer(s.dm)
+	_, vp := deviceBuffer(s.dv)
+	var vmp accel.Ptr
+	if a.cfg.amsgrad {
+		_, vmp = deviceBuffer(s.dvmax)
+	}
+	if err := e.AdamStep(pp, gp, mp, vp, vmp, s.t.Len(), ak); err != nil {
+		panic(fmt.Sprintf("optim: Adam step of parameter %q on %v: %v", s.name, dev, err))
+	}
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(grad)
+}
+
+// deviceBuffer returns the engine and storage of a tensor on a device.
+func deviceBuffer(t *radgen.Tensor) (accel.Engine, accel.Ptr) {
+	e, p, ok := accel.TensorBuffer(t)
+	if !ok {
+		panic(fmt.Sprintf("optim: tensor %v on %v has no device storage", t, t.Device()))
+	}
+	return e, p
 }
 
 // chunk is the number of elements one goroutine updates at a time; small

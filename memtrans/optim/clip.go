@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/radgen/radgen"
 )
@@ -10,8 +11,9 @@ import (
 // ClipGradValue clamps every element of every gradient to [−clip, clip] in
 // place, as torch.nn.utils.clip_grad_value_ does (for float32 gradients the
 // bound is rounded to float32; NaN stays NaN). Tensors without a gradient
-// are skipped. R2Gen clips at 0.1 before every optimiser step. It panics if
-// clip is negative or NaN.
+// are skipped; a gradient on a device is clamped there by its engine.
+// R2Gen clips at 0.1 before every optimiser step. It panics if clip is
+// negative or NaN.
 func ClipGradValue(params []radgen.Named, clip float64) {
 	if !(clip >= 0) {
 		panic(fmt.Sprintf("optim: ClipGradValue with bound %v", clip))
@@ -20,6 +22,12 @@ func ClipGradValue(params []radgen.Named, clip float64) {
 		g := p.Tensor.Grad()
 		switch {
 		case g == nil:
+		case g.Device() != radgen.CPU:
+			e, ptr := deviceBuffer(g)
+			if err := e.Clamp(ptr, float32(clip), g.Len()); err != nil {
+				panic(fmt.Sprintf("optim: ClipGradValue of %q on %v: %v", p.Name, g.Device(), err))
+			}
+			runtime.KeepAlive(g)
 		case g.Is64():
 			clamp(g.Data64(), clip)
 		default:
@@ -53,7 +61,8 @@ func clamp[T float32 | float64](x []T, c T) {
 // remedy). An invalid maxNorm or normType returns an error wrapping
 // ErrConfig.
 //
-// The per-tensor norms are accumulated in float64 and rounded to the
+// A gradient on a device is read to host memory for its norm and scaled on
+// its device. The per-tensor norms are accumulated in float64 and rounded to the
 // gradient's type, so they may differ from torch's float32 reductions in
 // the last bit.
 func ClipGradNorm(params []radgen.Named, maxNorm, normType float64) (float64, error) {
@@ -71,6 +80,9 @@ func ClipGradNorm(params []radgen.Named, maxNorm, normType float64) (float64, er
 		switch {
 		case g == nil:
 			continue
+		case g.Device() != radgen.CPU:
+			// The norm is taken in host memory with the CPU's arithmetic.
+			norms = append(norms, float64(float32(pNorm(g.To(radgen.CPU).Data(), normType))))
 		case g.Is64():
 			all32 = false
 			norms = append(norms, pNorm(g.Data64(), normType))
@@ -99,7 +111,13 @@ func ClipGradNorm(params []radgen.Named, maxNorm, normType float64) (float64, er
 		return total, nil
 	}
 	for _, g := range grads {
-		if g.Is64() {
+		if g.Device() != radgen.CPU {
+			e, ptr := deviceBuffer(g)
+			if err := e.Scale(ptr, ptr, float32(coef), g.Len()); err != nil {
+				return total, fmt.Errorf("optim: ClipGradNorm on %v: %w", g.Device(), err)
+			}
+			runtime.KeepAlive(g)
+		} else if g.Is64() {
 			scale(g.Data64(), coef)
 		} else {
 			scale(g.Data(), float32(coef))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/safetensors"
 )
 
@@ -58,14 +59,22 @@ func (a *Adam) State() *AdamState {
 				Name:        p.name,
 				Shape:       slices.Clone(p.t.Shape()),
 				Step:        p.step,
-				ExpAvg:      slices.Clone(p.m),
-				ExpAvgSq:    slices.Clone(p.v),
-				MaxExpAvgSq: slices.Clone(p.vmax),
+				ExpAvg:      momentOf(p.m, p.dm),
+				ExpAvgSq:    momentOf(p.v, p.dv),
+				MaxExpAvgSq: momentOf(p.vmax, p.dvmax),
 			})
 		}
 		s.Groups = append(s.Groups, gs)
 	}
 	return s
+}
+
+// momentOf returns a copy of a moment held in host memory or on a device.
+func momentOf(host []float32, dev *radgen.Tensor) []float32 {
+	if dev != nil {
+		return dev.To(radgen.CPU).Data()
+	}
+	return slices.Clone(host)
 }
 
 // SetState restores a state returned by State (possibly of another Adam
@@ -110,6 +119,7 @@ func (a *Adam) SetState(s *AdamState) error {
 			p := g.params[pi]
 			p.step = ps.Step
 			p.m, p.v, p.vmax = slices.Clone(ps.ExpAvg), slices.Clone(ps.ExpAvgSq), slices.Clone(ps.MaxExpAvgSq)
+			p.dm, p.dv, p.dvmax = nil, nil, nil // a device parameter's next Step moves them there
 		}
 	}
 	return nil
