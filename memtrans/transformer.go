@@ -143,6 +143,7 @@ func (m *Transformer) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 	att := g.Dropout(g.ReLU(m.AttEmbed.Forward(g, feats)), m.Config.EmbedDrop)
 	mask := radgen.Zeros(b, 1, n)
 	radgen.Fill(mask, 1)
+	mask = mask.To(feats.Device())
 	e := &Encoded{AttEmbedded: att, Mask: mask}
 	if m.Views == nil {
 		e.Out = m.Encoder.Forward(g, att, mask)
@@ -207,6 +208,7 @@ func (m *Transformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens
 			}
 		}
 	}
+	tgtMask = tgtMask.To(feats.Device())
 	f.TgtEmbedded = m.Embed.Forward(g, tokens, b, t, 0)
 	var memIn *radgen.Tensor
 	if m.hasMemory() {
@@ -231,7 +233,7 @@ func (m *Transformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens
 func (m *Transformer) memoryStates(g *radgen.Graph, enc *Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
 	switch {
 	case m.Memory != nil:
-		init = m.Memory.InitMemory(x.Dim(0))
+		init = m.Memory.InitMemory(x.Dim(0)).To(x.Device())
 		return init, m.Memory.Forward(g, memIn, init), x
 	case m.Mem2Mem != nil:
 		states, reads := m.Mem2Mem.Forward(g, memIn, enc.Out, enc.Bank) // Eqs. 13–14, 17–20
@@ -295,5 +297,6 @@ func Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int, mask []float3
 	if logProbs.Is64() {
 		mt = mt.To64()
 	}
+	mt = mt.To(logProbs.Device())
 	return g.Scale(g.Sum(g.Mul(picked, mt)), -1/total)
 }
