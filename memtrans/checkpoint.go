@@ -244,6 +244,9 @@ func moduleTensors(m radgen.Module) []safetensors.Tensor {
 		if v.Is64() {
 			v = v.To32()
 		}
+		if v.Device() != radgen.CPU {
+			v = v.To(radgen.CPU) // checkpoints are the same from every device
+		}
 		out = append(out, safetensors.Tensor{Name: name, Dtype: safetensors.F32, Shape: append([]int{}, t.Shape()...), Data: safetensors.F32Bytes(v.Data())})
 	})
 	return out

@@ -1,13 +1,17 @@
 package memtrans
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
@@ -28,6 +32,85 @@ func trainDevice(t *testing.T) radgen.Device {
 	return dev
 }
 
+// tinyBatch is a fixed teacher-forcing batch over a vocabulary: random
+// visual features (b, n, dVisual) and b reports of different lengths with
+// padding.
+type tinyBatch struct {
+	feats       []float32
+	b, n, t     int
+	in, targets []int
+	mask        []float32
+}
+
+func newTinyBatch(vocab, dVisual int) *tinyBatch {
+	const seqLen = 9 // bos, tokens, eos, padding
+	tb := &tinyBatch{b: 3, n: 6, t: seqLen - 1}
+	r := rand.New(rand.NewPCG(11, 12))
+	tb.feats = make([]float32, tb.b*tb.n*dVisual)
+	for i := range tb.feats {
+		tb.feats[i] = float32(math.Abs(r.NormFloat64()))
+	}
+	for i := range tb.b {
+		l := 4 + i*2 // report lengths, then padding
+		row := make([]int, seqLen)
+		for j := 1; j <= l; j++ {
+			row[j] = 1 + r.IntN(vocab-1)
+		}
+		tb.in = append(tb.in, row[:seqLen-1]...)
+		tb.targets = append(tb.targets, row[1:]...)
+		for j := 1; j < seqLen; j++ {
+			if j <= l+1 {
+				tb.mask = append(tb.mask, 1)
+			} else {
+				tb.mask = append(tb.mask, 0)
+			}
+		}
+	}
+	return tb
+}
+
+// tinyTrainer runs R2Gen's recipe on m (whose parameters live on one
+// device) over a fixed batch: dropout seeded by the step, value clipping at
+// 0.1, AMSGrad at learning rate 1e-4 with weight decay 5e-5.
+type tinyTrainer struct {
+	m     *Transformer
+	opt   *optim.Adam
+	feats *radgen.Tensor
+	batch *tinyBatch
+	step  int
+}
+
+func newTinyTrainer(t *testing.T, m *Transformer, tb *tinyBatch, dev radgen.Device) *tinyTrainer {
+	t.Helper()
+	groups := optim.R2GenGroups(radgen.Trainable(m), 5e-5, 1e-4, 5e-5)
+	a, err := optim.NewAdam(groups[1:], optim.WithAMSGrad(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	feats := radgen.FromFloat32(slices.Clone(tb.feats), tb.b, tb.n, len(tb.feats)/(tb.b*tb.n)).To(dev)
+	return &tinyTrainer{m: m, opt: a, feats: feats, batch: tb}
+}
+
+// Step trains one step and returns its loss.
+func (tt *tinyTrainer) Step(t *testing.T) float64 {
+	t.Helper()
+	b := tt.batch
+	g := radgen.NewGraph(radgen.Train(uint64(100 + tt.step)))
+	tt.step++
+	loss, err := tt.m.trainingLoss(g, tt.feats, b.in, b.targets, b.mask, b.b, b.t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := float64(loss.To(radgen.CPU).Data()[0])
+	if err := g.Backward(loss); err != nil {
+		t.Fatal(err)
+	}
+	optim.ClipGradValue(tt.opt.Params(), 0.1)
+	tt.opt.Step()
+	tt.opt.ZeroGrad()
+	return lv
+}
+
 // TestTrainOnDeviceMatchesCPU trains the tiny R2Gen encoder–decoder
 // (BASE+RM+MCLN, TinyConfig, visual features fed directly as with a frozen
 // extractor) for 20 steps of R2Gen's recipe (dropout, value clipping at
@@ -40,10 +123,7 @@ func trainDevice(t *testing.T) radgen.Device {
 // differ between engines summing in different orders.
 func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	dev := trainDevice(t)
-	const (
-		vocab, b, n, steps = 40, 3, 6, 20
-		seqLen             = 9 // bos, tokens, eos, padding
-	)
+	const vocab, steps = 40, 20
 	cfg := TinyConfig(vocab).Transformer
 	cpu, err := NewTransformer(cfg, 7)
 	if err != nil {
@@ -56,60 +136,12 @@ func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	if err := radgen.ToDevice(onDev, dev); err != nil {
 		t.Fatal(err)
 	}
-	r := rand.New(rand.NewPCG(11, 12))
-	fv := make([]float32, b*n*cfg.DVisual)
-	for i := range fv {
-		fv[i] = float32(math.Abs(r.NormFloat64()))
-	}
-	featsCPU := radgen.FromFloat32(fv, b, n, cfg.DVisual)
-	featsDev := featsCPU.To(dev)
-	var in, targets []int
-	var mask []float32
-	for i := range b {
-		l := 4 + i*2 // report lengths, then padding
-		row := make([]int, seqLen)
-		for j := 1; j <= l; j++ {
-			row[j] = 1 + r.IntN(vocab-1)
-		}
-		in = append(in, row[:seqLen-1]...)
-		targets = append(targets, row[1:]...)
-		for j := 1; j < seqLen; j++ {
-			if j <= l+1 {
-				mask = append(mask, 1)
-			} else {
-				mask = append(mask, 0)
-			}
-		}
-	}
-	newOpt := func(m *Transformer) *optim.Adam {
-		groups := optim.R2GenGroups(radgen.Trainable(m), 5e-5, 1e-4, 5e-5)
-		a, err := optim.NewAdam(groups[1:], optim.WithAMSGrad(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	step := func(m *Transformer, opt *optim.Adam, feats *radgen.Tensor, s int) float64 {
-		g := radgen.NewGraph(radgen.Train(uint64(100 + s)))
-		loss, err := m.trainingLoss(g, feats, in, targets, mask, b, seqLen-1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lv := float64(loss.To(radgen.CPU).Data()[0])
-		if err := g.Backward(loss); err != nil {
-			t.Fatal(err)
-		}
-		optim.ClipGradValue(opt.Params(), 0.1)
-		opt.Step()
-		opt.ZeroGrad()
-		return lv
-	}
-	oc, od := newOpt(cpu), newOpt(onDev)
+	tb := newTinyBatch(vocab, cfg.DVisual)
+	oc, od := newTinyTrainer(t, cpu, tb, radgen.CPU), newTinyTrainer(t, onDev, tb, dev)
 	worstLoss := 0.0
 	var first, last float64
 	for s := range steps {
-		lc := step(cpu, oc, featsCPU, s)
-		ld := step(onDev, od, featsDev, s)
+		lc, ld := oc.Step(t), od.Step(t)
 		rel := math.Abs(lc-ld) / math.Abs(lc)
 		worstLoss = max(worstLoss, rel)
 		if rel > 1e-5 {
@@ -147,4 +179,91 @@ func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	})
 	t.Logf("%d steps on %v and the CPU: loss %.4f → %.4f, largest relative loss difference %.2g, largest weight difference %.2g (%.2g outside the key biases; %d tensors)",
 		steps, dev, first, last, worstLoss, worstW, worstOther, count)
+}
+
+// TestCheckpointAcrossDevices trains a tiny R2Gen model's encoder–decoder
+// for 20 steps on the test device and on the CPU from the same seed, then
+// moves checkpoints between them: the device-trained model's checkpoint
+// loads on the CPU and generates the CPU-trained model's reports, and the
+// CPU-trained checkpoint loaded onto the device holds its weights bit for
+// bit and saves back to the same bytes.
+func TestCheckpointAcrossDevices(t *testing.T) {
+	dev := trainDevice(t)
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{
+		"the heart is normal in size.", "no pleural effusion.", "the lungs are clear.", "no pneumothorax is seen."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := TinyConfig(tok.Len() + 1)
+	cpuModel, err := New(cfg, tok, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devModel, err := New(cfg, tok, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := radgen.ToDevice(devModel.EncoderDecoder(), dev); err != nil {
+		t.Fatal(err)
+	}
+	tb := newTinyBatch(cfg.Transformer.Vocab, cfg.Transformer.DVisual)
+	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*Transformer), tb, radgen.CPU)
+	td := newTinyTrainer(t, devModel.EncoderDecoder().(*Transformer), tb, dev)
+	for range 20 {
+		tc.Step(t)
+		td.Step(t)
+	}
+	var fromDev, fromCPU bytes.Buffer
+	if err := devModel.Save(&fromDev); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpuModel.Save(&fromCPU); err != nil {
+		t.Fatal(err)
+	}
+	// The device's checkpoint on the CPU.
+	loaded, err := Load(bytes.NewReader(fromDev.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	studies := []Study{grayStudy("a", cfg.Views, 64), grayStudy("b", cfg.Views, 96)}
+	for _, opt := range []GenerateOption{WithGreedy(false), WithBeamSize(3)} {
+		want, err := cpuModel.Generate(context.Background(), studies, opt, WithMaxLength(12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := loaded.Generate(context.Background(), studies, opt, WithMaxLength(12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i].Text != want[i].Text {
+				t.Errorf("study %s: trained on %v %q, on the CPU %q", want[i].StudyID, dev, got[i].Text, want[i].Text)
+			}
+			if d := math.Abs(got[i].LogProb - want[i].LogProb); d > 1e-5*math.Abs(want[i].LogProb) {
+				t.Errorf("study %s: log-probability %v trained on %v, %v on the CPU", want[i].StudyID, got[i].LogProb, dev, want[i].LogProb)
+			}
+			t.Logf("study %s: %q (log-probability %.5f from %v's weights, %.5f from the CPU's)", want[i].StudyID, got[i].Text, got[i].LogProb, dev, want[i].LogProb)
+		}
+	}
+	// The CPU's checkpoint onto the device.
+	back, err := Load(bytes.NewReader(fromCPU.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := radgen.ToDevice(back.EncoderDecoder(), dev); err != nil {
+		t.Fatal(err)
+	}
+	want := radgen.StateDict(cpuModel.EncoderDecoder(), "")
+	back.EncoderDecoder().VisitParams(func(name string, x *radgen.Tensor) {
+		if x.Device() != dev || !slices.Equal(x.To(radgen.CPU).Data(), want[name].Data()) {
+			t.Errorf("%s on %v differs from the CPU checkpoint", name, x.Device())
+		}
+	})
+	var again bytes.Buffer
+	if err := back.Save(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), fromCPU.Bytes()) {
+		t.Errorf("the CPU checkpoint saved again from %v differs (%d bytes, %d before)", dev, again.Len(), fromCPU.Len())
+	}
 }
