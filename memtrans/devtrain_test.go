@@ -267,3 +267,59 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 		t.Errorf("the CPU checkpoint saved again from %v differs (%d bytes, %d before)", dev, again.Len(), fromCPU.Len())
 	}
 }
+
+// TestTrainerOnDevice runs the Trainer (frozen extractor, R2Gen's recipe)
+// for 3 epochs with the encoder–decoder on the test device and on the CPU
+// from the same seed: the epoch losses agree to 1e-5 relative and the final
+// weights to 1e-5 (absolute below 1, relative above).
+func TestTrainerOnDevice(t *testing.T) {
+	dev := trainDevice(t)
+	ctx := context.Background()
+	cfg := TrainConfig{Epochs: 3, LRVisual: 5e-5, LR: 1e-4, WeightDecay: 5e-5, AMSGrad: true, ClipValue: 0.1, StepSize: 1, Gamma: 0.8, Seed: 7, FreezeExtractor: true}
+	mc, lc, _, _ := synthSetup(t, 16, 3)
+	md, ld, _, _ := synthSetup(t, 16, 3)
+	if err := radgen.ToDevice(md.EncoderDecoder(), dev); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := NewTrainer(mc, cfg, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := NewTrainer(md, cfg, ld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hc, hd := tc.History(), td.History()
+	if len(hc) != 3 || len(hd) != 3 {
+		t.Fatalf("%d and %d epochs, want 3", len(hc), len(hd))
+	}
+	worst := 0.0
+	for i := range hc {
+		rel := math.Abs(hc[i].Loss-hd[i].Loss) / math.Abs(hc[i].Loss)
+		worst = max(worst, rel)
+		if rel > 1e-5 {
+			t.Errorf("epoch %d: loss %.7f on the CPU, %.7f on %v", i+1, hc[i].Loss, hd[i].Loss, dev)
+		}
+	}
+	want := radgen.StateDict(mc.EncoderDecoder(), "")
+	worstW := 0.0
+	md.EncoderDecoder().VisitParams(func(name string, x *radgen.Tensor) {
+		w, got := want[name].Data(), x.To(radgen.CPU).Data()
+		for i := range w {
+			d := math.Abs(float64(got[i])-float64(w[i])) / max(1, math.Abs(float64(w[i])))
+			worstW = max(worstW, d)
+			if d > 1e-5 {
+				t.Errorf("%s[%d] = %v on %v, %v on the CPU", name, i, got[i], dev, w[i])
+				return
+			}
+		}
+	})
+	t.Logf("Trainer on %v and the CPU: epoch loss %.4f → %.4f, largest relative loss difference %.2g, largest weight difference %.2g",
+		dev, hc[0].Loss, hc[2].Loss, worst, worstW)
+}

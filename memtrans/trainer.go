@@ -385,6 +385,7 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 	if b.Images == nil || b.Views != m.cfg.Views {
 		return 0, fmt.Errorf("memtrans: batch has %d views per study (images %v), the model takes %d", b.Views, b.Images != nil, m.cfg.Views)
 	}
+	dev := moduleDevice(m.net)
 	g := radgen.NewGraph(radgen.Train(t.stepSeed()))
 	var feats *radgen.Tensor
 	var err error
@@ -393,8 +394,12 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
+		feats = feats.To(dev)
 	} else {
-		imgs := radgen.FromFloat32(b.Images, B, b.Views, 3, b.Height, b.Width)
+		if ed := moduleDevice(m.extractor); ed != dev {
+			return 0, fmt.Errorf("memtrans: training the extractor on %v with the encoder–decoder on %v: move both to one device or freeze the extractor", ed, dev)
+		}
+		imgs := radgen.FromFloat32(b.Images, B, b.Views, 3, b.Height, b.Width).To(dev)
 		feats, _ = m.extractor.Forward(g, imgs)
 	}
 	in := make([]int, 0, B*(T-1))
@@ -410,7 +415,7 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	lv := float64(loss.Data()[0])
+	lv := float64(loss.To(radgen.CPU).Data()[0])
 	if math.IsNaN(lv) || math.IsInf(lv, 0) {
 		return 0, fmt.Errorf("memtrans: loss is %v at step %d", lv, t.step)
 	}
@@ -441,6 +446,18 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 	}
 	t.step++
 	return lv, nil
+}
+
+// moduleDevice returns the device of m's first tensor (the CPU for a
+// module without any).
+func moduleDevice(m radgen.Module) radgen.Device {
+	dev, seen := radgen.CPU, false
+	m.VisitParams(func(_ string, t *radgen.Tensor) {
+		if !seen {
+			dev, seen = t.Device(), true
+		}
+	})
+	return dev
 }
 
 // frozenFeatures returns the patch features of a batch from the frozen
