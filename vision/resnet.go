@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // BlockKind is the residual block of a ResNet.
@@ -172,6 +174,20 @@ func (bn *BatchNorm) Forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool)
 }
 
 func copyValues(dst, src *radgen.Tensor) {
+	if dst.Device() != radgen.CPU || src.Device() != radgen.CPU {
+		// Running statistics on a device are copied there.
+		e, dp, ok1 := accel.TensorBuffer(dst)
+		_, sp, ok2 := accel.TensorBuffer(src)
+		if !ok1 || !ok2 || dst.Device() != src.Device() || dst.Len() != src.Len() {
+			panic(fmt.Sprintf("vision: running statistics %v on %v from %v on %v", dst, dst.Device(), src, src.Device()))
+		}
+		if err := e.CopyDevice(dp, sp, 4*int64(dst.Len())); err != nil {
+			panic(fmt.Sprintf("vision: running statistics on %v: %v", dst.Device(), err))
+		}
+		runtime.KeepAlive(dst)
+		runtime.KeepAlive(src)
+		return
+	}
 	if dst.Is64() {
 		copy(dst.Data64(), src.Data64())
 	} else {
