@@ -195,8 +195,9 @@ var (
 	jpegMagic = []byte{0xff, 0xd8, 0xff}
 )
 
-// decodeView decodes one view: PNG or JPEG by their signatures, DICOM by
-// the "DICM" marker after the 128-byte preamble, whatever the file's name.
+// decodeView decodes one view: PNG or JPEG by their signatures, DICOM as
+// vision.IsDICOM recognises it (a Part 10 file or a bare data set), whatever
+// the file's name.
 func decodeView(b []byte, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
 	var px *vision.Pixels
 	var err error
