@@ -75,7 +75,12 @@ func NormalizeBackward[T Float](dx, dy, y, inv []T, n int, eps float64, kind Nor
 			// x−μ = ŷ/is ; s = 1/is − eps
 			s := 1/is - eps
 			// Σ dy·(x−μ) = sdyy/is
-			c := is * is * (sdyy / is) / (float64(n-1) * s)
+			// A constant row (s = 0) has x − μ = 0: the term vanishes
+			// (the formula's 0/0 would make the whole row NaN).
+			c := 0.0
+			if s != 0 {
+				c = is * is * (sdyy / is) / (float64(n-1) * s)
+			}
 			for i := range yr {
 				xm := float64(yr[i]) / is
 				dxr[i] += T(is*(float64(dyr[i])-mdy) - c*xm)
