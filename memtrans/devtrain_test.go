@@ -5,11 +5,13 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
@@ -322,4 +324,70 @@ func TestTrainerOnDevice(t *testing.T) {
 	})
 	t.Logf("Trainer on %v and the CPU: epoch loss %.4f → %.4f, largest relative loss difference %.2g, largest weight difference %.2g",
 		dev, hc[0].Loss, hc[2].Loss, worst, worstW)
+}
+
+// TestDeviceTrainingMemoryIsFlat trains the tiny R2Gen on the test device
+// for 1,000 steps (100 with -short) and requires the engine's live bytes
+// after the last step to equal those after step 10, once the garbage
+// collector has freed what is unreachable: intermediates, gradients, masks
+// and moments do not accumulate. It runs where the engine counts its live
+// bytes (the reference engine).
+func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
+	dev := trainDevice(t)
+	steps := 1000
+	if testing.Short() {
+		steps = 100
+	}
+	cfg := TinyConfig(40).Transformer
+	m, err := NewTransformer(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := radgen.ToDevice(m, dev); err != nil {
+		t.Fatal(err)
+	}
+	e, _, ok := accel.TensorBuffer(m.Logit.Weight)
+	if !ok {
+		t.Fatalf("the logit weight has no storage on %v", dev)
+	}
+	lb, ok := e.(accel.LiveByter)
+	if !ok {
+		t.Skipf("%v does not count its live bytes", dev)
+	}
+	settle := func() int64 {
+		prev := int64(-1)
+		for range 50 {
+			runtime.GC()
+			n := lb.LiveBytes()
+			if n == prev {
+				return n
+			}
+			prev = n
+			runtime.Gosched()
+		}
+		return prev
+	}
+	tt := newTinyTrainer(t, m, newTinyBatch(cfg.Vocab, cfg.DVisual), dev)
+	var first, last, base float64
+	var baseBytes int64
+	for s := range steps {
+		l := tt.Step(t)
+		if s == 0 {
+			first = l
+		}
+		last = l
+		if s == 9 {
+			baseBytes = settle()
+			base = l
+		}
+	}
+	after := settle()
+	runtime.KeepAlive(tt) // the model, its optimiser's moments and the batch stay live
+	t.Logf("%d steps on %v: loss %.4f → %.4f (%.4f at step 10); live bytes %d after step 10, %d after step %d", steps, dev, first, last, base, baseBytes, after, steps)
+	if math.IsNaN(last) || math.IsInf(last, 0) || !(last < first) {
+		t.Errorf("loss %v → %v", first, last)
+	}
+	if after != baseBytes {
+		t.Errorf("live bytes grew from %d after step 10 to %d after step %d", baseBytes, after, steps)
+	}
 }
