@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
+	"github.com/radgen/radgen/internal/references"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
@@ -81,7 +82,7 @@ func (sc *scorer) build(ctx context.Context, c ScoreConfig) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := referenceMaker(ann, c.Refs, data.Corpus(c.Corpus))
+	refOf, err := references.Maker(ann, c.Refs, data.Corpus(c.Corpus))
 	if err != nil {
 		return err
 	}
@@ -99,35 +100,6 @@ func (sc *scorer) build(ctx context.Context, c ScoreConfig) error {
 	}
 	sc.ev, err = metrics.NewEvaluator(opts...)
 	return err
-}
-
-// referenceMaker turns an annotation report into a reference as
-// examples/score's -refs modes do.
-func referenceMaker(ann *data.Annotation, mode string, corpus data.Corpus) (func(string) string, error) {
-	switch mode {
-	case "as-is":
-		return func(r string) string { return r }, nil
-	case "clean":
-		if corpus != data.IUXray && corpus != data.MIMICCXR {
-			return nil, fmt.Errorf("unknown corpus %q", corpus)
-		}
-		return corpus.Clean, nil
-	case "r2gen":
-		train, err := ann.Reports("train")
-		if err != nil {
-			return nil, fmt.Errorf("-refs r2gen builds the vocabulary from the train split: %w", err)
-		}
-		tok, err := data.BuildTokenizer(corpus, corpus.Threshold(), train)
-		if err != nil {
-			return nil, err
-		}
-		maxLen := corpus.MaxSeqLen()
-		return func(r string) string {
-			ids := tok.Encode(nil, r, maxLen)
-			return tok.Decode(ids[1:])
-		}, nil
-	}
-	return nil, fmt.Errorf("unknown -refs %q (want r2gen, clean or as-is)", mode)
 }
 
 // StatsFn computes each report's sufficient statistics against its

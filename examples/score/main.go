@@ -37,6 +37,7 @@ import (
 	"os/signal"
 	"text/tabwriter"
 
+	"github.com/radgen/radgen/internal/references"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
@@ -91,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := referenceMaker(ann, o.refs, data.Corpus(o.corpus))
+	refOf, err := references.Maker(ann, o.refs, data.Corpus(o.corpus))
 	if err != nil {
 		return err
 	}
@@ -145,35 +146,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return writeJSON(stdout, o, sc, missing)
 	}
 	return writeTable(stdout, o, sc, missing)
-}
-
-// referenceMaker returns the function that turns an annotation report into
-// a reference, per the -refs mode.
-func referenceMaker(ann *data.Annotation, mode string, corpus data.Corpus) (func(string) string, error) {
-	switch mode {
-	case "as-is":
-		return func(r string) string { return r }, nil
-	case "clean":
-		if corpus != data.IUXray && corpus != data.MIMICCXR {
-			return nil, fmt.Errorf("unknown corpus %q", corpus)
-		}
-		return corpus.Clean, nil
-	case "r2gen":
-		train, err := ann.Reports("train")
-		if err != nil {
-			return nil, fmt.Errorf("-refs r2gen builds the vocabulary from the train split: %w", err)
-		}
-		tok, err := data.BuildTokenizer(corpus, corpus.Threshold(), train)
-		if err != nil {
-			return nil, err
-		}
-		maxLen := corpus.MaxSeqLen()
-		return func(r string) string {
-			ids := tok.Encode(nil, r, maxLen)
-			return tok.Decode(ids[1:])
-		}, nil
-	}
-	return nil, fmt.Errorf("unknown -refs %q (want r2gen, clean or as-is)", mode)
 }
 
 type record struct {
