@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/relmem"
@@ -17,14 +17,8 @@ import (
 // reference engine when that is cpu.
 func moduleDevice(t *testing.T) radgen.Device {
 	t.Helper()
-	d, err := radgen.ParseDevice(testutil.DeviceName(t))
+	d, err := testdevice.Compared(t)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if d == radgen.CPU {
-		d = radgen.Reference()
-	}
-	if err := d.Check(); err != nil {
 		t.Fatal(err)
 	}
 	return d

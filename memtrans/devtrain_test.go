@@ -12,7 +12,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/accel"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -21,15 +21,9 @@ import (
 // when that is the CPU (the tests using it compare a device with the CPU).
 func trainDevice(t *testing.T) radgen.Device {
 	t.Helper()
-	dev, err := radgen.ParseDevice(testutil.DeviceName(t))
+	dev, err := testdevice.Compared(t)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if dev == radgen.CPU {
-		dev = radgen.Reference()
-	}
-	if err := dev.Check(); err != nil {
-		t.Skipf("device %v: %v", dev, err)
+		t.Skip(err)
 	}
 	return dev
 }

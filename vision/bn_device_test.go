@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 )
 
 // TestTrainModeOnDevice runs a small ResNet's trunk in training mode (batch
@@ -18,15 +18,9 @@ import (
 // small-sample deviation amplifies the engines' different summation orders
 // beyond that bound.
 func TestTrainModeOnDevice(t *testing.T) {
-	dev, err := radgen.ParseDevice(testutil.DeviceName(t))
+	dev, err := testdevice.Compared(t)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if dev == radgen.CPU {
-		dev = radgen.Reference()
-	}
-	if err := dev.Check(); err != nil {
-		t.Skipf("device %v: %v", dev, err)
+		t.Skip(err)
 	}
 	cfg := ResNetConfig{Block: BasicBlock, Layers: [4]int{1, 1, 1, 1}}
 	cpu, err := NewResNet(cfg, rand.New(rand.NewPCG(1, 2)))

@@ -7,24 +7,17 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 )
 
 // testDevice returns the device of RADGEN_DEVICE, the reference engine when
 // that is the CPU (these tests compare a device against the CPU).
 func testDevice(t *testing.T) radgen.Device {
 	t.Helper()
-	dev, err := radgen.ParseDevice(testutil.DeviceName(t))
+	dev, err := testdevice.Compared(t)
 	if err != nil {
-		t.Fatal(err)
+		t.Skip(err)
 	}
-	if dev == radgen.CPU {
-		dev = radgen.Reference()
-	}
-	if err := dev.Check(); err != nil {
-		t.Skipf("device %v: %v", dev, err)
-	}
-	t.Logf("comparing %v against the CPU", dev)
 	return dev
 }
 
