@@ -19,18 +19,26 @@ var zigzag = [64]uint8{
 	53, 60, 61, 54, 47, 55, 62, 63,
 }
 
+// frameMCUs returns the frame's grid of interleaved MCUs, each hmax×vmax
+// blocks of 8×8 samples.
+func (d *decoder) frameMCUs() (x, y int) {
+	return (d.width + 8*d.hmax - 1) / (8 * d.hmax), (d.height + 8*d.vmax - 1) / (8 * d.vmax)
+}
+
+// scanMCUs returns the MCU grid of a scan over sc: one block per MCU for a
+// single component (its own block grid), the frame's MCUs when interleaved.
+func (d *decoder) scanMCUs(sc []scanComp) (x, y int) {
+	if len(sc) == 1 {
+		return sc[0].c.bw, sc[0].c.bh
+	}
+	return d.frameMCUs()
+}
+
 // sequential decodes one scan of a sequential DCT frame (T.81 Annex F):
 // Huffman-coded DC differences and AC run/size pairs, dequantised and
 // inverse transformed block by block into the component planes.
 func (d *decoder) sequential(sc []scanComp) error {
-	var mcux, mcuy int
-	if len(sc) == 1 {
-		c := sc[0].c
-		mcux, mcuy = c.bw, c.bh
-	} else {
-		mcux = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
-		mcuy = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
-	}
+	mcux, mcuy := d.scanMCUs(sc)
 	var pred [4]int32
 	var coef [64]int32
 	d.br.reset(d.data, d.pos)

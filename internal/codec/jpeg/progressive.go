@@ -15,8 +15,7 @@ import (
 // scans visit the blocks that pad the last MCU). Their size is refused,
 // like the frame's, beyond twice the pixel limit.
 func (d *decoder) allocCoefficients() error {
-	mcux := (d.width + 8*d.hmax - 1) / (8 * d.hmax)
-	mcuy := (d.height + 8*d.vmax - 1) / (8 * d.vmax)
+	mcux, mcuy := d.frameMCUs()
 	total := int64(0)
 	for i := range d.comps {
 		c := &d.comps[i]
@@ -40,14 +39,7 @@ func (d *decoder) progressive(sc []scanComp, ss, se, ah, al int) error {
 	case dc && se != 0, !dc && (se < ss || se > 63 || len(sc) != 1), al > 13, ah > 13, ah != 0 && ah != al+1:
 		return fmt.Errorf("%w: progressive scan with Ss %d, Se %d, Ah %d, Al %d over %d components", codec.ErrFormat, ss, se, ah, al, len(sc))
 	}
-	var mcux, mcuy int
-	if len(sc) == 1 {
-		c := sc[0].c
-		mcux, mcuy = c.bw, c.bh
-	} else {
-		mcux = (d.width + 8*d.hmax - 1) / (8 * d.hmax)
-		mcuy = (d.height + 8*d.vmax - 1) / (8 * d.vmax)
-	}
+	mcux, mcuy := d.scanMCUs(sc)
 	var pred [4]int32
 	eobrun := 0
 	d.br.reset(d.data, d.pos)
