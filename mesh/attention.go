@@ -66,17 +66,23 @@ func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tens
 	if q.Rank() != 3 || k.Rank() != 3 || v.Rank() != 3 {
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", q.Shape(), k.Shape(), v.Shape()))
 	}
-	b, tq, d := q.Dim(0), q.Dim(1), q.Dim(2)
-	tk := k.Dim(1)
+	return m.attendProjected(g, m.Linears[0].Forward(g, q), m.Linears[1].Forward(g, k), m.Linears[2].Forward(g, v), mask, keep)
+}
+
+// attendProjected is the attention of projected queries qp (B, Tq, D) over
+// projected keys kp and values vp (B, Tk, D), heads split, followed by the
+// output projection: the one place Eq. 1 is written, for Forward and for
+// the incremental steps ([MultiHeadAttention.Step], [MultiHeadAttention.Attend]).
+func (m *MultiHeadAttention) attendProjected(g *radgen.Graph, qp, kp, vp, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	b, tq, d := qp.Dim(0), qp.Dim(1), qp.Dim(2)
+	tk := kp.Dim(1)
 	h := m.Heads
 	dk := d / h
 	// (B, T, D) → (B, h, T, d_k)
 	heads := func(x *radgen.Tensor, t int) *radgen.Tensor {
 		return g.Permute(g.Reshape(x, b, t, h, dk), 0, 2, 1, 3)
 	}
-	qh := heads(m.Linears[0].Forward(g, q), tq)
-	kh := heads(m.Linears[1].Forward(g, k), tk)
-	vh := heads(m.Linears[2].Forward(g, v), tk)
+	qh, kh, vh := heads(qp, tq), heads(kp, tk), heads(vp, tk)
 	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
 	if mask != nil {
 		// (B, Tq|1, Tk) → (B, 1, Tq|1, Tk) to broadcast over heads.

@@ -1,0 +1,178 @@
+package mesh
+
+// Incremental decoding: the attention of one new position per row over
+// the positions its row has consumed (a key/value cache), and over a
+// source computed once per study and shared by the study's rows.
+//
+// Both are written in the root package's ops, so they run on the engine
+// their inputs live on, and both reach the scaled dot-product of
+// Vaswani et al. 2017, Eq. 1, through the one function that the full
+// forward pass uses (scaledDotProduct).
+
+import (
+	"fmt"
+
+	"github.com/radgen/radgen"
+)
+
+// KVCache holds the projected keys and values of the positions a batch of
+// decoding rows has consumed, for one attention. Position j's keys and
+// values are written once, for the rows that existed at step j; every row
+// keeps an ancestry — for each position, which row of that step holds its
+// history — so that [KVCache.Reorder] (a beam search keeping some rows and
+// repeating others) moves indices, never cached vectors.
+//
+// A KVCache belongs to one decoding and one goroutine.
+type KVCache struct {
+	keys, values []*radgen.Tensor // per position: (rows at that step, D)
+	anc          [][]int          // anc[r][j]: the row of position j that row r continues
+	rows         int
+}
+
+// NewKVCache returns an empty cache for rows decoding rows.
+func NewKVCache(rows int) *KVCache {
+	if rows <= 0 {
+		panic(fmt.Sprintf("mesh: key/value cache for %d rows", rows))
+	}
+	return &KVCache{anc: make([][]int, rows), rows: rows}
+}
+
+// Len returns the number of positions cached.
+func (c *KVCache) Len() int { return len(c.keys) }
+
+// Rows returns the number of rows.
+func (c *KVCache) Rows() int { return c.rows }
+
+// Reorder makes row i continue the history of row src[i], for every
+// i < len(src); afterwards Rows() == len(src). Indices may repeat.
+func (c *KVCache) Reorder(src []int) error {
+	if len(src) == 0 {
+		return fmt.Errorf("mesh: reorder to zero rows")
+	}
+	next := make([][]int, len(src))
+	for i, r := range src {
+		if r < 0 || r >= c.rows {
+			return fmt.Errorf("mesh: reorder index %d of %d rows", r, c.rows)
+		}
+		next[i] = append(make([]int, 0, len(c.anc[r])+8), c.anc[r]...)
+	}
+	c.anc, c.rows = next, len(src)
+	return nil
+}
+
+// append records the keys and values (Rows(), D) of a new position.
+func (c *KVCache) append(k, v *radgen.Tensor) {
+	if k.Dim(0) != c.rows || v.Dim(0) != c.rows {
+		panic(fmt.Sprintf("mesh: cache of %d rows given keys %v and values %v", c.rows, k.Shape(), v.Shape()))
+	}
+	c.keys = append(c.keys, k)
+	c.values = append(c.values, v)
+	for r := range c.anc {
+		c.anc[r] = append(c.anc[r], r)
+	}
+}
+
+// history returns every row's keys and values over the positions cached,
+// (Rows(), Len(), D) each, gathered through the ancestry.
+func (c *KVCache) history(g *radgen.Graph) (k, v *radgen.Tensor) {
+	t := len(c.keys)
+	d := c.keys[0].Dim(1)
+	offset := make([]int, t)
+	for j := 1; j < t; j++ {
+		offset[j] = offset[j-1] + c.keys[j-1].Dim(0)
+	}
+	idx := make([]int, 0, c.rows*t)
+	for _, a := range c.anc {
+		for j, r := range a {
+			idx = append(idx, offset[j]+r)
+		}
+	}
+	gather := func(xs []*radgen.Tensor) *radgen.Tensor {
+		all := xs[0]
+		if t > 1 {
+			all = g.Concat(0, xs...)
+		}
+		return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, d)
+	}
+	return gather(c.keys), gather(c.values)
+}
+
+// Step is Forward for one new position per row: x (R, D) holds each row's
+// query input, which also supplies the new position's key and value; the
+// row attends over its cached positions and the new one. It returns
+// (R, D) and appends the new keys and values to c, whose Rows() must be R.
+// There is no mask: a cache holds only positions the rows have consumed.
+func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache) *radgen.Tensor {
+	if x.Rank() != 2 || x.Dim(1) != m.Width() {
+		panic(fmt.Sprintf("mesh: attention step wants (R, %d), got %v", m.Width(), x.Shape()))
+	}
+	r, d := x.Dim(0), x.Dim(1)
+	c.append(m.Linears[1].Forward(g, x), m.Linears[2].Forward(g, x))
+	k, v := c.history(g)
+	q := g.Reshape(m.Linears[0].Forward(g, x), r, 1, d)
+	ctx, _ := m.attendProjected(g, q, k, v, nil, false)
+	return g.Reshape(ctx, r, d)
+}
+
+// Source is an attention's keys and values over a source (the encoder
+// output of a batch of studies), projected once and read by every
+// decoding step of every row of the studies.
+type Source struct {
+	keys, values *radgen.Tensor // (B, N, D), projected
+}
+
+// Studies returns B.
+func (s *Source) Studies() int { return s.keys.Dim(0) }
+
+// Width returns N, the positions of each study's source.
+func (s *Source) Width() int { return s.keys.Dim(1) }
+
+// Project returns the keys and values of the source src (B, N, D), the
+// part of Forward that does not depend on the queries.
+func (m *MultiHeadAttention) Project(g *radgen.Graph, src *radgen.Tensor) *Source {
+	if src.Rank() != 3 || src.Dim(2) != m.Width() {
+		panic(fmt.Sprintf("mesh: attention source %v, want (B, N, %d)", src.Shape(), m.Width()))
+	}
+	return &Source{keys: m.Linears[1].Forward(g, src), values: m.Linears[2].Forward(g, src)}
+}
+
+// Attend is Forward for one query per row over a projected source: row i
+// of q (R, D) attends to the source of study study[i]. When the rows are
+// the studies' rows in order, R/B each (as package decode keeps them), the
+// product reads each study's keys and values once for all of its rows;
+// otherwise they are gathered per row. It returns (R, D) and, if weights
+// is true, the attention probabilities (R, h, N).
+func (m *MultiHeadAttention) Attend(g *radgen.Graph, q *radgen.Tensor, src *Source, study []int, weights bool) (out, probs *radgen.Tensor) {
+	if q.Rank() != 2 || q.Dim(1) != m.Width() || len(study) != q.Dim(0) {
+		panic(fmt.Sprintf("mesh: attention of %v queries for %d rows", q.Shape(), len(study)))
+	}
+	r, d := q.Dim(0), q.Dim(1)
+	b, n := src.Studies(), src.Width()
+	qp := m.Linears[0].Forward(g, q)
+	var ctx *radgen.Tensor
+	if per, ok := grouped(study, b); ok {
+		ctx, probs = m.attendProjected(g, g.Reshape(qp, b, per, d), src.keys, src.values, nil, weights)
+	} else {
+		k, v := g.IndexSelect(src.keys, 0, study), g.IndexSelect(src.values, 0, study)
+		ctx, probs = m.attendProjected(g, g.Reshape(qp, r, 1, d), k, v, nil, weights)
+	}
+	if probs != nil {
+		probs = g.Reshape(g.Permute(probs, 0, 2, 1, 3), r, m.Heads, n) // (B, h, per, N) → (R, h, N)
+	}
+	return g.Reshape(ctx, r, d), probs
+}
+
+// grouped reports whether the rows are b studies' rows in order, the same
+// number each: study[i] == i / per.
+func grouped(study []int, b int) (per int, ok bool) {
+	if b <= 0 || len(study)%b != 0 {
+		return 0, false
+	}
+	per = len(study) / b
+	for i, s := range study {
+		if s != i/per {
+			return 0, false
+		}
+	}
+	return per, true
+}

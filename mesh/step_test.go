@@ -1,0 +1,131 @@
+package mesh
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/testdevice"
+)
+
+func randInput(rng *rand.Rand, shape ...int) *radgen.Tensor {
+	x := radgen.Zeros(shape...)
+	radgen.Uniform(x, rng, 1)
+	return x
+}
+
+// worstDiff returns max |a − b| over the values of two tensors on any
+// device, and fails if their shapes differ.
+func worstDiff(t *testing.T, a, b *radgen.Tensor) float64 {
+	t.Helper()
+	av, bv := a.To(radgen.CPU).Float64s(), b.To(radgen.CPU).Float64s()
+	if len(av) != len(bv) {
+		t.Fatalf("shapes %v and %v", a.Shape(), b.Shape())
+	}
+	w := 0.0
+	for i := range av {
+		w = math.Max(w, math.Abs(av[i]-bv[i]))
+	}
+	return w
+}
+
+// stepDevices are the devices the step tests run on: the CPU, and the
+// device of RADGEN_DEVICE (the reference engine by default).
+func stepDevices(t *testing.T) []radgen.Device {
+	dev, err := testdevice.Compared(t)
+	if err != nil {
+		t.Skip(err)
+	}
+	return []radgen.Device{radgen.CPU, dev}
+}
+
+// Step over positions 0..T−1, with beam-style reorders in between, gives
+// what Forward with a causal mask gives over each row's history.
+func TestStepMatchesForward(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		t.Run(dev.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 3))
+			const d, heads, steps = 8, 2, 5
+			m := NewMultiHeadAttention(d, heads, 0, rng)
+			if err := radgen.ToDevice(m, dev); err != nil {
+				t.Fatal(err)
+			}
+			g := radgen.NoGrad()
+			// Three rows; after step 1 rows become [2 0 0], after step 3 [1 1 2].
+			reorders := map[int][]int{1: {2, 0, 0}, 3: {1, 1, 2}}
+			const rows = 3
+			hist := make([][]*radgen.Tensor, rows) // each row's inputs so far, CPU (1, D)
+			c := NewKVCache(rows)
+			for s := 0; s < steps; s++ {
+				x := randInput(rng, rows, d)
+				out := m.Step(g, x.To(dev), c)
+				if out.Device() != dev {
+					t.Fatalf("step output on %v, want %v", out.Device(), dev)
+				}
+				for r := 0; r < rows; r++ {
+					row := radgen.FromFloat32(append([]float32(nil), x.Data()[r*d:(r+1)*d]...), 1, 1, d)
+					hist[r] = append(append([]*radgen.Tensor(nil), hist[r]...), row)
+					seq := radgen.NoGrad().Concat(1, hist[r]...) // (1, s+1, D)
+					want := m.Forward(g, g.Slice(seq.To(dev), 1, s, s+1), seq.To(dev), seq.To(dev), nil)
+					got := g.Slice(out, 0, r, r+1)
+					if w := worstDiff(t, g.Reshape(got, 1, 1, d), want); w > 1e-5 {
+						t.Fatalf("step %d row %d: |Δ| = %g", s, r, w)
+					}
+				}
+				if src, ok := reorders[s]; ok {
+					if err := c.Reorder(src); err != nil {
+						t.Fatal(err)
+					}
+					next := make([][]*radgen.Tensor, len(src))
+					for i, r := range src {
+						next[i] = hist[r]
+					}
+					hist = next
+				}
+			}
+			if c.Len() != steps {
+				t.Fatalf("cache holds %d positions, want %d", c.Len(), steps)
+			}
+			if err := c.Reorder([]int{rows}); err == nil {
+				t.Fatal("out-of-range reorder accepted")
+			}
+			if err := c.Reorder(nil); err == nil {
+				t.Fatal("reorder to zero rows accepted")
+			}
+		})
+	}
+}
+
+// Attend over a projected source gives Forward's result and weights, with
+// the rows grouped by study (shared keys) and in any order (gathered).
+func TestAttendMatchesForward(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		t.Run(dev.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(4, 4))
+			const d, heads, b, n = 8, 2, 2, 5
+			m := NewMultiHeadAttention(d, heads, 0, rng)
+			if err := radgen.ToDevice(m, dev); err != nil {
+				t.Fatal(err)
+			}
+			g := radgen.NoGrad()
+			src := randInput(rng, b, n, d).To(dev)
+			proj := m.Project(g, src)
+			for _, study := range [][]int{{0, 1}, {0, 0, 0, 1, 1, 1}, {1, 0, 0}, {1}} {
+				q := randInput(rng, len(study), d)
+				out, probs := m.Attend(g, q.To(dev), proj, study, true)
+				for r, st := range study {
+					qr := radgen.FromFloat32(append([]float32(nil), q.Data()[r*d:(r+1)*d]...), 1, 1, d).To(dev)
+					s := g.Slice(src, 0, st, st+1)
+					want, wantP := m.ForwardWithWeights(g, qr, s, s, nil)
+					if w := worstDiff(t, g.Reshape(g.Slice(out, 0, r, r+1), 1, 1, d), want); w > 1e-5 {
+						t.Fatalf("rows %v, row %d: |Δ out| = %g", study, r, w)
+					}
+					if w := worstDiff(t, g.Reshape(g.Slice(probs, 0, r, r+1), 1, heads, 1, n), wantP); w > 1e-6 {
+						t.Fatalf("rows %v, row %d: |Δ weights| = %g", study, r, w)
+					}
+				}
+			}
+		})
+	}
+}
