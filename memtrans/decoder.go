@@ -60,6 +60,22 @@ func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory
 	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout))
 }
 
+// Step is Forward for one new position per row: x (R, D) holds each row's
+// input, self caches the rows' earlier positions (keys and values of
+// SelfAttn), src is SrcAttn's source projected once per study and
+// study[i] the study of row i, memory (R, S·D) each row's memory state
+// (ignored by BASE norms). It returns the layer's output (R, D) and, if
+// record is true, the source attention's probabilities (R, h, N).
+func (l *DecoderLayer) Step(g *radgen.Graph, x, memory *radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+	h := l.norms[0].forward(g, x, memory)
+	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
+	h = l.norms[1].forward(g, x, memory)
+	ctx, probs := l.SrcAttn.Attend(g, h, src, study, record)
+	x = g.Add(x, g.Dropout(ctx, l.Dropout))
+	h = l.norms[2].forward(g, x, memory)
+	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout)), probs
+}
+
 // VisitParams implements radgen.Module.
 func (l *DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAttn.VisitParams(radgen.Prefixed("self_attn.", visit))

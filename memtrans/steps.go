@@ -1,0 +1,211 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/mesh"
+)
+
+// moduleDecoding is the incremental decoding state of a Transformer built
+// from the modules' own steps — [mesh.MultiHeadAttention.Step] and
+// [mesh.MultiHeadAttention.Attend], [relmem.Relational.Step], the Mem2Mem
+// read and write, [DecoderLayer.Step] — so it runs on whatever device the
+// Transformer's parameters and the features live on, every variant
+// included (BASE, BASE+RM, Mem2Mem, the multi-view routings). It keeps
+//   - each layer's self-attention keys and values, written once per
+//     position and addressed through an ancestry (mesh.KVCache), so Reorder
+//     moves indices, never cached vectors;
+//   - each layer's source keys and values, projected once per study and
+//     shared by the study's rows;
+//   - each row's memory (relational or Mem2Mem).
+//
+// A moduleDecoding belongs to one goroutine; the Transformer may serve many
+// concurrently.
+type moduleDecoding struct {
+	m       *Transformer
+	g       *radgen.Graph
+	studies int
+	t       int   // positions consumed
+	study   []int // row → study
+	self    []*mesh.KVCache
+	cross   []*mesh.Source // per decoder layer
+	n       int            // source positions per study
+	memory  *radgen.Tensor // (rows, S, D); nil in BASE
+
+	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
+	// W_k H (B, N, d_a).
+	m2mH, m2mKeys *radgen.Tensor
+
+	attn []float32 // the last layer's source attention, averaged over heads (rows, N)
+}
+
+var (
+	_ decode.Model             = (*moduleDecoding)(nil)
+	_ decode.AttentionRecorder = (*moduleDecoding)(nil)
+)
+
+// startModuleDecoding encodes visual features (B, N, d_vf), on the device
+// of the Transformer's parameters, and returns a decoding state with one
+// row per study.
+func (m *Transformer) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding, error) {
+	c := m.Config
+	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
+		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
+	}
+	if feats.Is64() != m.Logit.Weight.Is64() {
+		if feats.Is64() {
+			feats = feats.To32()
+		} else {
+			feats = feats.To64()
+		}
+	}
+	dev := m.Logit.Weight.Device()
+	if feats.Device() != dev {
+		feats = feats.To(dev)
+	}
+	g := radgen.NoGrad()
+	enc := m.Encode(g, feats)
+	b := feats.Dim(0)
+	s := &moduleDecoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}
+	for i := range s.study {
+		s.study[i] = i
+	}
+	for i, l := range m.Decoder.Layers {
+		s.self = append(s.self, mesh.NewKVCache(b))
+		s.cross = append(s.cross, l.SrcAttn.Project(g, enc.Sources[i]))
+	}
+	switch {
+	case m.Memory != nil:
+		s.memory = m.Memory.InitMemory(b).To(dev)
+		if feats.Is64() {
+			s.memory = s.memory.To64()
+		}
+	case m.Mem2Mem != nil:
+		s.memory = enc.Bank // M_0^(d) = M^(e) (Mem2Mem §3.2)
+		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
+	}
+	return s, nil
+}
+
+// VocabSize implements decode.Model.
+func (s *moduleDecoding) VocabSize() int { return s.m.Config.Vocab }
+
+// Rows implements decode.Model.
+func (s *moduleDecoding) Rows() int { return len(s.study) }
+
+// AttentionWidth implements decode.AttentionRecorder: source positions per
+// study.
+func (s *moduleDecoding) AttentionWidth() int { return s.n }
+
+// Attention implements decode.AttentionRecorder: after a Step, the last
+// layer's source attention of every row, averaged over heads.
+func (s *moduleDecoding) Attention(dst []float32) error {
+	if len(dst) < len(s.attn) {
+		return fmt.Errorf("%w: attention of %d values into %d", decode.ErrShape, len(s.attn), len(dst))
+	}
+	copy(dst, s.attn)
+	return nil
+}
+
+// Reorder implements decode.Model: row i becomes a copy of row src[i].
+func (s *moduleDecoding) Reorder(src []int) error {
+	rows := len(s.study)
+	for _, r := range src {
+		if r < 0 || r >= rows {
+			return fmt.Errorf("%w: reorder index %d of %d rows", decode.ErrShape, r, rows)
+		}
+	}
+	if len(src) == 0 {
+		return fmt.Errorf("%w: reorder to zero rows", decode.ErrShape)
+	}
+	for _, c := range s.self {
+		if err := c.Reorder(src); err != nil {
+			return err
+		}
+	}
+	if s.memory != nil {
+		s.memory = s.g.IndexSelect(s.memory, 0, src)
+	}
+	study := make([]int, len(src))
+	for i, r := range src {
+		study[i] = s.study[r]
+	}
+	s.study = study
+	s.attn = nil
+	return nil
+}
+
+// Step implements decode.Model: it consumes one token per row and writes
+// the next token's log-probabilities.
+func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	m, g := s.m, s.g
+	c := m.Config
+	R, d, V := len(s.study), c.DModel, c.Vocab
+	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
+		return err
+	}
+	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
+	var memory *radgen.Tensor                                    // (R, S·D)
+	switch {
+	case m.Memory != nil:
+		s.memory = m.Memory.Step(g, x, s.memory) // R2Gen Eqs. 6–10
+		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
+	case m.Mem2Mem != nil:
+		mm := m.Mem2Mem
+		h, keys := g.IndexSelect(s.m2mH, 0, s.study), g.IndexSelect(s.m2mKeys, 0, s.study)
+		cx := g.Reshape(mm.Context(g, g.Reshape(x, R, 1, d), keys, h), R, d) // Mem2Mem Eq. 17
+		s.memory = mm.Write(g, s.memory, x, cx)                              // Eqs. 18–20
+		x = mm.Augment(g, x, mm.Read(g, s.memory, x))                        // Eqs. 13–15
+		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
+	}
+	last := len(m.Decoder.Layers) - 1
+	var probs *radgen.Tensor
+	for i, l := range m.Decoder.Layers {
+		x, probs = l.Step(g, x, memory, s.self[i], s.cross[i], s.study, i == last)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	out := m.Decoder.Norm.Forward(g, x)
+	if c.Variant == VariantBaseRM {
+		out = g.Concat(1, out, memory)
+	}
+	logp := g.LogSoftmax(m.Logit.Forward(g, out)).To(radgen.CPU)
+	if logp.Is64() {
+		for i, v := range logp.Data64() {
+			dst[i] = float32(v)
+		}
+	} else {
+		copy(dst[:R*V], logp.Data())
+	}
+	s.recordAttention(probs)
+	s.t++
+	return nil
+}
+
+// recordAttention keeps probs (R, h, N) averaged over the heads.
+func (s *moduleDecoding) recordAttention(probs *radgen.Tensor) {
+	if probs == nil {
+		s.attn = nil
+		return
+	}
+	R, h, n := probs.Dim(0), probs.Dim(1), probs.Dim(2)
+	p := probs.To(radgen.CPU).Float64s()
+	if cap(s.attn) < R*n {
+		s.attn = make([]float32, R*n)
+	}
+	s.attn = s.attn[:R*n]
+	for r := 0; r < R; r++ {
+		row := s.attn[r*n : (r+1)*n]
+		for j := range row {
+			var sum float64
+			for k := 0; k < h; k++ {
+				sum += p[(r*h+k)*n+j]
+			}
+			row[j] = float32(sum / float64(h))
+		}
+	}
+}

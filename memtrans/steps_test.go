@@ -1,0 +1,171 @@
+package memtrans
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/testdevice"
+)
+
+// stepDevices are the devices the module decoding runs on in these tests:
+// the CPU and the device of RADGEN_DEVICE (the reference engine when that
+// is the CPU).
+func stepDevices(t *testing.T) []radgen.Device {
+	t.Helper()
+	dev, err := testdevice.Compared(t)
+	if err != nil {
+		t.Skip(err)
+	}
+	return []radgen.Device{radgen.CPU, dev}
+}
+
+// moduleStepConfigs are every Transformer configuration: the variants of
+// the other seeds, and R2Gen, BASE and BASE+RM.
+func moduleStepConfigs() map[string]Config {
+	out := variantConfigs()
+	base := out["r2gen+gca"]
+	base.Routing = ""
+	out["r2gen"] = base
+	c := base
+	c.Variant = VariantBase
+	out["base"] = c
+	c.Variant = VariantBaseRM
+	out["base+rm"] = c
+	return out
+}
+
+// TestModuleStepsMatchTeacherForcing: for every configuration, on the CPU
+// and on a device, the decoding built from the modules' steps gives the
+// teacher-forced log-probabilities, also after beam-style reorders that
+// repeat rows.
+func TestModuleStepsMatchTeacherForcing(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		for name, c := range moduleStepConfigs() {
+			t.Run(dev.String()+"/"+name, func(t *testing.T) {
+				m, err := NewTransformer(c, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				const b, steps = 2, 7
+				feats, in := variantBatch(c, b, steps, 4)
+				f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := f.LogProbs.Data()
+				if err := radgen.ToDevice(m, dev); err != nil {
+					t.Fatal(err)
+				}
+				dec, err := m.startModuleDecoding(feats)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Rows follow studies: swap them before step 0, then at step
+				// 3 expand to four rows [1 1 0 0] (row i decodes study
+				// rows[i]).
+				rows := []int{0, 1}
+				V := c.Vocab
+				var worst float64
+				for s := 0; s < steps; s++ {
+					switch s {
+					case 0:
+						if err := dec.Reorder([]int{1, 0}); err != nil {
+							t.Fatal(err)
+						}
+						rows = []int{1, 0}
+					case 3:
+						if err := dec.Reorder([]int{0, 0, 1, 1}); err != nil {
+							t.Fatal(err)
+						}
+						rows = []int{rows[0], rows[0], rows[1], rows[1]}
+					}
+					tok := make([]int, len(rows))
+					for i, st := range rows {
+						tok[i] = in[st*steps+s]
+					}
+					lp := make([]float32, len(rows)*V)
+					if err := dec.Step(context.Background(), tok, lp); err != nil {
+						t.Fatal(err)
+					}
+					for i, st := range rows {
+						for v := 0; v < V; v++ {
+							worst = math.Max(worst, math.Abs(float64(lp[i*V+v]-want[(st*steps+s)*V+v])))
+						}
+					}
+				}
+				if worst > 1e-4 {
+					t.Fatalf("max |Δ log-prob| = %.3g", worst)
+				}
+			})
+		}
+	}
+}
+
+// TestModuleDecodingParityR2Gen decodes the golden case through the
+// modules' steps, greedy (with and without trigram blocking) and beam 2
+// and 3, on the CPU and on a device: the published tokens, and their
+// log-probabilities within 1e-4.
+func TestModuleDecodingParityR2Gen(t *testing.T) {
+	g := loadGolden(t)
+	maxLen := 0
+	strategies := func() []struct {
+		name string
+		s    decode.Strategy
+	} {
+		return []struct {
+			name string
+			s    decode.Strategy
+		}{
+			{"greedy", decode.Greedy{MaxLen: maxLen}},
+			{"greedy_block3", decode.Greedy{MaxLen: maxLen, BlockTrigrams: true}},
+			{"beam3", decode.BeamSearch{Size: 3, MaxLen: maxLen}},
+			{"beam2", decode.BeamSearch{Size: 2, MaxLen: maxLen}},
+		}
+	}
+	for _, dev := range stepDevices(t) {
+		m := g.transformer(t)
+		maxLen = m.Config.MaxSeqLen
+		if err := radgen.ToDevice(m, dev); err != nil {
+			t.Fatal(err)
+		}
+		feats := g.tensor(t, "att_feats")
+		for _, st := range strategies() {
+			t.Run(dev.String()+"/"+st.name, func(t *testing.T) {
+				seq, shape := g.ints(t, st.name+"_seq")
+				wantLP := g.tensor(t, st.name+"_token_logprob").Data()
+				dec, err := m.startModuleDecoding(feats)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hyps, err := st.s.Decode(context.Background(), dec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				L := shape[1]
+				var worst float64
+				for i := 0; i < shape[0]; i++ {
+					h := hyps[i][0]
+					got := make([]int, L)
+					copy(got, h.Tokens)
+					for j := 0; j < L; j++ {
+						if got[j] != seq[i*L+j] {
+							t.Fatalf("study %d: tokens differ at %d:\n got %v\nwant %v", i, j, got, seq[i*L:(i+1)*L])
+						}
+						var lp float32
+						if j < len(h.LogProbs) {
+							lp = h.LogProbs[j]
+						}
+						worst = math.Max(worst, math.Abs(float64(lp-wantLP[i*L+j])))
+					}
+				}
+				t.Logf("%s on %v: %d studies, identical tokens; max |Δ log p| = %.3g", st.name, dev, shape[0], worst)
+				if worst > 1e-4 {
+					t.Errorf("token log-probabilities: max |Δ| = %.3g > 1e-4", worst)
+				}
+			})
+		}
+	}
+}
