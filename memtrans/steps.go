@@ -148,7 +148,7 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 		return err
 	}
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
-	var memory *radgen.Tensor                                    // (R, S·D)
+	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
 	case m.Memory != nil:
 		s.memory = m.Memory.Step(g, x, s.memory) // R2Gen Eqs. 6–10
