@@ -124,23 +124,45 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", queries.Shape(), keys.Shape(), values.Shape()))
 	}
 	b, nq, nk := queries.Dim(0), queries.Dim(1), keys.Dim(1)
-	h, dk, dv, m := a.Heads, a.DK, a.DV, a.Slots()
-	k := a.FCK.Forward(g, keys)   // (B, Tk, h·d_k)
-	v := a.FCV.Forward(g, values) // (B, Tk, h·d_v)
-	if m > 0 {
-		sk, sv := a.MemoryScales()
-		rows := make([]int, b) // expand the (1, m, ·) slots over the batch
-		mk := g.IndexSelect(g.Scale(a.MemK, sk), 0, rows)
-		mv := g.IndexSelect(g.Scale(a.MemV, sv), 0, rows)
-		k = g.Concat(1, k, mk) // K = [W_k X, M_k] (Eq. 3)
-		v = g.Concat(1, v, mv) // V = [W_v X, M_v] (Eq. 3)
-	}
-	q := g.Permute(g.Reshape(a.FCQ.Forward(g, queries), b, nq, h, dk), 0, 2, 1, 3) // (B, h, Tq, d_k)
-	kh := g.Permute(g.Reshape(k, b, nk+m, h, dk), 0, 2, 1, 3)                      // (B, h, Tk+m, d_k)
-	vh := g.Permute(g.Reshape(v, b, nk+m, h, dv), 0, 2, 1, 3)                      // (B, h, Tk+m, d_v)
-	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(dk)))                // QKᵀ/√d_k (Eq. 1)
+	k, v := a.withSlots(g, a.FCK.Forward(g, keys), a.FCV.Forward(g, values))
+	var unmasked *radgen.Tensor
 	if mask != nil {
-		att = g.MaskedFill(att, m2KeepMask(mask, b, nq, nk, m), math.Inf(-1))
+		unmasked = m2KeepMask(mask, b, nq, nk, a.Slots())
+	}
+	return a.attendProjected(g, a.FCQ.Forward(g, queries), k, v, unmasked, keep)
+}
+
+// withSlots appends the memory slots, if any, to projected keys k
+// (B, Tk, h·d_k) and values v (B, Tk, h·d_v): K = [W_k X, M_k] and
+// V = [W_v X, M_v] (Eq. 3), (B, Tk+m, ·).
+func (a *ScaledDotProductAttention) withSlots(g *radgen.Graph, k, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
+	if a.Slots() == 0 {
+		return k, v
+	}
+	sk, sv := a.MemoryScales()
+	rows := make([]int, k.Dim(0)) // expand the (1, m, ·) slots over the batch
+	mk := g.IndexSelect(g.Scale(a.MemK, sk), 0, rows)
+	mv := g.IndexSelect(g.Scale(a.MemV, sv), 0, rows)
+	return g.Concat(1, k, mk), g.Concat(1, v, mv)
+}
+
+// attendProjected is the attention of projected queries qp (B, Tq, h·d_k)
+// over projected keys k (B, Tk', h·d_k) and values v (B, Tk', h·d_v),
+// memory slots included, heads split, followed by fc_o: the one place
+// Eq. 1 is written, for Forward and for the incremental steps
+// ([ScaledDotProductAttention.Step], [ScaledDotProductAttention.Attend]).
+// unmasked, if not nil, is a radgen.MaskedFill mask (B|1, 1, Tq|1, Tk'),
+// zero = masked (see m2KeepMask). It returns (B, Tq, D) and, if keep is
+// true, the probabilities (B, h, Tq, Tk').
+func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, k, v, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	b, nq, nk := qp.Dim(0), qp.Dim(1), k.Dim(1)
+	h, dk, dv := a.Heads, a.DK, a.DV
+	q := g.Permute(g.Reshape(qp, b, nq, h, dk), 0, 2, 1, 3)         // (B, h, Tq, d_k)
+	kh := g.Permute(g.Reshape(k, b, nk, h, dk), 0, 2, 1, 3)         // (B, h, Tk', d_k)
+	vh := g.Permute(g.Reshape(v, b, nk, h, dv), 0, 2, 1, 3)         // (B, h, Tk', d_v)
+	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k (Eq. 1)
+	if unmasked != nil {
+		att = g.MaskedFill(att, unmasked, math.Inf(-1))
 	}
 	p := g.Softmax(att)
 	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, h*dv) // concatenated heads

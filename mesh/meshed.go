@@ -85,6 +85,13 @@ func (l *MeshedLayer) Forward(g *radgen.Graph, y, levels, pad, selfMask, encMask
 		}
 		cs[i] = c
 	}
+	return l.meshFeedForward(g, s, cs, pad)
+}
+
+// meshFeedForward is the end of Eq. 9 after the cross-attention:
+// M = M_mesh(s, cs) ⊙ pad (Eq. 6), Ỹ = AddNorm(F(M)) ⊙ pad, for Forward
+// and Step alike. pad may be nil.
+func (l *MeshedLayer) meshFeedForward(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor, pad *radgen.Tensor) *radgen.Tensor {
 	m := l.Mesh(g, s, cs)
 	if pad != nil {
 		m = g.Mul(m, pad)
@@ -270,10 +277,21 @@ func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, level
 	if levels.Is64() {
 		pad, selfMask = pad.To64(), selfMask.To64()
 	}
-	y := g.Add(g.Embedding(dec.WordEmb, tokens, b, t), g.Embedding(dec.PosEmb, positions, b, t))
+	y := dec.embed(g, tokens, positions, b, t)
 	for i, src := range dec.Sources(g, levels) {
 		y = dec.Layers[i].Forward(g, y, src, pad, selfMask, encMask)
 	}
+	return dec.logProbs(g, y)
+}
+
+// embed returns Y = word_emb(w) + pos_emb(p), (B, T, D), for tokens and
+// positions (B·T each, row-major).
+func (dec *MeshedDecoder) embed(g *radgen.Graph, tokens, positions []int, b, t int) *radgen.Tensor {
+	return g.Add(g.Embedding(dec.WordEmb, tokens, b, t), g.Embedding(dec.PosEmb, positions, b, t))
+}
+
+// logProbs returns log_softmax(fc(y)) for the last layer's output y.
+func (dec *MeshedDecoder) logProbs(g *radgen.Graph, y *radgen.Tensor) *radgen.Tensor {
 	return g.LogSoftmax(dec.FC.Forward(g, y))
 }
 

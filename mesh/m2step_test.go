@@ -1,0 +1,210 @@
+package mesh
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/radgen/radgen"
+)
+
+// randomizeVectors draws every one-dimensional parameter of m (biases,
+// norm gains and offsets) from U(−0.3, 0.3), so that no term is trivially
+// neutral.
+func randomizeVectors(m radgen.Module, rng *rand.Rand) {
+	for _, p := range radgen.Params(m) {
+		if p.Tensor.Rank() == 1 {
+			radgen.Uniform(p.Tensor, rng, 0.3)
+		}
+	}
+}
+
+// rowOf returns row r of x (R, …) as a (1, 1, …) tensor.
+func rowOf(g *radgen.Graph, x *radgen.Tensor, r int) *radgen.Tensor {
+	return g.Reshape(g.Slice(x, 0, r, r+1), append([]int{1, 1}, x.Shape()[1:]...)...)
+}
+
+// M² attention's Step over positions 0..T−1, memory slots and a mask
+// included, with beam-style reorders in between, gives Forward over each
+// row's history; Attend over a projected source gives Forward's result and
+// weights with rows grouped by study and gathered.
+func TestM2AttentionStepsMatchForward(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		t.Run(dev.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 5))
+			const d, dk, dv, heads, slots, steps, rows = 8, 3, 2, 2, 3, 5, 3
+			a := NewMemoryAttention(d, dk, dv, heads, slots, rng)
+			randomizeVectors(a, rng)
+			if err := radgen.ToDevice(a, dev); err != nil {
+				t.Fatal(err)
+			}
+			g := radgen.NoGrad()
+			reorders := map[int][]int{1: {2, 0, 0}, 3: {1, 1, 2}}
+			hist := make([][]*radgen.Tensor, rows) // each row's inputs, CPU (1, 1, D)
+			masked := make([][]bool, rows)         // each row's masked positions
+			c := NewKVCache(rows)
+			for s := range steps {
+				x := randInput(rng, rows, d)
+				mask := radgen.Zeros(rows, 1, 1, s+1)
+				for r := range rows {
+					// Row r masks position 1 once it exists (never the newest).
+					masked[r] = append(masked[r], false)
+					if s > 1 && (r+s)%2 == 0 {
+						masked[r][1] = true
+					}
+					for j, m := range masked[r] {
+						if m {
+							mask.Data()[r*(s+1)+j] = 1
+						}
+					}
+				}
+				out := a.Step(g, x.To(dev), c, mask.To(dev))
+				for r := range rows {
+					hist[r] = append(hist[r][:len(hist[r]):len(hist[r])], rowOf(g, x, r))
+					seq := g.Concat(1, hist[r]...).To(dev) // (1, s+1, D)
+					rm := g.Slice(mask, 0, r, r+1).To(dev)
+					want := a.Forward(g, g.Slice(seq, 1, s, s+1), seq, seq, rm)
+					if w := worstDiff(t, rowOf(g, out, r), want); w > 1e-5 {
+						t.Fatalf("step %d row %d: |Δ| = %g", s, r, w)
+					}
+				}
+				if src, ok := reorders[s]; ok {
+					if err := c.Reorder(src); err != nil {
+						t.Fatal(err)
+					}
+					nh, nm := make([][]*radgen.Tensor, len(src)), make([][]bool, len(src))
+					for i, r := range src {
+						nh[i], nm[i] = hist[r], append([]bool(nil), masked[r]...)
+					}
+					hist, masked = nh, nm
+				}
+			}
+
+			const b, n = 2, 5
+			src := randInput(rng, b, n, d)
+			encMask := radgen.Zeros(b, 1, 1, n)
+			encMask.Data()[n+3], encMask.Data()[n+4] = 1, 1 // study 1's last two regions
+			proj := a.Project(g, src.To(dev), encMask.To(dev))
+			if proj.Studies() != b || proj.Width() != n {
+				t.Fatalf("source of %d studies × %d, want %d × %d", proj.Studies(), proj.Width(), b, n)
+			}
+			for _, study := range [][]int{{0, 1}, {0, 0, 0, 1, 1, 1}, {1, 0, 0}, {1}} {
+				q := randInput(rng, len(study), d)
+				out, probs := a.Attend(g, q.To(dev), proj, study, true)
+				for r, st := range study {
+					s := g.Slice(src, 0, st, st+1).To(dev)
+					m := g.Slice(encMask, 0, st, st+1).To(dev)
+					want, wantP := a.ForwardWithWeights(g, rowOf(g, q, r).To(dev), s, s, m)
+					if w := worstDiff(t, rowOf(g, out, r), want); w > 1e-5 {
+						t.Fatalf("rows %v, row %d: |Δ out| = %g", study, r, w)
+					}
+					if w := worstDiff(t, g.Reshape(g.Slice(probs, 0, r, r+1), 1, heads, 1, n+slots), wantP); w > 1e-6 {
+						t.Fatalf("rows %v, row %d: |Δ weights| = %g", study, r, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// MeshedSteps over a study's tokens, position by position, gives the
+// teacher-forced MeshedDecoder.Forward, meshed and routed, with an encoder
+// mask, a <pad> token inside a sequence, and beam-style reorders in
+// between that make the rows ungrouped and grouped again; the attention
+// map is a distribution over the unmasked regions.
+func TestMeshedStepsMatchForward(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		for _, routing := range []Routing{RoutingNone, RoutingGCA} {
+			name := "meshed"
+			if routing != RoutingNone {
+				name = "routed-" + string(routing)
+			}
+			t.Run(dev.String()+"/"+name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(6, 6))
+				c := DecoderConfig{Vocab: 11, MaxLen: 9, Pad: 1, D: 8, DK: 3, DV: 2, Heads: 2, DFF: 12,
+					Layers: 2, Levels: 3, Routing: routing}
+				dec := NewMeshedDecoder(c, rng)
+				randomizeVectors(dec, rng)
+				const b, regions, steps = 2, 5, 7
+				levels := randInput(rng, b, c.Levels, regions, c.D)
+				encMask := radgen.Zeros(b, 1, 1, regions)
+				encMask.Data()[regions+3], encMask.Data()[regions+4] = 1, 1 // study 1's last two regions
+				tokens := []int{
+					2, 5, 7, 3, 1, 4, 6, // a <pad> inside
+					2, 9, 4, 4, 10, 0, 8,
+				}
+				g := radgen.NoGrad()
+				want := dec.Forward(g, tokens, b, steps, levels, encMask) // CPU (B, T, V)
+				if err := radgen.ToDevice(dec, dev); err != nil {
+					t.Fatal(err)
+				}
+				s := dec.Start(g, levels.To(dev), encMask.To(dev))
+				// Rows follow studies: swap them before step 0, at step 2
+				// expand to [1 1 0 0] (ungrouped), at step 4 reorder to
+				// [0 0 1 1] (grouped again).
+				rows := []int{0, 1}
+				reorders := map[int][]int{0: {1, 0}, 2: {0, 0, 1, 1}, 4: {2, 3, 0, 1}}
+				var worst float64
+				for step := range steps {
+					if src, ok := reorders[step]; ok {
+						if err := s.Reorder(src); err != nil {
+							t.Fatal(err)
+						}
+						next := make([]int, len(src))
+						for i, r := range src {
+							next[i] = rows[r]
+						}
+						rows = next
+					}
+					if s.Rows() != len(rows) {
+						t.Fatalf("%d rows, want %d", s.Rows(), len(rows))
+					}
+					tok := make([]int, len(rows))
+					for i, st := range rows {
+						tok[i] = tokens[st*steps+step]
+					}
+					lp := s.Step(g, tok)
+					if lp.Device() != dev {
+						t.Fatalf("log-probs on %v, want %v", lp.Device(), dev)
+					}
+					for i, st := range rows {
+						w := worstDiff(t, g.Slice(lp, 0, i, i+1), g.Slice(g.Reshape(want, b*steps, c.Vocab), 0, st*steps+step, st*steps+step+1))
+						worst = math.Max(worst, w)
+					}
+					att := s.Attention(g).To(radgen.CPU).Float64s()
+					for i, st := range rows {
+						var sum float64
+						for j, p := range att[i*regions : (i+1)*regions] {
+							sum += p
+							if st == 1 && j >= 3 && p != 0 {
+								t.Fatalf("step %d row %d: masked region %d has weight %g", step, i, j, p)
+							}
+						}
+						if math.Abs(sum-1) > 1e-5 {
+							t.Fatalf("step %d row %d: attention sums to %g", step, i, sum)
+						}
+					}
+				}
+				t.Logf("max |Δ log p| = %.3g over %d steps", worst, steps)
+				if worst > 1e-5 {
+					t.Fatalf("steps vs teacher forcing: max |Δ log p| = %.3g", worst)
+				}
+				if s.Len() != steps {
+					t.Fatalf("Len() = %d after %d steps", s.Len(), steps)
+				}
+				if err := s.Reorder([]int{4}); err == nil {
+					t.Fatal("out-of-range reorder accepted")
+				}
+				if err := s.Reorder(nil); err == nil {
+					t.Fatal("reorder to zero rows accepted")
+				}
+				if s.Attention(g) == nil {
+					t.Fatal("attention lost by a failed reorder")
+				}
+				if err := s.Reorder([]int{0}); err != nil || s.Attention(g) != nil {
+					t.Fatalf("reorder: %v; attention of an earlier row set kept", err)
+				}
+			})
+		}
+	}
+}
