@@ -6,17 +6,22 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/testdevice"
 )
 
 // TestParityR2GenGradients checks every parameter's gradient of the case
-// loss (eval mode) against the published code: ‖Δ‖ ≤ 1e-3·‖ref‖ + 1e-6.
+// loss (eval mode), computed on the device of RADGEN_DEVICE (the CPU by
+// default), against the published code: ‖Δ‖ ≤ 1e-3·‖ref‖ + 1e-6.
 func TestParityR2GenGradients(t *testing.T) {
+	dev := testdevice.Selected(t)
+	defer testdevice.FailOnPanic(t)
 	g := loadGolden(t)
 	grads := openSafetensors(t, filepath.Join(g.dir, "grads.safetensors"))
 	m := g.transformer(t)
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
+	testdevice.Move(t, m, dev)
 	graph := radgen.NewGraph()
-	f, err := m.TeacherForce(graph, feats, in, b, steps)
+	f, err := m.TeacherForce(graph, feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +42,10 @@ func TestParityR2GenGradients(t *testing.T) {
 			t.Errorf("%s: no gradient", p.Name)
 			continue
 		}
+		if got.Device() != dev {
+			t.Errorf("%s: gradient on %v, not %v", p.Name, got.Device(), dev)
+		}
+		got = testdevice.Host(got)
 		if got.Len() != len(want) {
 			t.Fatalf("%s: gradient shape %v, golden %v", p.Name, got.Shape(), shape)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/mesh"
 )
@@ -90,7 +91,9 @@ func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 	return differ, maskedA, maskedB
 }
 
-// goldenEncoding encodes the golden features and checks the encoder mask.
+// goldenEncoding encodes the golden features on dev and checks the encoder
+// mask. m is on the CPU when called and on dev when it returns, as are the
+// features and the encoding it returns.
 //
 // M²'s mask is "the sum of the layer-normalised embedding is exactly 0.0"
 // (mesh.PadAfterNorm), decided by the last bits of float32 rounding: it
@@ -101,13 +104,14 @@ func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 //   - the reference's arithmetic: mesh.AfterNormMask over the embedding's
 //     input computed in the reference's order (m2ReferencePre), which is
 //     plain Go, gives the golden's mask on every region;
-//   - the model's own mask (the kernels of this machine) agrees with the
-//     golden on every region whose decision no rounding can change
-//     (m2MaskDecided); the other regions are logged.
+//   - the model's own mask (the kernels of dev) agrees with the golden on
+//     every region whose decision no rounding can change (m2MaskDecided,
+//     whose bounds hold for any float32 computation, a device's included);
+//     the other regions are logged.
 //
 // It then encodes with the recorded mask, so that the rest of the model is
 // checked on the same input whatever the mask.
-func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer) (*radgen.Tensor, *M2Encoded) {
+func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Device) (*radgen.Tensor, *M2Encoded) {
 	t.Helper()
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
@@ -121,11 +125,13 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer) (*radgen.Tenso
 			t.Errorf("encoder mask in the reference's arithmetic differs from the golden in %d regions", differ)
 		}
 	}
+	decided, exact := m2MaskDecided(m, feats) // on the CPU: the bounds read the weights
+	testdevice.Move(t, m, dev)
+	feats = feats.To(dev)
 	own, err := m.Encode(radgen.NoGrad(), feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	decided, exact := m2MaskDecided(m, feats)
 	var nDecided, differ, differAmbiguous int
 	ov, wv := own.Mask.Float64s(), wantMask.Float64s()
 	for r := range wv {
@@ -145,7 +151,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer) (*radgen.Tenso
 	t.Logf("encoder mask (%v rule): %d of %d regions decided whatever the rounding (%d of them computed exactly), %d differ from the golden; "+
 		"%d of the %d others (|Σ| within the rounding bound) differ on this kernel path",
 		m.Config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
-	enc, err := m.EncodeMasked(radgen.NoGrad(), feats, wantMask)
+	enc, err := m.EncodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +329,20 @@ func m2MaskBounds(m *M2Transformer, feats *radgen.Tensor) (sums, bounds []float6
 	return sums, bounds, exactRow
 }
 
+// TestParityM2 encodes the golden studies and teacher-forces the golden
+// tokens on the device of RADGEN_DEVICE (the CPU by default), and compares
+// every encoder level and the log-probabilities with the published code's:
+// max |Δ| ≤ 1e-4.
 func TestParityM2(t *testing.T) {
+	dev := testdevice.Selected(t)
+	defer testdevice.FailOnPanic(t)
 	g := loadM2Golden(t)
 	m := g.m2(t)
 	t.Logf("config from the golden files: %+v", m.Config)
-	_, enc := g.goldenEncoding(t, m)
+	_, enc := g.goldenEncoding(t, m, dev)
+	if enc.Levels.Device() != dev {
+		t.Errorf("encoded on %v, not %v", enc.Levels.Device(), dev)
+	}
 
 	want := g.tensor(t, "encoder_out") // (B, N, R, D)
 	d := maxAbsDiff(t, "encoder_out", enc.Levels, want)
@@ -338,7 +353,7 @@ func TestParityM2(t *testing.T) {
 	b, n, r, w := want.Dim(0), want.Dim(1), want.Dim(2), want.Dim(3)
 	for lv := range n {
 		var worst float64
-		got, ref := enc.Levels.Data(), want.Data()
+		got, ref := testdevice.Host(enc.Levels).Data(), want.Data()
 		for i := range b {
 			off := (i*n + lv) * r * w
 			for j := range r * w {
@@ -353,6 +368,9 @@ func TestParityM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if lp.Device() != dev {
+		t.Errorf("log-probs computed on %v, not %v", lp.Device(), dev)
+	}
 	d = maxAbsDiff(t, "logprobs", lp, g.tensor(t, "logprobs"))
 	t.Logf("%-16s max |Δ| = %.3g over %v", "logprobs", d, lp.Shape())
 	if d > 1e-4 {
@@ -362,11 +380,13 @@ func TestParityM2(t *testing.T) {
 
 // TestParityM2Beam decodes the golden studies with M²'s beam search
 // (decode.BeamSearch{Semantics: decode.M2}) on the incremental model and
-// compares the best beam and every beam, sorted, with the reference.
+// compares the best beam and every beam, sorted, with the reference. It
+// runs on the CPU whatever RADGEN_DEVICE names (see m2DecodesOnCPU).
 func TestParityM2Beam(t *testing.T) {
+	m2DecodesOnCPU(t)
 	g := loadM2Golden(t)
 	m := g.m2(t)
-	feats, enc := g.goldenEncoding(t, m)
+	feats, enc := g.goldenEncoding(t, m, radgen.CPU)
 	bestSeq, bs := g.ints(t, "beam_seq")
 	bestLP := g.tensor(t, "beam_logprob").Data()
 	allSeq, as := g.ints(t, "beam_all_seq")
@@ -442,11 +462,13 @@ func TestParityM2Beam(t *testing.T) {
 }
 
 // The incremental decoder's log-probabilities equal teacher forcing at
-// every position of the golden token sequences.
+// every position of the golden token sequences (on the CPU whatever
+// RADGEN_DEVICE names; see m2DecodesOnCPU).
 func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
+	m2DecodesOnCPU(t)
 	g := loadM2Golden(t)
 	m := g.m2(t)
-	_, enc := g.goldenEncoding(t, m)
+	_, enc := g.goldenEncoding(t, m, radgen.CPU)
 	tokens, shape := g.ints(t, "tokens")
 	b, steps := shape[0], shape[1]
 	want, err := m.TeacherForce(radgen.NoGrad(), enc, tokens, b, steps)
@@ -481,4 +503,12 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	if worst > 1e-4 {
 		t.Errorf("max |Δ| = %.3g > 1e-4", worst)
 	}
+}
+
+// m2DecodesOnCPU logs that an M² decoding test runs on the CPU whatever
+// RADGEN_DEVICE names: decoding on devices has tests of its own, which
+// compare it with the CPU's.
+func m2DecodesOnCPU(t *testing.T) {
+	t.Helper()
+	t.Log("device: cpu (M² decoding parity on devices is checked elsewhere)")
 }

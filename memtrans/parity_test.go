@@ -11,6 +11,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
 )
 
@@ -108,6 +109,8 @@ func fileInts(t testing.TB, f *safetensors.File, name string) ([]int, []int) {
 	return out, shape
 }
 
+// maxAbsDiff returns the largest |got − want| over the elements (+Inf for a
+// NaN); got and want may live on any device.
 func maxAbsDiff(t testing.TB, name string, got, want *radgen.Tensor) float64 {
 	t.Helper()
 	if len(got.Shape()) != len(want.Shape()) || got.Len() != want.Len() {
@@ -140,12 +143,19 @@ func (g *golden) caseBatch(t testing.TB) (feats *radgen.Tensor, in, targets []in
 	return feats, in, targets, mask, b, steps
 }
 
+// TestParityR2Gen runs the golden model's teacher-forced forward pass and
+// loss on the device of RADGEN_DEVICE (the CPU by default) and compares
+// every intermediate with the published code's: max |Δ| ≤ 1e-4, the loss
+// within 1e-5 relative.
 func TestParityR2Gen(t *testing.T) {
+	dev := testdevice.Selected(t)
+	defer testdevice.FailOnPanic(t)
 	g := loadGolden(t)
 	m := g.transformer(t)
 	t.Logf("config from the golden files: %+v", m.Config)
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
-	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+	testdevice.Move(t, m, dev)
+	f, err := m.TeacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,13 +172,16 @@ func TestParityR2Gen(t *testing.T) {
 		{"logprobs", f.LogProbs},
 	}
 	for _, c := range checks {
+		if c.got.Device() != dev {
+			t.Errorf("%s computed on %v, not %v", c.name, c.got.Device(), dev)
+		}
 		d := maxAbsDiff(t, c.name, c.got, g.tensor(t, c.name))
 		t.Logf("%-14s max |Δ| = %.3g", c.name, d)
 		if d > 1e-4 {
 			t.Errorf("%s: max |Δ| = %.3g > 1e-4", c.name, d)
 		}
 	}
-	loss := Loss(radgen.NoGrad(), f.LogProbs, targets, mask).Data()[0]
+	loss := testdevice.Host(Loss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
 	want := g.tensor(t, "loss").Data()[0]
 	rel := math.Abs(float64(loss-want)) / math.Abs(float64(want))
 	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/vision"
 )
@@ -42,7 +43,8 @@ func goldenTensor(t *testing.T, f *safetensors.File, name string) *radgen.Tensor
 	return radgen.FromFloat32(data, shape...)
 }
 
-// relErr returns ‖got − want‖/‖want‖ after checking the shapes agree.
+// relErr returns ‖got − want‖/‖want‖ after checking the shapes agree; got
+// may live on any device.
 func relErr(t *testing.T, what string, got, want *radgen.Tensor) float64 {
 	t.Helper()
 	gs, ws := got.Shape(), want.Shape()
@@ -55,7 +57,7 @@ func relErr(t *testing.T, what string, got, want *radgen.Tensor) float64 {
 		}
 	}
 	var num, den float64
-	g, w := got.Data(), want.Data()
+	g, w := testdevice.Host(got).Data(), want.Data()
 	for i := range w {
 		d := float64(g[i]) - float64(w[i])
 		num += d * d
@@ -66,7 +68,14 @@ func relErr(t *testing.T, what string, got, want *radgen.Tensor) float64 {
 
 const parityTol = 1e-4
 
+// TestExtractorParity runs the golden extractor on the device of
+// RADGEN_DEVICE (the CPU by default) for inference (Extract), on a
+// recording graph (not with -short), and over the golden images as the
+// views of one study, and compares the features with the published code's:
+// ‖Δ‖/‖ref‖ ≤ 1e-4.
 func TestExtractorParity(t *testing.T) {
+	dev := testdevice.Selected(t)
+	defer testdevice.FailOnPanic(t)
 	f := openExtractorGolden(t)
 	const prefix = "visual_extractor."
 	cfg, naming, err := vision.InferResNet(f.Names(), prefix+"model.")
@@ -84,12 +93,16 @@ func TestExtractorParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := goldenTensor(t, f, "input_images")
+	testdevice.Move(t, ext, dev)
+	images := goldenTensor(t, f, "input_images").To(dev)
 	wantP := goldenTensor(t, f, "patch_feats")
 	wantA := goldenTensor(t, f, "avg_feats")
 
 	check := func(path string, p, a *radgen.Tensor) {
 		t.Helper()
+		if p.Device() != dev || a.Device() != dev {
+			t.Errorf("%s: features on %v and %v, not %v", path, p.Device(), a.Device(), dev)
+		}
 		ep, ea := relErr(t, path+" patch_feats", p, wantP), relErr(t, path+" avg_feats", a, wantA)
 		t.Logf("%s: patch_feats ‖Δ‖/‖ref‖ = %.3g, avg_feats ‖Δ‖/‖ref‖ = %.3g", path, ep, ea)
 		if ep > parityTol || ea > parityTol || math.IsNaN(ep) || math.IsNaN(ea) {
@@ -97,12 +110,12 @@ func TestExtractorParity(t *testing.T) {
 		}
 	}
 
-	// Inference: batch norm folded into the convolutions.
+	// Inference (Extract): batch norm folded into the convolutions on the CPU.
 	p, a, err := ext.Extract(context.Background(), images)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("folded (NoGrad)", p, a)
+	check("Extract (NoGrad)", p, a)
 
 	// The differentiable path with explicit eval-mode batch norms.
 	if !testing.Short() {
@@ -113,7 +126,7 @@ func TestExtractorParity(t *testing.T) {
 	// The golden images as the two views of one study (IU X-Ray):
 	// 2·h·w patches, view 0 first, and the averaged features side by side.
 	n := images.Dim(0)
-	study := radgen.FromFloat32(images.Data(), append([]int{1}, images.Shape()...)...)
+	study := radgen.NoGrad().Reshape(images, append([]int{1}, images.Shape()...)...)
 	sp, sa, err := ext.Extract(context.Background(), study)
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +138,8 @@ func TestExtractorParity(t *testing.T) {
 	if got, want := sa.Shape(), []int{1, n * c}; !equalInts(got, want) {
 		t.Fatalf("study avg %v, want %v", got, want)
 	}
-	ep := relErr(t, "study patches", radgen.FromFloat32(sp.Data(), n, hw, c), wantP)
-	ea := relErr(t, "study avg", radgen.FromFloat32(sa.Data(), n, c), wantA)
+	ep := relErr(t, "study patches", radgen.FromFloat32(testdevice.Host(sp).Data(), n, hw, c), wantP)
+	ea := relErr(t, "study avg", radgen.FromFloat32(testdevice.Host(sa).Data(), n, c), wantA)
 	t.Logf("multi-view study [1, %d, 3, H, W]: patches ‖Δ‖/‖ref‖ = %.3g, avg ‖Δ‖/‖ref‖ = %.3g", n, ep, ea)
 	if ep > parityTol || ea > parityTol {
 		t.Errorf("multi-view: relative errors %.3g, %.3g exceed %g", ep, ea, parityTol)

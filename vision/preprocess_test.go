@@ -50,8 +50,11 @@ func diffStats(t *testing.T, got, want []float32) (maxd, meand float64) {
 }
 
 // TestTransformParity checks decoding, the test transform and Resize(256)
-// against torchvision 0.14 + Pillow (../shared/golden/transforms).
+// against torchvision 0.14 + Pillow (../shared/golden/transforms). The
+// preprocessing is CPU code on pixels, not tensors: the same whatever
+// device RADGEN_DEVICE names.
 func TestTransformParity(t *testing.T) {
+	t.Log("device: none (preprocessing is CPU code on pixels, not tensors; RADGEN_DEVICE does not apply)")
 	dir := testutil.Dir(t, "RADGEN_GOLDEN_TRANSFORMS", "golden/transforms")
 	tensors, shapes, meta := readGolden(t, filepath.Join(dir, "transforms.safetensors"))
 	files := strings.Split(meta["files"], ",")

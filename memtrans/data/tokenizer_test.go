@@ -38,9 +38,17 @@ func iuTokenizer(t *testing.T, a *Annotation) *Tokenizer {
 	return tok
 }
 
+// logNoDevice notes in a parity test's log that tokenization uses no
+// tensors: it is the same whatever device RADGEN_DEVICE names.
+func logNoDevice(t *testing.T) {
+	t.Helper()
+	t.Log("device: none (tokenization uses no tensors; RADGEN_DEVICE does not apply)")
+}
+
 // TestVocabParity: the vocabulary from the IU X-Ray train split equals
 // R2Gen's vocab.json token for token.
 func TestVocabParity(t *testing.T) {
+	logNoDevice(t)
 	golden := testutil.Dir(t, "RADGEN_GOLDEN_R2GEN", "golden/r2gen")
 	a := loadIU(t)
 	tok := iuTokenizer(t, a)
@@ -79,6 +87,7 @@ func TestVocabParity(t *testing.T) {
 // TestTokenizedParity: cleaned text and ids of all 2,955 studies, and the
 // MIMIC cleaner on the test reports, equal R2Gen's.
 func TestTokenizedParity(t *testing.T) {
+	logNoDevice(t)
 	golden := testutil.Dir(t, "RADGEN_GOLDEN_R2GEN", "golden/r2gen")
 	a := loadIU(t)
 	tok := iuTokenizer(t, a)
