@@ -106,60 +106,92 @@ func (c cudaEngine) AppendHeads(dst, src Ptr, b, t, h, dk, ld, colOff, capacity,
 	return c.e.AppendHeads(cuda.Ptr(dst), cuda.Ptr(src), b, t, h, dk, ld, colOff, capacity, pos)
 }
 
-// The Trainer methods have no CUDA kernels yet: each returns an error
-// naming the missing kernel.
+// The Trainer and Optimizer methods: internal/cuda's kernels, whose
+// semantics are the host engine's (see internal/cuda/train.go).
 
-func (c cudaEngine) Fill(dst Ptr, v float32, n int) error { return errKernelMissing("Fill") }
+func (c cudaEngine) Fill(dst Ptr, v float32, n int) error { return c.e.Fill(cuda.Ptr(dst), v, n) }
 func (c cudaEngine) Axpy(dst, src Ptr, alpha float32, n int) error {
-	return errKernelMissing("Axpy")
+	return c.e.Axpy(cuda.Ptr(dst), cuda.Ptr(src), alpha, n)
 }
 func (c cudaEngine) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error {
-	return errKernelMissing("Binary")
+	return c.e.Binary(cudaBinaryOp(op), cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), shape, strideA, strideB, value)
 }
 func (c cudaEngine) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) error {
-	return errKernelMissing("ReduceSum")
+	return c.e.ReduceSum(cuda.Ptr(dst), cuda.Ptr(src), shape, strideDst, accumulate)
 }
 func (c cudaEngine) ActivationBackward(act Activation, dx, dy, y Ptr, n int) error {
-	return errKernelMissing("ActivationBackward")
+	return c.e.ActivationBackward(cudaActivation(act), cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), n)
 }
 func (c cudaEngine) SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error {
-	return errKernelMissing("SoftmaxBackward")
+	return c.e.SoftmaxBackward(cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), rows, cols, log)
 }
 func (c cudaEngine) Normalize(dst, inv, src Ptr, rows, cols int, eps float64, kind NormKind) error {
-	return errKernelMissing("Normalize")
+	return c.e.Normalize(cuda.Ptr(dst), cuda.Ptr(inv), cuda.Ptr(src), rows, cols, eps, cudaNormKind(kind))
 }
 func (c cudaEngine) NormalizeBackward(dx, dy, y, inv Ptr, rows, cols int, eps float64, kind NormKind) error {
-	return errKernelMissing("NormalizeBackward")
+	return c.e.NormalizeBackward(cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), cuda.Ptr(inv), rows, cols, eps, cudaNormKind(kind))
 }
 func (c cudaEngine) Permute(dst, src Ptr, shape, perm []int) error {
-	return errKernelMissing("Permute")
+	return c.e.Permute(cuda.Ptr(dst), cuda.Ptr(src), shape, perm)
 }
 func (c cudaEngine) CopyStrided(dst Ptr, ldd int, src Ptr, lds int, rows, cols int, accumulate bool) error {
-	return errKernelMissing("CopyStrided")
+	return c.e.CopyStrided(cuda.Ptr(dst), ldd, cuda.Ptr(src), lds, rows, cols, accumulate)
 }
 func (c cudaEngine) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
-	return errKernelMissing("ScatterAdd")
+	return c.e.ScatterAdd(cuda.Ptr(dst), cuda.Ptr(src), cuda.Ptr(ids), n, vocab, dim)
 }
 
 func (c cudaEngine) Im2col(dst Ptr, ldd int, x Ptr, ch int, g ConvGeom) error {
-	return errKernelMissing("Im2col")
+	return c.e.Im2col(cuda.Ptr(dst), ldd, cuda.Ptr(x), ch, g)
 }
 func (c cudaEngine) Col2im(dx, col Ptr, ldc int, ch int, g ConvGeom) error {
-	return errKernelMissing("Col2im")
+	return c.e.Col2im(cuda.Ptr(dx), cuda.Ptr(col), ldc, ch, g)
 }
 
 func (c cudaEngine) MaxPool(dst, arg, x Ptr, planes int, g ConvGeom) error {
-	return errKernelMissing("MaxPool")
+	return c.e.MaxPool(cuda.Ptr(dst), cuda.Ptr(arg), cuda.Ptr(x), planes, g)
 }
 func (c cudaEngine) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int) error {
-	return errKernelMissing("MaxPoolBackward")
+	return c.e.MaxPoolBackward(cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(arg), planes, planeIn, planeOut)
 }
 
 func (c cudaEngine) AdamStep(p, g, m, v, vmax Ptr, n int, k AdamConsts) error {
-	return errKernelMissing("AdamStep")
+	return c.e.AdamStep(cuda.Ptr(p), cuda.Ptr(g), cuda.Ptr(m), cuda.Ptr(v), cuda.Ptr(vmax), n, cuda.AdamConsts(k))
 }
-func (c cudaEngine) Clamp(dst Ptr, v float32, n int) error { return errKernelMissing("Clamp") }
-func (c cudaEngine) Sync() error                           { return c.e.Sync() }
-func (c cudaEngine) Close() error                          { return c.e.Close() }
+func (c cudaEngine) Clamp(dst Ptr, v float32, n int) error { return c.e.Clamp(cuda.Ptr(dst), v, n) }
+
+func cudaBinaryOp(op BinaryOp) cuda.BinaryOp {
+	switch op {
+	case OpAdd:
+		return cuda.OpAdd
+	case OpSub:
+		return cuda.OpSub
+	case OpMul:
+		return cuda.OpMul
+	case OpMaskFill:
+		return cuda.OpMaskFill
+	}
+	panic(fmt.Sprintf("accel: Binary: op %d", op))
+}
+
+func cudaActivation(act Activation) cuda.Activation {
+	switch act {
+	case ActReLU:
+		return cuda.ActReLU
+	case ActTanh:
+		return cuda.ActTanh
+	case ActSigmoid:
+		return cuda.ActSigmoid
+	}
+	panic(fmt.Sprintf("accel: ActivationBackward: activation %d", act))
+}
+
+func cudaNormKind(k NormKind) cuda.NormKind {
+	check(k == NormR2Gen || k == NormStandard, "norm kind %d", k)
+	return normKind(k)
+}
+
+func (c cudaEngine) Sync() error  { return c.e.Sync() }
+func (c cudaEngine) Close() error { return c.e.Close() }
 
 var _ Engine = cudaEngine{}

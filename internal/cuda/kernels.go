@@ -40,6 +40,24 @@ const (
 	kSplitHeads
 	kMergeHeads
 	kTranspose
+	kFill
+	kAxpy
+	kClamp
+	kBinary
+	kGatherStrided
+	kReduceSerial
+	kReduceBlock
+	kActBackward
+	kSoftmaxBackward
+	kNormalize
+	kNormalizeBackward
+	kCopyRows
+	kScatterAdd
+	kIm2col
+	kCol2im
+	kMaxPool
+	kMaxPoolBackward
+	kAdam
 	numKernels
 )
 
@@ -59,6 +77,25 @@ var kernelNames = [numKernels]string{
 	kSplitHeads: "rg_split_heads_f32",
 	kMergeHeads: "rg_merge_heads_f32",
 	kTranspose:  "rg_transpose_f32",
+
+	kFill:              "rg_fill_f32",
+	kAxpy:              "rg_axpy_f32",
+	kClamp:             "rg_clamp_f32",
+	kBinary:            "rg_binary_f32",
+	kGatherStrided:     "rg_gather_strided_f32",
+	kReduceSerial:      "rg_reduce_serial_f32",
+	kReduceBlock:       "rg_reduce_block_f32",
+	kActBackward:       "rg_act_backward_f32",
+	kSoftmaxBackward:   "rg_softmax_backward_f32",
+	kNormalize:         "rg_normalize_f32",
+	kNormalizeBackward: "rg_normalize_backward_f32",
+	kCopyRows:          "rg_copy_rows_f32",
+	kScatterAdd:        "rg_scatter_add_f32",
+	kIm2col:            "rg_im2col_f32",
+	kCol2im:            "rg_col2im_f32",
+	kMaxPool:           "rg_maxpool_f32",
+	kMaxPoolBackward:   "rg_maxpool_backward_f32",
+	kAdam:              "rg_adam_f32",
 }
 
 func (e *Engine) loadKernels() error {
@@ -95,6 +132,24 @@ func (a *args) ptr(p Ptr) *args     { a.v[a.n] = C.uint64_t(p); a.n++; return a 
 func (a *args) i32(x int) *args     { a.v[a.n] = C.uint64_t(uint32(int32(x))); a.n++; return a }
 func (a *args) i64(x int64) *args   { a.v[a.n] = C.uint64_t(uint64(x)); a.n++; return a }
 func (a *args) f32(x float32) *args { a.v[a.n] = C.uint64_t(math.Float32bits(x)); a.n++; return a }
+func (a *args) f64(x float64) *args { a.v[a.n] = C.uint64_t(math.Float64bits(x)); a.n++; return a }
+
+// int32s packs a struct of int32 fields (rg_dims, rg_conv in radgen.cu)
+// into consecutive slots, two fields to a slot, low half first (the
+// device's little-endian layout). The driver copies a parameter's bytes
+// from where its slot's pointer points, so such a struct spans several
+// slots and must be the kernel's last parameter.
+func (a *args) int32s(v ...int32) *args {
+	for i := 0; i < len(v); i += 2 {
+		w := uint64(uint32(v[i]))
+		if i+1 < len(v) {
+			w |= uint64(uint32(v[i+1])) << 32
+		}
+		a.v[a.n] = C.uint64_t(w)
+		a.n++
+	}
+	return a
+}
 func (a *args) flag(b bool) *args {
 	if b {
 		return a.i32(1)

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <memory>
 #include <cstdio>
+#include <cstring>
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 thread_local dim3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -29,6 +30,20 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
   g_wbuf[w][lane] = v; g_warp[w]->arrive_and_wait();
   float r = g_wbuf[w][lane ^ o]; g_warp[w]->arrive_and_wait(); return r;
 }
+// Rounding intrinsics: on the host each operation is rounded on its own
+// already (x86-64 without -mfma: g++ cannot contract), and fmaf is fused.
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, 8); return d; }
+using std::signbit;
 template <class F> void launch(dim3 grid, dim3 block, F f) {
   blockDim = block; gridDim = grid;
   unsigned n = block.x * block.y * block.z;
