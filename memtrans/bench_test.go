@@ -9,6 +9,8 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
@@ -119,13 +121,35 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
+// benchDevice returns the device the benchmarks run on, as RADGEN_DEVICE
+// names it (the CPU when unset), and skips the benchmark when that device
+// cannot be used here: a CUDA device without a GPU or without the cuda
+// build tag.
+func benchDevice(b *testing.B) radgen.Device {
+	b.Helper()
+	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := dev.Check(); err != nil {
+		b.Skipf("no %v to benchmark on here (%v): run it on a machine with that GPU, built with -tags cuda", dev, err)
+	}
+	return dev
+}
+
 // BenchmarkTrainStep is one optimiser step of the paper's IU configuration
 // without the extractor (features given): batch 16, 60 tokens, forward,
-// backward, clipping and Adam; it reports tokens/s.
+// backward, clipping and Adam, on the device of RADGEN_DEVICE (the CPU by
+// default; the model and the features are moved there before the timer
+// starts). It reports tokens/s.
 func BenchmarkTrainStep(b *testing.B) {
+	dev := benchDevice(b)
 	m := paperModel(b)
+	if err := radgen.ToDevice(m, dev); err != nil {
+		b.Fatal(err)
+	}
 	const B, T = 16, 60
-	feats := randomFeats(B, 98, 2048, 6)
+	feats := randomFeats(B, 98, 2048, 6).To(dev)
 	r := rand.New(rand.NewPCG(4, 4))
 	in := make([]int, B*T)
 	tg := make([]int, B*T)
@@ -153,4 +177,36 @@ func BenchmarkTrainStep(b *testing.B) {
 		opt.ZeroGrad()
 	}
 	b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkTrainStepTiny is one Trainer step of the tiny model (TinyConfig,
+// extractor trained too) on a batch of 8 synthetic studies, on the device
+// of RADGEN_DEVICE (the CPU by default; the whole model is moved there
+// before the timer starts). It reports tokens/s, the teacher-forced
+// positions of the batch.
+func BenchmarkTrainStepTiny(b *testing.B) {
+	dev := benchDevice(b)
+	m, loader, _, _ := synthSetup(b, 16, 1)
+	if err := radgen.ToDevice(m, dev); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := NewTrainer(m, TrainConfig{Epochs: 1, LR: 1e-3, LRVisual: 1e-3, AMSGrad: true, ClipValue: 0.1, Seed: 1}, loader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batch *data.Batch
+	for bt, err := range loader.Epoch(context.Background(), 0) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = bt
+		break
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := tr.Step(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(batch.Size()*(batch.SeqLen-1)*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }

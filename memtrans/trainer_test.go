@@ -109,28 +109,6 @@ func TestResumeIsBitExact(t *testing.T) {
 	}
 }
 
-func BenchmarkTrainStepTiny(b *testing.B) {
-	m, loader, _, _ := synthSetup(b, 16, 1)
-	tr, err := NewTrainer(m, TrainConfig{Epochs: 1, LR: 1e-3, LRVisual: 1e-3, AMSGrad: true, ClipValue: 0.1, Seed: 1}, loader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var batch *data.Batch
-	for bt, err := range loader.Epoch(context.Background(), 0) {
-		if err != nil {
-			b.Fatal(err)
-		}
-		batch = bt
-		break
-	}
-	b.ResetTimer()
-	for range b.N {
-		if _, err := tr.Step(context.Background(), batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // The feature cache round-trips through disk and refuses a file written
 // for another key.
 func TestFeatureCacheDisk(t *testing.T) {

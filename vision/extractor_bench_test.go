@@ -6,7 +6,24 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/testutil"
 )
+
+// benchDevice returns the device the benchmarks run on, as RADGEN_DEVICE
+// names it (the CPU when unset), and skips the benchmark when that device
+// cannot be used here: a CUDA device without a GPU or without the cuda
+// build tag.
+func benchDevice(b *testing.B) radgen.Device {
+	b.Helper()
+	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := dev.Check(); err != nil {
+		b.Skipf("RADGEN_DEVICE=%v cannot run here (%v): benchmark it on a machine with that GPU, built with -tags cuda", dev, err)
+	}
+	return dev
+}
 
 // convFLOPs returns 2·MACs of the convolutions of r on an h×w image.
 func convFLOPs(r *ResNet, h, w int) float64 {
@@ -39,13 +56,19 @@ func convFLOPs(r *ResNet, h, w int) float64 {
 
 // BenchmarkExtractor runs R2Gen's extractor, ResNet-101 with random
 // weights, on one IU X-Ray study: two 224² views (the inference path, batch
-// norm folded). It reports images/s and the convolutions' GFLOP/s.
+// norm folded), on the device of RADGEN_DEVICE (the CPU by default; the
+// weights and the study are moved there before the timer starts). It
+// reports images/s and the convolutions' GFLOP/s.
 func BenchmarkExtractor(b *testing.B) {
+	dev := benchDevice(b)
 	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	study := randImages(2, 1, 2, 3, 224, 224)
+	if err := radgen.ToDevice(ext, dev); err != nil {
+		b.Fatal(err)
+	}
+	study := randImages(2, 1, 2, 3, 224, 224).To(dev)
 	ctx := context.Background()
 	if _, _, err := ext.Extract(ctx, study); err != nil { // fold once
 		b.Fatal(err)
@@ -70,17 +93,23 @@ func BenchmarkExtractor(b *testing.B) {
 }
 
 // BenchmarkExtractorTrain is one training step's forward and backward
-// through a ResNet-101 extractor with batch statistics (two 224² views of one
-// study).
+// through a ResNet-101 extractor with batch statistics (two studies of two
+// 224² views) on the device of RADGEN_DEVICE (the CPU by default; the
+// weights and the images are moved there before the timer starts). It
+// reports images/s.
 func BenchmarkExtractorTrain(b *testing.B) {
 	if testing.Short() {
 		b.Skip("slow")
 	}
+	dev := benchDevice(b)
 	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	study := randImages(2, 2, 2, 3, 224, 224)
+	if err := radgen.ToDevice(ext, dev); err != nil {
+		b.Fatal(err)
+	}
+	study := randImages(2, 2, 2, 3, 224, 224).To(dev)
 	b.ResetTimer()
 	for range b.N {
 		g := radgen.NewGraph(radgen.Train(uint64(b.N)))
