@@ -18,7 +18,9 @@ func FeatureCachePath(dir, id string) string {
 
 // WriteFeatureCache writes a study's patch features (1, V·P, d_vf) where a
 // Trainer whose TrainConfig.FeatureCache is dir reads them, atomically
-// (a temporary file renamed into place), creating dir if needed.
+// (a temporary file renamed into place), creating dir if needed. The
+// features may live on any device; they are copied to the CPU to be
+// written.
 func WriteFeatureCache(dir, id string, patches *radgen.Tensor) error {
 	if dir == "" {
 		return fmt.Errorf("memtrans: feature cache: no directory")
@@ -30,12 +32,12 @@ func WriteFeatureCache(dir, id string, patches *radgen.Tensor) error {
 		}
 		return fmt.Errorf("%w: features %v of study %q, want (1, N, d_vf)", ErrStudy, shape, id)
 	}
-	return (&featureCache{dir: dir, mem: map[string]*radgen.Tensor{}}).put(id, patches)
+	return (&featureCache{dir: dir, mem: map[string]*radgen.Tensor{}}).put(id, patches.To(radgen.CPU))
 }
 
 // ReadFeatureCache reads the patch features a Trainer cached in dir for a
-// study; ok is false when there are none (or the file belongs to another
-// id or is unreadable), as the Trainer then recomputes them.
+// study, on the CPU; ok is false when there are none (or the file belongs
+// to another id or is unreadable), as the Trainer then recomputes them.
 func ReadFeatureCache(dir, id string) (patches *radgen.Tensor, ok bool) {
 	if dir == "" {
 		return nil, false
@@ -46,7 +48,8 @@ func ReadFeatureCache(dir, id string) (patches *radgen.Tensor, ok bool) {
 // Features returns the frozen visual extractor's patch features of the
 // studies, (B, V·P, d_vf), from their views through the evaluation
 // transform: what Generate decodes from and what a frozen-extractor Trainer
-// caches. It is safe for concurrent use.
+// caches. They are computed where the extractor lives and returned on the
+// CPU. It is safe for concurrent use.
 func (m *Model) Features(ctx context.Context, studies []Study) (*radgen.Tensor, error) {
 	if len(studies) == 0 {
 		return nil, fmt.Errorf("%w: no studies", ErrStudy)
@@ -55,5 +58,9 @@ func (m *Model) Features(ctx context.Context, studies []Study) (*radgen.Tensor, 
 		return nil, err
 	}
 	defer m.mu.RUnlock()
-	return m.encodeImages(ctx, studies)
+	x, err := m.encodeImages(ctx, studies)
+	if err != nil {
+		return nil, err
+	}
+	return x.To(radgen.CPU), nil
 }
