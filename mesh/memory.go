@@ -346,17 +346,21 @@ func (e *MemoryEncoder) embed(g *radgen.Graph, input *radgen.Tensor) (out, pre *
 
 // Mask returns the encoder mask (B, 1, 1, N), 1 = masked, that e.Padding
 // gives for the raw input (B, N, d_in) and pre, the input of e's
-// LayerNorm (Dropout(ReLU(fc(input)))), or nil for PadNone.
+// LayerNorm (Dropout(ReLU(fc(input)))), or nil for PadNone. The mask is
+// decided on the host and lives on input's device.
 func (e *MemoryEncoder) Mask(input, pre *radgen.Tensor) *radgen.Tensor {
+	var mask *radgen.Tensor
 	switch e.Padding {
 	case PadNone:
 		return nil
 	case PadAfterNorm:
-		return AfterNormMask(pre, e.Norm)
+		mask = AfterNormMask(pre.To(radgen.CPU), e.Norm)
 	case PadZeroRows:
-		return ZeroRowMask(input)
+		mask = ZeroRowMask(input.To(radgen.CPU))
+	default:
+		panic(fmt.Sprintf("mesh: unknown %v", e.Padding))
 	}
-	panic(fmt.Sprintf("mesh: unknown %v", e.Padding))
+	return mask.To(input.Device())
 }
 
 // Forward encodes input (B, N, d_in): it embeds it, computes the mask by

@@ -1,0 +1,138 @@
+package memtrans
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/mesh"
+)
+
+// m2ModuleDecoding is the incremental decoding state of an M2Transformer
+// built from the modules' own steps ([mesh.MeshedSteps]: the meshed
+// layer's step over a key/value cache and over its sources projected once
+// per study), so it runs on whatever device the model's parameters and
+// the features live on. It computes what M2Decoding computes: positional
+// row t+1 at step t whatever the token, <pad> masked as a key and its
+// row's output zeroed, every routing, and the same attention map.
+//
+// An m2ModuleDecoding belongs to one goroutine; the model may serve many
+// concurrently.
+type m2ModuleDecoding struct {
+	m       *M2Transformer
+	g       *radgen.Graph
+	steps   *mesh.MeshedSteps
+	regions int // R, regions per study
+}
+
+var (
+	_ decode.Model             = (*m2ModuleDecoding)(nil)
+	_ decode.AttentionRecorder = (*m2ModuleDecoding)(nil)
+)
+
+// startModuleDecoding encodes region features (B, R, d_in), on the device
+// of the model's parameters, masking regions by Config.Padding, and
+// returns a decoding state with one row per study.
+func (m *M2Transformer) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDecoding, error) {
+	if err := m.checkFeats(feats); err != nil {
+		return nil, err
+	}
+	w := m.Decoder.FC.Weight
+	if feats.Is64() != w.Is64() {
+		if feats.Is64() {
+			feats = feats.To32()
+		} else {
+			feats = feats.To64()
+		}
+	}
+	if feats.Device() != w.Device() {
+		feats = feats.To(w.Device())
+	}
+	enc, err := m.Encode(radgen.NoGrad(), feats)
+	if err != nil {
+		return nil, err
+	}
+	return m.startModuleDecodingEncoded(enc)
+}
+
+// startModuleDecodingEncoded returns a decoding state with one row per
+// study of an encoding made by Encode or EncodeMasked on the device of the
+// model's parameters.
+func (m *M2Transformer) startModuleDecodingEncoded(enc *M2Encoded) (*m2ModuleDecoding, error) {
+	c := m.Config
+	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
+		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
+	}
+	b, r := enc.Levels.Dim(0), enc.Levels.Dim(2)
+	if enc.Mask != nil {
+		if s := enc.Mask.Shape(); len(s) != 4 || enc.Mask.Len() != b*r || s[3] != r {
+			return nil, fmt.Errorf("memtrans: M² region mask %v for %d studies of %d regions", s, b, r)
+		}
+	}
+	if dev := m.Decoder.FC.Weight.Device(); enc.Levels.Device() != dev {
+		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
+	}
+	g := radgen.NoGrad()
+	return &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r}, nil
+}
+
+// VocabSize implements decode.Model.
+func (s *m2ModuleDecoding) VocabSize() int { return s.m.Config.Vocab }
+
+// Rows implements decode.Model.
+func (s *m2ModuleDecoding) Rows() int { return s.steps.Rows() }
+
+// AttentionWidth implements decode.AttentionRecorder: the number of image
+// regions of a study.
+func (s *m2ModuleDecoding) AttentionWidth() int { return s.regions }
+
+// Attention implements decode.AttentionRecorder: after a Step, the last
+// decoder layer's cross-attention over the regions, averaged over heads
+// and encoder levels (see [mesh.MeshedSteps.Attention]), [Rows() × R].
+func (s *m2ModuleDecoding) Attention(dst []float32) error {
+	a := s.steps.Attention(s.g)
+	if a == nil {
+		return fmt.Errorf("%w: no attention before a step", decode.ErrShape)
+	}
+	return copyToHost(dst, a)
+}
+
+// Reorder implements decode.Model: row i becomes a copy of row src[i].
+func (s *m2ModuleDecoding) Reorder(src []int) error {
+	if err := s.steps.Reorder(src); err != nil {
+		return fmt.Errorf("%w: %v", decode.ErrShape, err)
+	}
+	return nil
+}
+
+// Step implements decode.Model: it consumes one token per row and writes
+// the next token's log-probabilities.
+func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	c := s.m.Config
+	R, V := s.steps.Rows(), c.Vocab
+	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
+		return err
+	}
+	lp := s.steps.Step(s.g, tokens)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return copyToHost(dst, lp)
+}
+
+// copyToHost copies the values of x, on any device, into dst as float32.
+func copyToHost(dst []float32, x *radgen.Tensor) error {
+	h := x.To(radgen.CPU)
+	if len(dst) < h.Len() {
+		return fmt.Errorf("%w: %d values into %d", decode.ErrShape, h.Len(), len(dst))
+	}
+	if h.Is64() {
+		for i, v := range h.Data64() {
+			dst[i] = float32(v)
+		}
+		return nil
+	}
+	copy(dst, h.Data())
+	return nil
+}
