@@ -44,7 +44,7 @@ func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *K
 	c.append(a.FCK.Forward(g, x), a.FCV.Forward(g, x))
 	k, v := a.withSlots(g, c.gather(g, c.keys), c.gather(g, c.values))
 	q := g.Reshape(a.FCQ.Forward(g, x), r, 1, a.Heads*a.DK)
-	out, _ := a.attendProjected(g, q, k, v, unmasked, false)
+	out, _ := a.attendProjected(g, q, a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, false)
 	return g.Reshape(out, r, a.Width())
 }
 
@@ -76,7 +76,7 @@ func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
 // appended (Eq. 3), with the source's mask: the part of Forward that every
 // decoding step of every row of the studies shares.
 type M2Source struct {
-	keys, values *radgen.Tensor // (B, N+m, h·d_k), (B, N+m, h·d_v)
+	keys, values *radgen.Tensor // split into heads: (B, h, N+m, d_k), (B, h, N+m, d_v)
 	unmasked     *radgen.Tensor // (B|1, 1, 1, N+m), zero = masked; nil: nothing is
 	width        int            // N
 }
@@ -95,7 +95,7 @@ func (a *ScaledDotProductAttention) Project(g *radgen.Graph, src, mask *radgen.T
 		panic(fmt.Sprintf("mesh: attention source %v, want (B, N, %d)", src.Shape(), a.Width()))
 	}
 	k, v := a.withSlots(g, a.FCK.Forward(g, src), a.FCV.Forward(g, src))
-	s := &M2Source{keys: k, values: v, width: src.Dim(1)}
+	s := &M2Source{keys: a.heads(g, k, a.DK), values: a.heads(g, v, a.DV), width: src.Dim(1)}
 	if mask != nil {
 		s.unmasked = m2KeepMask(mask, src.Dim(0), 1, src.Dim(1), a.Slots())
 	}
@@ -118,7 +118,7 @@ func (a *ScaledDotProductAttention) Attend(g *radgen.Graph, q *radgen.Tensor, sr
 // attendSource is Attend for projected queries qp (R, h·d_k).
 func (a *ScaledDotProductAttention) attendSource(g *radgen.Graph, qp *radgen.Tensor, src *M2Source, study []int, weights bool) (out, probs *radgen.Tensor) {
 	r, hk := qp.Dim(0), qp.Dim(1)
-	b, w := src.Studies(), src.keys.Dim(1)
+	b, w := src.Studies(), src.keys.Dim(2)
 	var ctx *radgen.Tensor
 	if per, ok := grouped(study, b); ok {
 		ctx, probs = a.attendProjected(g, g.Reshape(qp, b, per, hk), src.keys, src.values, src.unmasked, weights)

@@ -129,7 +129,7 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 	if mask != nil {
 		unmasked = m2KeepMask(mask, b, nq, nk, a.Slots())
 	}
-	return a.attendProjected(g, a.FCQ.Forward(g, queries), k, v, unmasked, keep)
+	return a.attendProjected(g, a.FCQ.Forward(g, queries), a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
 }
 
 // withSlots appends the memory slots, if any, to projected keys k
@@ -146,26 +146,29 @@ func (a *ScaledDotProductAttention) withSlots(g *radgen.Graph, k, v *radgen.Tens
 	return g.Concat(1, k, mk), g.Concat(1, v, mv)
 }
 
+// heads splits x (B, T, h·d) into heads of width d, (B, h, T, d).
+func (a *ScaledDotProductAttention) heads(g *radgen.Graph, x *radgen.Tensor, d int) *radgen.Tensor {
+	return g.Permute(g.Reshape(x, x.Dim(0), x.Dim(1), a.Heads, d), 0, 2, 1, 3)
+}
+
 // attendProjected is the attention of projected queries qp (B, Tq, h·d_k)
-// over projected keys k (B, Tk', h·d_k) and values v (B, Tk', h·d_v),
-// memory slots included, heads split, followed by fc_o: the one place
-// Eq. 1 is written, for Forward and for the incremental steps
-// ([ScaledDotProductAttention.Step], [ScaledDotProductAttention.Attend]).
-// unmasked, if not nil, is a radgen.MaskedFill mask (B|1, 1, Tq|1, Tk'),
-// zero = masked (see m2KeepMask). It returns (B, Tq, D) and, if keep is
-// true, the probabilities (B, h, Tq, Tk').
-func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, k, v, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	b, nq, nk := qp.Dim(0), qp.Dim(1), k.Dim(1)
-	h, dk, dv := a.Heads, a.DK, a.DV
-	q := g.Permute(g.Reshape(qp, b, nq, h, dk), 0, 2, 1, 3)         // (B, h, Tq, d_k)
-	kh := g.Permute(g.Reshape(k, b, nk, h, dk), 0, 2, 1, 3)         // (B, h, Tk', d_k)
-	vh := g.Permute(g.Reshape(v, b, nk, h, dv), 0, 2, 1, 3)         // (B, h, Tk', d_v)
-	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k (Eq. 1)
+// over projected keys kh (B, h, Tk', d_k) and values vh (B, h, Tk', d_v),
+// memory slots included and split into heads ([ScaledDotProductAttention.heads]),
+// followed by fc_o: the one place Eq. 1 is written, for Forward and for
+// the incremental steps ([ScaledDotProductAttention.Step],
+// [ScaledDotProductAttention.Attend]). unmasked, if not nil, is a
+// radgen.MaskedFill mask (B|1, 1, Tq|1, Tk'), zero = masked (see
+// m2KeepMask). It returns (B, Tq, D) and, if keep is true, the
+// probabilities (B, h, Tq, Tk').
+func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	b, nq := qp.Dim(0), qp.Dim(1)
+	q := a.heads(g, qp, a.DK)                                         // (B, h, Tq, d_k)
+	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(a.DK))) // QKᵀ/√d_k (Eq. 1)
 	if unmasked != nil {
 		att = g.MaskedFill(att, unmasked, math.Inf(-1))
 	}
 	p := g.Softmax(att)
-	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, h*dv) // concatenated heads
+	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, a.Heads*a.DV) // concatenated heads
 	out := a.FCO.Forward(g, ctx)
 	if keep {
 		return out, p
