@@ -13,7 +13,8 @@
 # archive: the download takes most of the time (about 25 s here), the
 # extraction stops after the headers (about 3 s, instead of 40 s for the whole
 # archive). The headers are kept in a cache directory; later runs take no
-# time.
+# time. Where nvidia-cuda-toolkit is installed (CUDA 11.8 in /usr/include),
+# its headers are used as they are.
 #
 # Use:  source .ci/cuda-deps.sh          exports CGO_CFLAGS (and RADGEN_REQUIRE_CUDA_HEADERS=1)
 #       .ci/cuda-deps.sh --print-env    installs, then prints the export lines
@@ -33,6 +34,14 @@ _rg_cuda_deps() {
 	if [ -f "$inc/cuda.h" ] && [ -f "$inc/cublas_v2.h" ]; then
 		echo "cuda-deps: CUDA headers cached in $inc" >&2
 		_RG_CUDA_INC="$inc"
+		return 0
+	fi
+	# A machine with nvidia-cuda-toolkit installed (to regenerate the PTX)
+	# has the same CUDA 11.8 headers in /usr/include already.
+	if [ -z "${RADGEN_CUDA_PREFIX:-}" ] && [ -f /usr/include/cublas_v2.h ] &&
+		grep -q '^#define CUDA_VERSION 11080' /usr/include/cuda.h 2>/dev/null; then
+		echo "cuda-deps: CUDA 11.8 headers installed in /usr/include" >&2
+		_RG_CUDA_INC=/usr/include
 		return 0
 	fi
 	if [ "$(id -u)" != 0 ]; then
