@@ -309,45 +309,52 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 }
 
 // BenchmarkM2ModuleDecoding decodes 20 steps of M²'s beam search of width
-// 3 (every beam runs to MaxLen) with the COCO configuration (random
-// weights, 50 regions) through the hand-written CPU step ("handwritten",
-// M2Decoding) and through the modules' steps ("modules"), at batch 1 and
-// 16, from one encoding, and reports the time per step.
+// 3 (every beam runs to MaxLen) through the hand-written CPU step
+// ("handwritten", M2Decoding) and through the modules' steps ("modules"),
+// at batch 1 and 16, from one encoding of 50 regions, and reports the time
+// per step. "coco" is the paper's configuration (vocabulary 10,201, whose
+// output projection dominates a step), "tiny" TinyM2 with 200 words (where
+// the cost of the steps' many small operations shows); weights are random.
 func BenchmarkM2ModuleDecoding(b *testing.B) {
-	c := M2COCO(10201)
-	c.Padding = mesh.PadNone
-	m, err := NewM2Transformer(c, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const steps = 20
-	st := decode.BeamSearch{Size: 3, MaxLen: steps, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2, FullLength: true}
-	for _, batch := range []int{1, 16} {
-		feats := m2Feats(rand.New(rand.NewPCG(1, 1)), batch, 50, c.DIn)
-		enc, err := m.Encode(radgen.NoGrad(), feats)
+	for _, cfg := range []struct {
+		name string
+		c    M2Config
+	}{{"coco", M2COCO(10201)}, {"tiny", TinyM2(200, 256)}} {
+		c := cfg.c
+		c.Padding = mesh.PadNone
+		m, err := NewM2Transformer(c, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, path := range []string{"handwritten", "modules"} {
-			b.Run(fmt.Sprintf("%s/batch=%d", path, batch), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					var dec decode.Model
-					var err error
-					if path == "handwritten" {
-						dec, err = m.StartDecodingEncoded(enc)
-					} else {
-						dec, err = m.startModuleDecodingEncoded(enc)
+		const steps = 20
+		st := decode.BeamSearch{Size: 3, MaxLen: steps, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2, FullLength: true}
+		for _, batch := range []int{1, 16} {
+			feats := m2Feats(rand.New(rand.NewPCG(1, 1)), batch, 50, c.DIn)
+			enc, err := m.Encode(radgen.NoGrad(), feats)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, path := range []string{"handwritten", "modules"} {
+				b.Run(fmt.Sprintf("%s/%s/batch=%d", cfg.name, path, batch), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						var dec decode.Model
+						var err error
+						if path == "handwritten" {
+							dec, err = m.StartDecodingEncoded(enc)
+						} else {
+							dec, err = m.startModuleDecodingEncoded(enc)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := st.Decode(context.Background(), dec); err != nil {
+							b.Fatal(err)
+						}
 					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := st.Decode(context.Background(), dec); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*steps), "ms/step")
-			})
+					b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*steps), "ms/step")
+				})
+			}
 		}
 	}
 }
