@@ -370,7 +370,10 @@ func (e *Engine) Col2im(dx, col Ptr, ldc int, c int, g ConvGeom) error {
 // (planes, Ho, Wo) and the index of the (first) maximum in its plane to
 // arg, int32s (−1 for a window of padding only; internal/kernels.MaxPool).
 func (e *Engine) MaxPool(dst, arg, x Ptr, planes int, g ConvGeom) error {
-	npix, _ := convCheck("MaxPool", planes, g)
+	g.Check()
+	check(planes >= 0 && fitsInt32(planes, g.H, g.W, g.KH, g.KW, g.StrideH, g.StrideW, g.PadH, g.PadW, g.DilH, g.DilW),
+		"MaxPool: planes=%d geometry %+v", planes, g)
+	npix := int64(g.OutH()) * int64(g.OutW())
 	var a args
 	a.ptr(dst).ptr(arg).ptr(x).i32(planes).conv(g)
 	return e.elementwise(kMaxPool, int64(planes)*npix, &a)
