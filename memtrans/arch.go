@@ -299,7 +299,7 @@ func (m *Transformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, ta
 }
 
 func (m *Transformer) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	dec, err := m.StartDecoding(feats)
+	dec, err := m.startAnyDecoding(feats)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -348,6 +348,9 @@ func (f m2Facade) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, target
 }
 
 func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
+	if w := f.Decoder.WordEmb; !onCPU(w) {
+		return nil, 0, fmt.Errorf("memtrans: M² decoding on %v is not available yet", w.Device())
+	}
 	dec, err := f.StartDecoding(feats)
 	if err != nil {
 		return nil, 0, err

@@ -5,56 +5,61 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/internal/testutil"
 )
 
 // BenchmarkGenerateDevice decodes beam-3, 60-token IU X-Ray reports (eos
-// forbidden) with the paper's configuration on the device of RADGEN_DEVICE
-// (cuda:N; skipped otherwise: the reference device is a test of
-// correctness, not of speed). It reports reports/s for batch 1, 16 and 128,
-// and the decoder step's weight traffic: the bytes of the weights each step
-// reads once, per second of step, and as a fraction of the device's peak
-// bandwidth (issue 8).
+// forbidden) with the paper's configuration through the modules' steps on
+// the device of RADGEN_DEVICE (cuda:N; skipped otherwise: the reference
+// device is a test of correctness, not of speed). It reports reports/s for
+// batch 1, 16 and 128, and the decoder step's weight traffic: the bytes of
+// the weights each step reads once, per second of step, and as a fraction
+// of the device's peak bandwidth.
 //
 //	RADGEN_DEVICE=cuda:0 go test -tags cuda ./memtrans -run '^$' -bench GenerateDevice
 func BenchmarkGenerateDevice(b *testing.B) {
-	dev := testDevice(b)
-	if dev.kind != deviceCUDA {
+	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if dev == radgen.CPU || dev == radgen.Reference() {
 		b.Skip("set RADGEN_DEVICE=cuda:N (and build with -tags cuda) to benchmark a GPU")
 	}
-	e, err := accel.OpenCUDA(dev.ordinal)
+	if err := dev.Check(); err != nil {
+		b.Skipf("%v: %v", dev, err)
+	}
+	m := paperModel(b)
+	var weightBytes float64
+	m.VisitParams(func(_ string, t *radgen.Tensor) {
+		if t != m.Embed.Table && t != m.Embed.Position && t != m.AttEmbed.Weight {
+			weightBytes += 4 * float64(t.Len())
+		}
+	})
+	if err := radgen.ToDevice(m, dev); err != nil {
+		b.Fatal(err)
+	}
+	e, err := accel.OpenCUDA(dev.Ordinal())
 	if err != nil {
 		b.Skipf("no GPU: %v", err)
 	}
 	defer e.Close()
-	m := paperModel(b)
-	w, err := uploadWeights(e, m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.free()
-	var weightBytes float64
-	for _, t := range w.tensors {
-		if t.t != m.Embed.Table && t.t != m.Embed.Position {
-			weightBytes += 4 * float64(t.t.Len())
-		}
-	}
 	const maxLen = 60
 	for _, batch := range []int{1, 16, 128} {
 		b.Run(fmt.Sprintf("beam3/batch=%d", batch), func(b *testing.B) {
-			feats := randomFeats(batch, 98, 2048, 4)
+			feats := randomFeats(batch, 98, 2048, 4).To(dev)
 			s := decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
 			b.ResetTimer()
 			for range b.N {
-				dec, err := m.startDeviceDecoding(w, feats)
+				dec, err := m.startModuleDecoding(feats)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if _, err := s.Decode(context.Background(), noEOS{dec}); err != nil {
 					b.Fatal(err)
 				}
-				dec.Close()
 			}
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(float64(batch)/sec, "reports/s")

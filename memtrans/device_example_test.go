@@ -1,35 +1,47 @@
 package memtrans_test
 
 import (
-	"errors"
+	"context"
 	"fmt"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 )
 
-// A model decodes on the first GPU when one is there, and on the CPU
-// otherwise. ReferenceDevice runs the GPU's code path on the CPU.
+// A model runs on the first GPU when one can be used, and on the CPU
+// otherwise; radgen.Reference() runs the device code path on the CPU and
+// writes what the CPU writes.
 func ExampleWithDevice() {
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"The heart is normal in size.", "No effusion."})
 	if err != nil {
 		panic(err)
 	}
 	cfg := memtrans.TinyConfig(tok.Len() + 1)
-	m, err := memtrans.New(cfg, tok, 1, memtrans.WithDevice(memtrans.CUDA(0)))
-	if errors.Is(err, memtrans.ErrDevice) {
-		m, err = memtrans.New(cfg, tok, 1) // no GPU here
+	dev := radgen.CUDA(0)
+	if dev.Check() != nil {
+		dev = radgen.CPU // no GPU here
 	}
+	m, err := memtrans.New(cfg, tok, 1, memtrans.WithDevice(dev))
 	if err != nil {
 		panic(err)
 	}
 	defer m.Close()
 
-	ref, err := memtrans.New(cfg, tok, 1, memtrans.WithDevice(memtrans.ReferenceDevice()))
+	ref, err := memtrans.New(cfg, tok, 1, memtrans.WithDevice(radgen.Reference()))
 	if err != nil {
 		panic(err)
 	}
 	defer ref.Close()
-	fmt.Println(ref.Device())
-	// Output: reference
+	feats := radgen.Zeros(1, cfg.PatchesPerStudy(), cfg.Vision.OutChannels())
+	a, err := m.GenerateFeatures(context.Background(), []string{"s1"}, feats, memtrans.WithMaxLength(8))
+	if err != nil {
+		panic(err)
+	}
+	b, err := ref.GenerateFeatures(context.Background(), []string{"s1"}, feats, memtrans.WithMaxLength(8))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ref.Device(), a[0].Text == b[0].Text)
+	// Output: reference true
 }

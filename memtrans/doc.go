@@ -33,9 +33,13 @@
 //
 // # Devices
 //
-// [WithDevice] moves R2Gen's decoder steps to a GPU ([CUDA], in a build with
-// the cuda tag) through package internal/accel; [ReferenceDevice] runs the
-// same device code on the CPU, which is how the tests check it everywhere.
+// [WithDevice] places the whole model — extractor, encoder and decoder — on
+// a radgen.Device: a GPU (radgen.CUDA, in a build with the cuda tag) or
+// radgen.Reference(), which runs the same device code on the CPU and is how
+// the tests check it everywhere. Generation, training and the feature cache
+// then run there through the modules' own ops and decoding steps; on the
+// CPU, float32 models decode through the hand-tuned step of
+// [Transformer.StartDecoding].
 //
 // # Decoding
 //

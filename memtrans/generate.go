@@ -369,7 +369,7 @@ func (m *Model) encodeImages(ctx context.Context, studies []Study) (*radgen.Tens
 	if err != nil {
 		return nil, err
 	}
-	patches, _, err := m.extractor.Extract(ctx, imgs)
+	patches, _, err := m.extractor.Extract(ctx, toDevice(imgs, m.device))
 	return patches, err
 }
 
@@ -395,10 +395,9 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	var res []studyResult
 	var width int
 	var err error
+	feats = toDevice(feats, m.device)
 	switch {
-	case m.dev != nil:
-		res, width, err = m.decodeOnDevice(ctx, feats, o)
-	case m.half != nil && m.transformer != nil:
+	case m.half != nil && m.transformer != nil && m.device == radgen.CPU:
 		res, width, err = m.decodeHalf(ctx, feats, o)
 	default:
 		res, width, err = m.net.decodeStudies(ctx, feats, o)

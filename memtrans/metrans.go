@@ -417,7 +417,7 @@ func (m *METransformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute,
 		if err != nil {
 			return err
 		}
-		last := g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab)
+		last := g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab).To(radgen.CPU)
 		if last.Is64() {
 			for i, v := range last.Data64() {
 				dst[i] = float32(v)
@@ -490,7 +490,7 @@ func (m *METransformer) Generate(ctx context.Context, feats *radgen.Tensor, stra
 func constOf(like *radgen.Tensor, values []float64, shape ...int) *radgen.Tensor {
 	t := radgen.FromFloat64(values, shape...)
 	if !like.Is64() {
-		t = t.To32()
+		t = t.To32().To(like.Device())
 	}
 	return t
 }
@@ -502,7 +502,7 @@ func constFill(like *radgen.Tensor, v float64, shape ...int) *radgen.Tensor {
 	if like.Is64() {
 		t = radgen.Zeros64(shape...)
 	} else {
-		t = radgen.Zeros(shape...)
+		t = radgen.Zeros(shape...).To(like.Device())
 	}
 	if v != 0 {
 		radgen.Fill(t, v)

@@ -111,7 +111,7 @@ func (s *METransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 			x = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, x, ec)), x)) // Eq. 13
 		}
 	}
-	lp := g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))
+	lp := g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel))).To(radgen.CPU)
 	if lp.Is64() {
 		for i, v := range lp.Data64() {
 			dst[i] = float32(v)

@@ -99,9 +99,8 @@ type Model struct {
 	budget      Budget
 	imageOpts   []vision.Option
 	slots       chan struct{} // one token per batch being generated
-	device      Device
-	dev         *deviceState // nil on the CPU
-	half        *halfState   // nil unless WithHalfWeights
+	device      radgen.Device // where the weights live (WithDevice)
+	half        *halfState    // nil unless WithHalfWeights
 
 	mu     sync.RWMutex
 	closed bool
@@ -201,7 +200,7 @@ func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *d
 	if m.slots == nil {
 		m.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
 	}
-	if err := m.openDevice(); err != nil {
+	if err := m.moveToDevice(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -259,9 +258,6 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.closed = true
-	if m.dev != nil {
-		return m.dev.close()
-	}
 	return nil
 }
 

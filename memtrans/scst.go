@@ -126,7 +126,8 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 			return res, fmt.Errorf("%w: study %d has no reference", ErrSCST, i)
 		}
 	}
-	dec, err := m.StartDecoding(feats)
+	feats = toDevice(feats, m.Logit.Weight.Device()) // sampling and the update run where the model is
+	dec, err := m.startAnyDecoding(feats)
 	if err != nil {
 		return res, err
 	}
@@ -183,7 +184,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 		return res, err
 	}
 	loss := SCSTLoss(g, logp, res.Advantages)
-	res.Loss = loss.At()
+	res.Loss = loss.To(radgen.CPU).At()
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 		return res, fmt.Errorf("memtrans: SCST loss is %v at step %d", res.Loss, s.steps)
 	}
@@ -229,7 +230,7 @@ func SCSTLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radge
 	}
 	adv := radgen.FromFloat64(append([]float64(nil), advantages...), len(advantages))
 	if !logp.Is64() {
-		adv = adv.To32()
+		adv = adv.To32().To(logp.Device())
 	}
 	return g.Scale(g.Sum(g.Mul(logp, adv)), -1/float64(len(advantages)))
 }
@@ -279,7 +280,7 @@ func (m *Transformer) SequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, se
 	wt := radgen.FromFloat64(weights, r, t)
 	ones := radgen.FromFloat64(onesOf(t), t, 1)
 	if !picked.Is64() {
-		wt, ones = wt.To32(), ones.To32()
+		wt, ones = wt.To32().To(picked.Device()), ones.To32().To(picked.Device())
 	}
 	return g.Reshape(g.MatMul(g.Mul(picked, wt), ones, false), r), nil
 }

@@ -47,6 +47,16 @@ var (
 	_ decode.AttentionRecorder = (*moduleDecoding)(nil)
 )
 
+// startAnyDecoding returns the hand-written CPU Decoding when the
+// Transformer's weights are float32 on the CPU, and the modules' decoding
+// anywhere else.
+func (m *Transformer) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
+	if onCPU(m.Logit.Weight) {
+		return m.StartDecoding(toDevice(feats, radgen.CPU))
+	}
+	return m.startModuleDecoding(feats)
+}
+
 // startModuleDecoding encodes visual features (B, N, d_vf), on the device
 // of the Transformer's parameters, and returns a decoding state with one
 // row per study.

@@ -2,6 +2,7 @@ package memtrans
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -165,6 +166,47 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 				if worst > 1e-4 {
 					t.Errorf("token log-probabilities: max |Δ| = %.3g > 1e-4", worst)
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkModuleDecoding decodes 60-token reports (eos forbidden) with the
+// paper's IU configuration through the hand-written CPU step ("handwritten")
+// and through the modules' steps ("modules"), beam 3 at batch 1 and 16 and
+// greedy at batch 16, for benchstat to compare in one run.
+func BenchmarkModuleDecoding(b *testing.B) {
+	m := paperModel(b)
+	const maxLen = 60
+	for _, path := range []string{"handwritten", "modules"} {
+		for _, run := range []struct {
+			strat string
+			batch int
+		}{{"beam3", 1}, {"beam3", 16}, {"greedy", 16}} {
+			b.Run(fmt.Sprintf("%s/%s/batch=%d", path, run.strat, run.batch), func(b *testing.B) {
+				feats := randomFeats(run.batch, 98, 2048, 4)
+				var s decode.Strategy = decode.Greedy{MaxLen: maxLen}
+				if run.strat == "beam3" {
+					s = decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					var model decode.Model
+					var err error
+					if path == "handwritten" {
+						model, err = m.StartDecoding(feats)
+					} else {
+						model, err = m.startModuleDecoding(feats)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.Decode(context.Background(), noEOS{model}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*run.batch), "ms/study")
 			})
 		}
 	}

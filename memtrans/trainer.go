@@ -331,7 +331,7 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 	sq := make([]float64, feat)
 	count := 0
 	for _, x := range t.cache.mem {
-		d := x.Data()
+		d := x.To(radgen.CPU).Data()
 		for i := 0; i+feat <= len(d); i += feat {
 			for c, v := range d[i : i+feat] {
 				sum[c] += float64(v)
@@ -343,7 +343,9 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 	if count > 1 {
 		m.mu.Lock()
 		emb := m.net.visualEmbedding()
-		w, bias := emb.Weight.Data(), emb.Bias.Data()
+		// Read and write the weights on the CPU, wherever they live.
+		wt, bt := emb.Weight.To(radgen.CPU).Clone(), emb.Bias.To(radgen.CPU).Clone()
+		w, bias := wt.Data(), bt.Data()
 		out := emb.Weight.Dim(0)
 		for c := 0; c < feat; c++ {
 			mu := sum[c] / float64(count)
@@ -353,7 +355,11 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 				bias[o] -= float32(float64(w[o*feat+c]) * mu)
 			}
 		}
+		err := radgen.LoadParams(emb, radgen.MapSource{"weight": wt, "bias": bt}, "")
 		m.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("memtrans: calibration: %w", err)
+		}
 	}
 	t.logger.LogAttrs(ctx, slog.LevelInfo, "calibrated batch norm and att_embed", slog.Int("batches", t.cfg.CalibrateBatches), slog.Int("studies", len(t.cache.mem)))
 	return nil
@@ -438,9 +444,6 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		p.Tensor.ZeroGrad()
 	}
 	m.extractor.ResNet.Refold()
-	if m.dev != nil {
-		m.dev.markStale()
-	}
 	if m.half != nil {
 		m.half.markStale()
 	}
@@ -481,7 +484,7 @@ func (t *Trainer) frozenFeatures(ctx context.Context, b *data.Batch) (*radgen.Te
 		for j, i := range miss {
 			copy(imgs.Data()[j*per:(j+1)*per], b.Images[i*per:(i+1)*per])
 		}
-		x, _, err := m.extractor.Extract(ctx, imgs)
+		x, _, err := m.extractor.Extract(ctx, toDevice(imgs, m.device))
 		if err != nil {
 			return nil, err
 		}

@@ -201,7 +201,7 @@ func meanWeights(like, mask *radgen.Tensor, b, tq, tk int) *radgen.Tensor {
 	}
 	t := radgen.FromFloat64(w, b, tq, tk)
 	if !like.Is64() {
-		t = t.To32()
+		t = t.To32().To(like.Device())
 	}
 	return t
 }

@@ -439,7 +439,10 @@ func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (
 	if x.Rank() != 4 || x.Dim(1) != 3 {
 		panic(fmt.Sprintf("vision: ResNet input %v, want [B, 3, H, W]", x.Shape()))
 	}
-	if !g.Recording() && !g.Training() {
+	// Inference on the CPU runs the folded network (batch norm folded into
+	// the convolutions, packed kernels); on a device, and in training, the
+	// graph's ops, which run on any engine.
+	if !g.Recording() && !g.Training() && r.Stem.Weight.Device() == radgen.CPU {
 		return r.fold().forward(ctx, g, x)
 	}
 	r.folded.Store(nil)

@@ -217,7 +217,7 @@ func zerosLike(x *radgen.Tensor, shape ...int) *radgen.Tensor {
 	if x.Is64() {
 		return radgen.Zeros64(shape...)
 	}
-	return radgen.Zeros(shape...)
+	return radgen.Zeros(shape...).To(x.Device())
 }
 
 // scalarLike returns a one-element tensor holding s in x's dtype.

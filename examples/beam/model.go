@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 )
 
@@ -59,18 +60,14 @@ func modelFor(ctx context.Context, src, device string) (*memtrans.Model, string,
 	return lm.model, lm.sum, lm.err
 }
 
-// parseDevice reads -device as the cli does.
-func parseDevice(s string) (memtrans.Device, error) {
-	switch {
-	case s == "" || s == "cpu":
-		return memtrans.CPU, nil
-	case s == "reference":
-		return memtrans.ReferenceDevice(), nil
-	case strings.HasPrefix(s, "cuda:"):
-		n, err := strconv.Atoi(strings.TrimPrefix(s, "cuda:"))
-		if err == nil && n >= 0 {
-			return memtrans.CUDA(n), nil
-		}
+// parseDevice reads -device: cpu (or empty), reference or cuda:N.
+func parseDevice(s string) (radgen.Device, error) {
+	if s == "" {
+		return radgen.CPU, nil
 	}
-	return memtrans.CPU, fmt.Errorf("unknown -device %q (cpu, cuda:N or reference)", s)
+	d, err := radgen.ParseDevice(s)
+	if err != nil {
+		return radgen.CPU, fmt.Errorf("-device: %w", err)
+	}
+	return d, nil
 }

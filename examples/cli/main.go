@@ -17,9 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
@@ -261,20 +260,13 @@ func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, 
 	return cfg, cfg.Validate()
 }
 
-// parseDevice reads -device.
-func parseDevice(s string) (memtrans.Device, error) {
-	switch {
-	case s == "cpu":
-		return memtrans.CPU, nil
-	case s == "reference":
-		return memtrans.ReferenceDevice(), nil
-	case strings.HasPrefix(s, "cuda:"):
-		n, err := strconv.Atoi(strings.TrimPrefix(s, "cuda:"))
-		if err == nil && n >= 0 {
-			return memtrans.CUDA(n), nil
-		}
+// parseDevice reads -device: cpu, reference or cuda:N.
+func parseDevice(s string) (radgen.Device, error) {
+	d, err := radgen.ParseDevice(s)
+	if err != nil {
+		return radgen.CPU, fmt.Errorf("-device: %w", err)
 	}
-	return memtrans.CPU, fmt.Errorf("unknown -device %q (cpu, cuda:N or reference)", s)
+	return d, nil
 }
 
 type generated struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
 )
 
@@ -26,6 +27,7 @@ func openGolden(t *testing.T, dir, name string) *safetensors.File {
 // parameters and gradients, and compares every parameter with the
 // reference's result: max |Δ| ≤ 1e-6 per tensor.
 func TestR2GenStepParity(t *testing.T) {
+	dev := testdevice.Selected(t)
 	dir := testutil.Dir(t, "RADGEN_GOLDEN_R2GEN", "golden/r2gen")
 	model := openGolden(t, dir, "model.safetensors")
 	grads := openGolden(t, dir, "grads.safetensors")
@@ -52,8 +54,8 @@ func TestR2GenStepParity(t *testing.T) {
 		if !slices.Equal(shape, gshape) {
 			t.Fatalf("%s: parameter %v, gradient %v", name, shape, gshape)
 		}
-		pt := radgen.FromFloat32(p, shape...).SetRequiresGrad(true)
-		pt.SetGrad(radgen.FromFloat32(g, shape...))
+		pt := radgen.FromFloat32(p, shape...).SetRequiresGrad(true).To(dev)
+		pt.SetGrad(radgen.FromFloat32(g, shape...).To(dev))
 		params = append(params, radgen.Named{Name: name, Tensor: pt})
 	}
 	if len(params) != len(grads.Names()) {
@@ -78,7 +80,7 @@ func TestR2GenStepParity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := p.Tensor.Data()
+		got := testdevice.Host(p.Tensor).Data()
 		var tensorMax float64
 		for i := range got {
 			d := math.Abs(float64(got[i]) - float64(want[i]))
