@@ -68,6 +68,10 @@ type Engine struct {
 	info    DeviceInfo
 	maxGrid int   // cap on grid-stride grids
 	blasErr error // why Gemm is unavailable, nil if it is
+
+	// launched, when set (tests of the launchers without a GPU), receives
+	// every kernel launch instead of the device.
+	launched func(k kernel, grid, block dim3, a *args) error
 }
 
 var (

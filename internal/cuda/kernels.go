@@ -160,6 +160,9 @@ func (a *args) flag(b bool) *args {
 type dim3 struct{ x, y, z uint32 }
 
 func (e *Engine) launch(k kernel, grid, block dim3, a *args) error {
+	if e.launched != nil {
+		return e.launched(k, grid, block, a)
+	}
 	c, err := e.enter()
 	if err != nil {
 		return err
