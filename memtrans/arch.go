@@ -348,10 +348,13 @@ func (f m2Facade) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, target
 }
 
 func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	if w := f.Decoder.WordEmb; !onCPU(w) {
-		return nil, 0, fmt.Errorf("memtrans: M² decoding on %v is not available yet", w.Device())
+	var dec decode.AttentionRecorder
+	var err error
+	if onCPU(f.Decoder.WordEmb) {
+		dec, err = f.StartDecoding(toDevice(feats, radgen.CPU))
+	} else {
+		dec, err = f.startModuleDecoding(feats)
 	}
-	dec, err := f.StartDecoding(feats)
 	if err != nil {
 		return nil, 0, err
 	}

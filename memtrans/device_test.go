@@ -383,7 +383,6 @@ func TestModelWithHalfWeights(t *testing.T) {
 // reference device as on the CPU (M²'s beam rules, forbidden <bos>/<pad>,
 // attention).
 func TestM2ModelOnReferenceDevice(t *testing.T) {
-	t.Skip("M² decoding on devices moves to the modules' steps")
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion or pneumothorax.", "the lungs are clear."})
 	if err != nil {
 		t.Fatal(err)

@@ -48,29 +48,6 @@ func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *K
 	return g.Reshape(out, r, a.Width())
 }
 
-// gather returns every row's history of xs, one (rows at that step, W)
-// tensor per position as c.keys and c.values hold them, as (Rows(), Len(),
-// W), through the ancestry. Keys and values may differ in width (M²'s d_k
-// and d_v).
-func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
-	t := len(xs)
-	offset := make([]int, t)
-	for j := 1; j < t; j++ {
-		offset[j] = offset[j-1] + xs[j-1].Dim(0)
-	}
-	idx := make([]int, 0, c.rows*t)
-	for _, a := range c.anc {
-		for j, r := range a {
-			idx = append(idx, offset[j]+r)
-		}
-	}
-	all := xs[0]
-	if t > 1 {
-		all = g.Concat(0, xs...)
-	}
-	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, xs[0].Dim(1))
-}
-
 // M2Source is an M² attention's keys and values over a source (the
 // encoder output of a batch of studies), projected once, memory slots
 // appended (Eq. 3), with the source's mask: the part of Forward that every

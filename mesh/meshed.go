@@ -277,6 +277,7 @@ func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, level
 	if levels.Is64() {
 		pad, selfMask = pad.To64(), selfMask.To64()
 	}
+	pad, selfMask = pad.To(levels.Device()), selfMask.To(levels.Device())
 	y := dec.embed(g, tokens, positions, b, t)
 	for i, src := range dec.Sources(g, levels) {
 		y = dec.Layers[i].Forward(g, y, src, pad, selfMask, encMask)

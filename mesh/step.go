@@ -72,14 +72,15 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	}
 }
 
-// history returns every row's keys and values over the positions cached,
-// (Rows(), Len(), D) each, gathered through the ancestry.
-func (c *KVCache) history(g *radgen.Graph) (k, v *radgen.Tensor) {
-	t := len(c.keys)
-	d := c.keys[0].Dim(1)
+// gather returns every row's history of xs, one (rows at that step, W)
+// tensor per position as c.keys and c.values hold them, as (Rows(), Len(),
+// W), through the ancestry. Keys and values may differ in width (M²'s d_k
+// and d_v).
+func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
+	t := len(xs)
 	offset := make([]int, t)
 	for j := 1; j < t; j++ {
-		offset[j] = offset[j-1] + c.keys[j-1].Dim(0)
+		offset[j] = offset[j-1] + xs[j-1].Dim(0)
 	}
 	idx := make([]int, 0, c.rows*t)
 	for _, a := range c.anc {
@@ -87,14 +88,11 @@ func (c *KVCache) history(g *radgen.Graph) (k, v *radgen.Tensor) {
 			idx = append(idx, offset[j]+r)
 		}
 	}
-	gather := func(xs []*radgen.Tensor) *radgen.Tensor {
-		all := xs[0]
-		if t > 1 {
-			all = g.Concat(0, xs...)
-		}
-		return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, d)
+	all := xs[0]
+	if t > 1 {
+		all = g.Concat(0, xs...)
 	}
-	return gather(c.keys), gather(c.values)
+	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, xs[0].Dim(1))
 }
 
 // Step is Forward for one new position per row: x (R, D) holds each row's
@@ -108,7 +106,7 @@ func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache)
 	}
 	r, d := x.Dim(0), x.Dim(1)
 	c.append(m.Linears[1].Forward(g, x), m.Linears[2].Forward(g, x))
-	k, v := c.history(g)
+	k, v := c.gather(g, c.keys), c.gather(g, c.values)
 	q := g.Reshape(m.Linears[0].Forward(g, x), r, 1, d)
 	ctx, _ := m.attendProjected(g, q, k, v, nil, false)
 	return g.Reshape(ctx, r, d)
