@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -14,7 +15,9 @@ import (
 // engine's semantics (and, where the host rounds each float32 operation on
 // its own, its bits: see radgen.cu).
 
-// MaxRank is the largest rank Binary, ReduceSum and Permute take.
+// MaxRank is the largest rank Binary, ReduceSum and Permute take once
+// dimensions of size 1 are dropped and dimensions laid out contiguously in
+// every operand are merged.
 const MaxRank = 8
 
 // BinaryOp picks the element-wise operation of Binary.
@@ -87,13 +90,49 @@ func (a *args) conv(g ConvGeom) *args {
 // numel returns the product of shape, checking that every size and the
 // product fit the kernels' int32 and int64 indices.
 func numel(name string, shape []int) int64 {
-	check(len(shape) <= MaxRank && fitsInt32(shape...), "%s: shape %v (rank at most %d)", name, shape, MaxRank)
+	check(fitsInt32(shape...), "%s: shape %v", name, shape)
 	n := int64(1)
 	for _, s := range shape {
 		n *= int64(s)
 		check(n <= 1<<50, "%s: shape %v too large", name, shape)
 	}
 	return n
+}
+
+// collapse drops the dimensions of size 1 and merges each dimension into
+// the next wherever every stride set steps over the next one contiguously
+// (s_i = s_{i+1}·shape_{i+1}): fewer dimensions, the same elements in the
+// same row-major order. A merged size stays below 2³¹.
+func collapse(shape []int, strides ...[]int) ([]int, [][]int) {
+	var sh []int
+	st := make([][]int, len(strides))
+	for i, n := range shape {
+		if n == 1 {
+			continue
+		}
+		if j := len(sh) - 1; j >= 0 && int64(sh[j])*int64(n) <= math.MaxInt32 {
+			merge := true
+			for k := range strides {
+				merge = merge && int64(st[k][j]) == int64(strides[k][i])*int64(n)
+			}
+			if merge {
+				sh[j] *= n
+				for k := range strides {
+					st[k][j] = strides[k][i]
+				}
+				continue
+			}
+		}
+		sh = append(sh, n)
+		for k := range strides {
+			st[k] = append(st[k], strides[k][i])
+		}
+	}
+	return sh, st
+}
+
+func checkRank(name string, shape, collapsed []int) {
+	check(len(collapsed) <= MaxRank, "%s: shape %v has %d dimensions that do not merge (at most %d)", name, shape, len(collapsed), MaxRank)
 }
 
 func (e *Engine) elementwise(k kernel, n int64, a *args) error {
@@ -142,9 +181,14 @@ func (e *Engine) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []in
 		fitsInt32(strideA...) && fitsInt32(strideB...),
 		"Binary: op %d shape %v strides %v %v", op, shape, strideA, strideB)
 	n := numel("Binary", shape)
-	d := dims{rank: int32(len(shape))}
-	for i, s := range shape {
-		d.dim[i], d.s1[i], d.s2[i] = int32(s), int32(strideA[i]), int32(strideB[i])
+	if n == 0 {
+		return nil
+	}
+	sh, st := collapse(shape, strideA, strideB)
+	checkRank("Binary", shape, sh)
+	d := dims{rank: int32(len(sh))}
+	for i, s := range sh {
+		d.dim[i], d.s1[i], d.s2[i] = int32(s), int32(st[0][i]), int32(st[1][i])
 	}
 	var ar args
 	ar.ptr(dst).ptr(a).ptr(b).i64(n).i32(int(op)).f32(value).dims(&d)
@@ -168,9 +212,18 @@ func (e *Engine) Permute(dst, src Ptr, shape, perm []int) error {
 		stride[i] = s
 		s *= shape[i]
 	}
-	d := dims{rank: int32(len(shape))}
+	if n == 0 {
+		return nil
+	}
+	oshape, ostride := make([]int, len(shape)), make([]int, len(shape))
 	for i, p := range perm {
-		d.dim[i], d.s1[i] = int32(shape[p]), int32(stride[p])
+		oshape[i], ostride[i] = shape[p], stride[p]
+	}
+	sh, st := collapse(oshape, ostride)
+	checkRank("Permute", shape, sh)
+	d := dims{rank: int32(len(sh))}
+	for i, s := range sh {
+		d.dim[i], d.s1[i] = int32(s), int32(st[0][i])
 	}
 	var a args
 	a.ptr(dst).ptr(src).i64(n).dims(&d)
@@ -203,13 +256,15 @@ func (e *Engine) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool
 		srcStride[i] = s
 		s *= shape[i]
 	}
-	var kept, summed []int // dimensions of size > 1
-	for i, sz := range shape {
-		switch {
-		case sz == 1:
-		case strideDst[i] != 0:
+	full, fullDst := shape, strideDst
+	shape, st := collapse(shape, srcStride, strideDst)
+	checkRank("ReduceSum", full, shape)
+	srcStride, strideDst = st[0], st[1]
+	var kept, summed []int
+	for i := range shape {
+		if strideDst[i] != 0 {
 			kept = append(kept, i)
-		default:
+		} else {
 			summed = append(summed, i)
 		}
 	}
@@ -219,7 +274,7 @@ func (e *Engine) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool
 	sort.SliceStable(byStride, func(i, j int) bool { return strideDst[byStride[i]] < strideDst[byStride[j]] })
 	K, R, span := int64(1), int64(1), int64(1)
 	for _, i := range byStride {
-		check(int64(strideDst[i]) >= span, "ReduceSum: destination strides %v alias over shape %v", strideDst, shape)
+		check(int64(strideDst[i]) >= span, "ReduceSum: destination strides %v alias over shape %v", fullDst, full)
 		span = int64(strideDst[i]) * int64(shape[i])
 		K *= int64(shape[i])
 	}

@@ -164,3 +164,56 @@ func TestTrainingLaunchers(t *testing.T) {
 		}
 	}
 }
+
+// offsets lists the offsets along each stride set of every element of
+// shape, in row-major order.
+func offsets(shape []int, strides [][]int) [][]int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	out := make([][]int, len(strides))
+	idx := make([]int, len(shape))
+	for range n {
+		for k, st := range strides {
+			o := 0
+			for d, i := range idx {
+				o += i * st[d]
+			}
+			out[k] = append(out[k], o)
+		}
+		for d := len(shape) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return out
+}
+
+// collapse merges dimensions without changing which elements are visited
+// or in which order.
+func TestCollapse(t *testing.T) {
+	for _, c := range []struct {
+		shape   []int
+		strides [][]int
+		rank    int
+	}{
+		{[]int{2, 3, 4}, [][]int{{12, 4, 1}, {12, 4, 1}}, 1},
+		{[]int{2, 3, 4}, [][]int{{12, 4, 1}, {0, 1, 0}}, 3},
+		{[]int{2, 3, 4, 5}, [][]int{{60, 20, 5, 1}, {0, 0, 5, 1}}, 2},
+		{[]int{1, 6, 1, 7, 1}, [][]int{{42, 7, 7, 1, 1}, {0, 1, 0, 0, 0}}, 2},
+		{[]int{3, 1, 4}, [][]int{{1, 0, 3}}, 2},
+		{[]int{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, [][]int{{512, 256, 128, 64, 32, 16, 8, 4, 2, 1}}, 1},
+		{[]int{1, 1}, [][]int{{1, 1}, {0, 0}}, 0},
+	} {
+		sh, st := collapse(c.shape, c.strides...)
+		if len(sh) != c.rank {
+			t.Errorf("collapse(%v, %v) = %v, want rank %d", c.shape, c.strides, sh, c.rank)
+		}
+		if got, want := offsets(sh, st), offsets(c.shape, c.strides); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("collapse(%v, %v) = %v %v visits %v, want %v", c.shape, c.strides, sh, st, got, want)
+		}
+	}
+}
