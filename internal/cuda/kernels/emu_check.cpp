@@ -211,8 +211,9 @@ int main() {
     launch({3}, {256}, [&] { rg_add_f32(d.data(), a.data(), b.data(), (long long)rows*cols, cols, bR, bD); });
     std::vector<double> w(rows*cols); for (int r = 0; r < rows; r++) for (int c = 0; c < cols; c++) w[r*cols+c] = (double)a[r*cols+c] + b[((r/bD)%bR)*cols+c];
     check("add/pergroup", d, w);
-    launch({2}, {256}, [&] { rg_mul_f32(d.data(), a.data(), b.data(), (long long)rows*cols, cols, 4, 1); });
-    for (int r = 0; r < rows; r++) for (int c = 0; c < cols; c++) w[r*cols+c] = (double)a[r*cols+c] * b[(r%4)*cols+c];
+    auto b4 = rnd(4*cols, 3); // Cyclic(4): four rows
+    launch({2}, {256}, [&] { rg_mul_f32(d.data(), a.data(), b4.data(), (long long)rows*cols, cols, 4, 1); });
+    for (int r = 0; r < rows; r++) for (int c = 0; c < cols; c++) w[r*cols+c] = (double)a[r*cols+c] * b4[(r%4)*cols+c];
     check("mul/cyclic", d, w);
   }
   { // unary
