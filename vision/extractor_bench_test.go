@@ -20,7 +20,7 @@ func benchDevice(b *testing.B) radgen.Device {
 		b.Fatal(err)
 	}
 	if err := dev.Check(); err != nil {
-		b.Skipf("RADGEN_DEVICE=%v cannot run here (%v): benchmark it on a machine with that GPU, built with -tags cuda", dev, err)
+		b.Skipf("no %v to benchmark on here (%v): run it on a machine with that GPU, built with -tags cuda", dev, err)
 	}
 	return dev
 }
