@@ -62,7 +62,7 @@ func (c M2Config) ForReports(vocab, maxSeqLen int) M2Config {
 // ResNet-101 patch features of two 224² IU X-Ray views. vocab is the
 // tokenizer size + 1.
 func M2IUXray(vocab int) ModelConfig {
-	m2 := M2COCO(vocab).ForReports(vocab, IUXRay(vocab).MaxSeqLen)
+	m2 := m2COCO(vocab).ForReports(vocab, iuXRayTransformer(vocab).MaxSeqLen)
 	return ModelConfig{M2: &m2, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
@@ -72,26 +72,26 @@ func M2IUXray(vocab int) ModelConfig {
 // layers. The seed notes give no sizes; these follow R2Gen's scale.
 func METransIUXray(vocab int) ModelConfig {
 	c := METransConfig{DIn: 2048, Patches: 2 * 7 * 7, Experts: 6, DModel: 512, Heads: 8, DFF: 2048, DMid: 256,
-		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: IUXRay(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
+		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: iuXRayTransformer(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
 	return ModelConfig{METrans: &c, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
-// TinyM2Config returns TinyConfig's extractor and images with a small
-// Meshed-Memory Transformer (TinyM2) in place of R2Gen's decoder.
-func TinyM2Config(vocab int) ModelConfig {
-	c := TinyConfig(vocab)
-	m2 := TinyM2(vocab, c.Vision.OutChannels()).ForReports(vocab, c.Transformer.MaxSeqLen)
+// M2Tiny returns R2GenTiny's extractor and images with a small
+// Meshed-Memory Transformer (tinyM2Preset) in place of R2Gen's decoder.
+func M2Tiny(vocab int) ModelConfig {
+	c := R2GenTiny(vocab)
+	m2 := tinyM2Preset(vocab, c.Vision.OutChannels()).ForReports(vocab, c.Transformer.MaxSeqLen)
 	c.Transformer, c.M2 = Config{}, &m2
 	return c
 }
 
-// TinyMETransConfig returns TinyConfig's extractor and images with a small
+// METransTiny returns R2GenTiny's extractor and images with a small
 // METransformer in place of R2Gen's encoder–decoder, as wide and deep as
-// TinyConfig's decoder (d_model 64, 2 decoder layers; 3 experts). After
+// R2GenTiny's decoder (d_model 64, 2 decoder layers; 3 experts). After
 // changing ImageSize or Views, set METrans.Patches to PatchesPerStudy.
-func TinyMETransConfig(vocab int) ModelConfig {
-	c := TinyConfig(vocab)
-	mt := TinyMETrans(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
+func METransTiny(vocab int) ModelConfig {
+	c := R2GenTiny(vocab)
+	mt := tinyMETransPreset(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
 	mt.DModel, mt.DFF, mt.DMid = c.Transformer.DModel, 2*c.Transformer.DModel, c.Transformer.DModel/2
 	mt.MaxSeqLen = c.Transformer.MaxSeqLen
 	c.Transformer, c.METrans = Config{}, &mt
@@ -217,13 +217,13 @@ type studyResult struct {
 func newEncoderDecoder(c ModelConfig, seed uint64) (encoderDecoder, error) {
 	switch c.Architecture() {
 	case ArchM2:
-		m, err := NewM2Transformer(*c.M2, seed)
+		m, err := newM2Transformer(*c.M2, seed)
 		if err != nil {
 			return nil, err
 		}
 		return m2Facade{m}, nil
 	case ArchMETransformer:
-		return NewMETransformer(*c.METrans, seed)
+		return newMETransformer(*c.METrans, seed)
 	}
 	return NewTransformer(c.Transformer, seed)
 }
@@ -287,12 +287,12 @@ func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 // --- R2Gen ---
 
 func (m *Transformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
-	f, err := m.TeacherForce(g, feats, in, b, t)
+	f, err := m.teacherForce(g, feats, in, b, t)
 	if err != nil {
 		return nil, err
 	}
-	loss := Loss(g, f.LogProbs, targets, mask)
-	if aux := m.AuxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
+	loss := languageModelLoss(g, f.LogProbs, targets, mask)
+	if aux := m.auxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
 		loss = g.Add(loss, aux)
 	}
 	return loss, nil
@@ -334,24 +334,24 @@ func (f m2Facade) m2Input(in []int, t int) []int {
 }
 
 func (f m2Facade) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
-	enc, err := f.Encode(g, feats)
+	enc, err := f.encode(g, feats)
 	if err != nil {
 		return nil, err
 	}
-	lp, err := f.TeacherForce(g, enc, f.m2Input(in, t), b, t)
+	lp, err := f.teacherForce(g, enc, f.m2Input(in, t), b, t)
 	if err != nil {
 		return nil, err
 	}
 	// M²'s NLLLoss ignores <pad> targets; here the batch mask says which
 	// targets count, so the end id 0 is learned as a word, as in R2Gen.
-	return Loss(g, lp, targets, mask), nil
+	return languageModelLoss(g, lp, targets, mask), nil
 }
 
 func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
 	var dec decode.AttentionRecorder
 	var err error
 	if onCPU(f.Decoder.WordEmb) {
-		dec, err = f.StartDecoding(toDevice(feats, radgen.CPU))
+		dec, err = f.startCPUDecoding(toDevice(feats, radgen.CPU))
 	} else {
 		dec, err = f.startModuleDecoding(feats)
 	}
@@ -391,11 +391,11 @@ func (f m2Facade) decodeWith(ctx context.Context, dec decode.AttentionRecorder, 
 // --- METransformer ---
 
 func (m *METransformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
-	f, err := m.TeacherForce(g, feats, in, b, t)
+	f, err := m.teacherForce(g, feats, in, b, t)
 	if err != nil {
 		return nil, err
 	}
-	total, _, _ := m.Loss(g, f, targets, mask) // every expert's NLL + λ·orthogonal loss
+	total, _, _ := m.loss(g, f, targets, mask) // every expert's NLL + λ·orthogonal loss
 	return total, nil
 }
 
@@ -412,7 +412,7 @@ func (m *METransformer) decodeStudies(ctx context.Context, feats *radgen.Tensor,
 	if err != nil {
 		return nil, 0, err
 	}
-	reps, err := m.Generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: score})
+	reps, err := m.generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: score})
 	if err != nil {
 		return nil, 0, err
 	}

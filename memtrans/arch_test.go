@@ -19,9 +19,9 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 		arch      Architecture
 		configure func(int) ModelConfig
 	}{
-		{ArchR2Gen, TinyConfig},
-		{ArchM2, TinyM2Config},
-		{ArchMETransformer, TinyMETransConfig},
+		{ArchR2Gen, R2GenTiny},
+		{ArchM2, M2Tiny},
+		{ArchMETransformer, METransTiny},
 	} {
 		t.Run(string(tc.arch), func(t *testing.T) {
 			m, loader, ann, dir := synthSetupConfig(t, 24, 5, tc.configure)
@@ -106,17 +106,17 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 
 func TestModelConfigArchitectureErrors(t *testing.T) {
 	v := 30
-	both := TinyM2Config(v)
-	both.Transformer = TinyConfig(v).Transformer
-	two := TinyM2Config(v)
-	two.METrans = TinyMETransConfig(v).METrans
-	ids := TinyM2Config(v)
+	both := M2Tiny(v)
+	both.Transformer = R2GenTiny(v).Transformer
+	two := M2Tiny(v)
+	two.METrans = METransTiny(v).METrans
+	ids := M2Tiny(v)
 	badIDs := *ids.M2
 	badIDs.BOS = 1
 	ids.M2 = &badIDs
-	patches := TinyMETransConfig(v)
+	patches := METransTiny(v)
 	patches.ImageSize = 128 // 2·4² patches, the METransformer still takes 2·2²
-	width := TinyM2Config(v)
+	width := M2Tiny(v)
 	narrow := *width.M2
 	narrow.DIn = 7
 	width.M2 = &narrow
@@ -125,7 +125,7 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
-	for _, c := range []ModelConfig{TinyConfig(v), TinyM2Config(v), TinyMETransConfig(v), M2IUXray(v), METransIUXray(v), R2GenIUXray(v)} {
+	for _, c := range []ModelConfig{R2GenTiny(v), M2Tiny(v), METransTiny(v), M2IUXray(v), METransIUXray(v), R2GenIUXray(v)} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", c.Architecture(), err)
 		}
@@ -137,7 +137,7 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 
 // The M² facade feeds <bos> first and <pad> for R2Gen's later zeros.
 func TestM2FacadeInput(t *testing.T) {
-	c := TinyM2(10, 8).ForReports(10, 5)
+	c := tinyM2Preset(10, 8).ForReports(10, 5)
 	f := m2Facade{&M2Transformer{Config: c}}
 	got := f.m2Input([]int{0, 4, 5, 0, 0, 0, 7, 0, 0, 0}, 5)
 	want := []int{10, 4, 5, 11, 11, 10, 7, 11, 11, 11}

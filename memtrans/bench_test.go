@@ -17,7 +17,7 @@ import (
 // paperModel is R2Gen's IU X-Ray configuration (d=512, 3 layers, 8 heads,
 // 3 memory slots, vocabulary 761) with random weights.
 func paperModel(b testing.TB) *Transformer {
-	m, err := NewTransformer(IUXRay(761), 1)
+	m, err := NewTransformer(iuXRayTransformer(761), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkForward(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := m.TeacherForce(radgen.NoGrad(), feats, tokens, B, T); err != nil {
+		if _, err := m.teacherForce(radgen.NoGrad(), feats, tokens, B, T); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -74,7 +74,7 @@ func (n noEOS) Step(ctx context.Context, tokens []int, dst []float32) error {
 // recomputation, reporting ms per study and ns per token.
 func BenchmarkGenerate(b *testing.B) {
 	m := paperModel(b)
-	hw := m.HalfWeights()
+	hw := m.halfSnapshot()
 	const maxLen = 60
 	for _, mode := range []string{"incremental", "half", "recompute"} {
 		for _, strat := range []string{"greedy", "beam3"} {
@@ -95,11 +95,11 @@ func BenchmarkGenerate(b *testing.B) {
 						var err error
 						switch mode {
 						case "incremental":
-							model, err = m.StartDecoding(feats)
+							model, err = m.startCPUDecoding(feats)
 						case "half":
-							model, err = m.StartDecodingWith(feats, hw)
+							model, err = m.startDecodingWith(feats, hw)
 						default:
-							model, err = m.StartRecompute(feats)
+							model, err = m.startRecompute(feats)
 						}
 						if err != nil {
 							b.Fatal(err)
@@ -165,11 +165,11 @@ func BenchmarkTrainStep(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		g := radgen.NewGraph(radgen.Train(uint64(i)))
-		f, err := m.TeacherForce(g, feats, in, B, T)
+		f, err := m.teacherForce(g, feats, in, B, T)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := g.Backward(Loss(g, f.LogProbs, tg, mask)); err != nil {
+		if err := g.Backward(languageModelLoss(g, f.LogProbs, tg, mask)); err != nil {
 			b.Fatal(err)
 		}
 		optim.ClipGradValue(params, 0.1)
@@ -179,7 +179,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
-// BenchmarkTrainStepTiny is one Trainer step of the tiny model (TinyConfig,
+// BenchmarkTrainStepTiny is one Trainer step of the tiny model (R2GenTiny,
 // extractor trained too) on a batch of 8 synthetic studies, on the device
 // of RADGEN_DEVICE (the CPU by default; the whole model is moved there
 // before the timer starts). It reports tokens/s, the teacher-forced

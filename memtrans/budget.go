@@ -21,12 +21,12 @@ import (
 const (
 	// DefaultMaxParams bounds the parameter values of a model: 2^28
 	// (1 GiB of float32).
-	DefaultMaxParams = 1 << 28
+	defaultMaxParams = 1 << 28
 	// DefaultMaxActivations bounds the float32 values of the activations
 	// one study needs in a training step (the extractor's feature maps,
 	// attention scores, logits): 2^28 (1 GiB). R2Gen on two 224² views
 	// needs about 2^23.
-	DefaultMaxActivations = 1 << 28
+	defaultMaxActivations = 1 << 28
 )
 
 // ErrBudget is wrapped, together with ErrConfig, by the error for a
@@ -36,21 +36,21 @@ var ErrBudget = errors.New("memtrans: model exceeds the size budget")
 // Budget bounds the size of a model that input can describe (see
 // [WithBudget]). The zero value of a field means its default.
 type Budget struct {
-	MaxParams      int64 // parameter values; default DefaultMaxParams
-	MaxActivations int64 // float32 activation values per study; default DefaultMaxActivations
+	MaxParams      int64 // parameter values; default 2^28
+	MaxActivations int64 // float32 activation values per study; default 2^28
 }
 
 // DefaultBudget returns the budget used when none is given.
 func DefaultBudget() Budget {
-	return Budget{MaxParams: DefaultMaxParams, MaxActivations: DefaultMaxActivations}
+	return Budget{MaxParams: defaultMaxParams, MaxActivations: defaultMaxActivations}
 }
 
 func (b Budget) orDefault() Budget {
 	if b.MaxParams <= 0 {
-		b.MaxParams = DefaultMaxParams
+		b.MaxParams = defaultMaxParams
 	}
 	if b.MaxActivations <= 0 {
-		b.MaxActivations = DefaultMaxActivations
+		b.MaxActivations = defaultMaxActivations
 	}
 	return b
 }
@@ -204,8 +204,8 @@ func (c METransConfig) checkBudget(b Budget) error {
 	return checkBudget("METransformer", b, c.sizeFields(), func() cost { return c.cost() })
 }
 
-// hardBudget is what the constructors (NewTransformer, NewM2Transformer,
-// NewMETransformer) accept whatever the facade's budget: 2^34 parameters
+// hardBudget is what the constructors (NewTransformer, newM2Transformer,
+// newMETransformer) accept whatever the facade's budget: 2^34 parameters
 // (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes
 // could overflow; below it they cannot.
 var hardBudget = Budget{MaxParams: 1 << 34, MaxActivations: 1 << 36}
@@ -229,11 +229,11 @@ func (c ModelConfig) cost() cost {
 	return ext.add(c.Transformer.cost(c.PatchesPerStudy()))
 }
 
-// CheckBudget reports whether a model of c fits b (the zero fields of b
+// checkModelBudget reports whether a model of c fits b (the zero fields of b
 // meaning their defaults); it does not check anything else (see
 // Validate). The error wraps ErrConfig and ErrBudget and names the field
 // responsible.
-func (c ModelConfig) CheckBudget(b Budget) error {
+func (c ModelConfig) checkModelBudget(b Budget) error {
 	fields := []sizeField{{"views", &c.Views, 2}, {"image_size", &c.ImageSize, 224}}
 	switch c.Architecture() {
 	case ArchM2:

@@ -32,10 +32,10 @@ func countParams(m radgen.Module) float64 {
 // the default budget.
 func TestBudgetEstimates(t *testing.T) {
 	const vocab = 760
-	r2 := []Config{IUXRay(vocab), MIMICCXR(4000), Tiny(vocab, 512)}
-	rm := IUXRay(vocab)
+	r2 := []Config{iuXRayTransformer(vocab), mimicCXRTransformer(4000), tinyTransformer(vocab, 512)}
+	rm := iuXRayTransformer(vocab)
 	rm.Variant = VariantBaseRM
-	base := IUXRay(vocab)
+	base := iuXRayTransformer(vocab)
 	base.Variant = VariantBase
 	r2 = append(r2, rm, base)
 	for _, c := range r2 {
@@ -51,11 +51,11 @@ func TestBudgetEstimates(t *testing.T) {
 			t.Errorf("R2Gen %s d=%d vocab %d: estimate %.0f for %.0f parameters", c.Variant, c.DModel, c.Vocab, est, got)
 		}
 	}
-	for _, c := range []M2Config{M2COCO(vocab).ForReports(vocab, 60), TinyM2(vocab, 512)} {
+	for _, c := range []M2Config{m2COCO(vocab).ForReports(vocab, 60), tinyM2Preset(vocab, 512)} {
 		if testing.Short() && c.DModel > 64 {
 			continue
 		}
-		m, err := NewM2Transformer(c, 1)
+		m, err := newM2Transformer(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,12 +65,12 @@ func TestBudgetEstimates(t *testing.T) {
 		}
 	}
 	for _, mc := range []ModelConfig{R2GenIUXray(vocab), R2GenMIMICCXR(4000), M2IUXray(vocab), METransIUXray(vocab),
-		TinyConfig(vocab), TinyM2Config(vocab), TinyMETransConfig(vocab)} {
+		R2GenTiny(vocab), M2Tiny(vocab), METransTiny(vocab)} {
 		if err := mc.Validate(); err != nil {
 			t.Errorf("%s: %v", mc.Architecture(), err)
 		}
 		c := mc.cost()
-		if c.params > DefaultMaxParams/2 || c.acts > DefaultMaxActivations/2 {
+		if c.params > defaultMaxParams/2 || c.acts > defaultMaxActivations/2 {
 			t.Errorf("%s: %.3g parameters, %.3g activations: too close to the default budget", mc.Architecture(), c.params, c.acts)
 		}
 	}
@@ -91,7 +91,7 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	}
 	var cases []tc
 	add := func(name, field string, edit func(*ModelConfig)) {
-		c := TinyConfig(vocab)
+		c := R2GenTiny(vocab)
 		edit(&c)
 		cases = append(cases, tc{name, c, field})
 	}
@@ -101,17 +101,17 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	add("pe_len", "pe_len", func(c *ModelConfig) { c.Transformer.DModel, c.Transformer.PositionLen = 512, 1<<20 })
 	add("image_size", "image_size", func(c *ModelConfig) { c.ImageSize, c.ResizeTo, c.Views = 4096, 4096, 16 })
 	add("m2 d_ff", "d_ff", func(c *ModelConfig) {
-		m := TinyM2Config(vocab)
+		m := M2Tiny(vocab)
 		m.M2.DFF = 1 << 20
 		*c = m
 	})
 	add("m2 layers", "enc_layers", func(c *ModelConfig) {
-		m := TinyM2Config(vocab)
+		m := M2Tiny(vocab)
 		m.M2.EncLayers = 1 << 20
 		*c = m
 	})
 	add("metrans experts", "experts", func(c *ModelConfig) {
-		m := TinyMETransConfig(vocab)
+		m := METransTiny(vocab)
 		m.METrans.Experts = 1 << 20
 		*c = m
 	})
@@ -126,35 +126,35 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 		}
 	}
 	// The sub-configurations refuse on their own too.
-	big := Tiny(vocab, 512)
+	big := tinyTransformer(vocab, 512)
 	big.DModel, big.DFF = 1<<20, 64
-	if err := big.Validate(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
+	if err := big.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
 		t.Errorf("Config d_model 2^20: %v", err)
 	}
 	if _, err := NewTransformer(big, 1); !errors.Is(err, ErrBudget) {
 		t.Errorf("NewTransformer d_model 2^20: %v", err)
 	}
-	m2 := TinyM2(vocab, 512)
+	m2 := tinyM2Preset(vocab, 512)
 	m2.Vocab, m2.DModel = 1<<20, 1024
-	if err := m2.Validate(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
+	if err := m2.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
 		t.Errorf("M2Config vocab 2^20: %v", err)
 	}
-	mt := TinyMETrans(vocab, 512, 98)
+	mt := tinyMETransPreset(vocab, 512, 98)
 	mt.DModel, mt.DFF = 1<<16, 1<<16
-	if err := mt.Validate(); !errors.Is(err, ErrBudget) {
+	if err := mt.check(); !errors.Is(err, ErrBudget) {
 		t.Errorf("METransConfig d_model 2^16: %v", err)
 	}
 	// A smaller budget refuses even the tiny model; the error names it.
-	_, err = New(TinyConfig(vocab), tok, 1, WithBudget(Budget{MaxParams: 1000}))
+	_, err = New(R2GenTiny(vocab), tok, 1, WithBudget(Budget{MaxParams: 1000}))
 	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of 1000") {
 		t.Errorf("budget 1000: %v", err)
 	}
 }
 
-// InferConfig reads the layer count from tensor names; a forged name
+// inferR2GenConfig reads the layer count from tensor names; a forged name
 // cannot make it build a million layers.
 func TestInferConfigForgedLayer(t *testing.T) {
-	c := Tiny(20, 512)
+	c := tinyTransformer(20, 512)
 	m, err := NewTransformer(c, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -162,12 +162,12 @@ func TestInferConfigForgedLayer(t *testing.T) {
 	shapes := map[string][]int{}
 	m.VisitParams(func(name string, x *radgen.Tensor) { shapes[name] = x.Shape() })
 	shapes["model.tgt_embed.1.pe"] = []int{1, c.PositionLen, c.DModel}
-	if got, err := InferConfig(shapes, c.Heads, c.MemoryHeads, 60); err != nil || got.Layers != c.Layers {
+	if got, err := inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, 60); err != nil || got.Layers != c.Layers {
 		t.Fatalf("InferConfig: %+v, %v", got, err)
 	}
 	shapes["model.encoder.layers.999999.x"] = []int{1}
 	var got Config
-	n := allocated(func() { got, err = InferConfig(shapes, c.Heads, c.MemoryHeads, 60) })
+	n := allocated(func() { got, err = inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, 60) })
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "num_layers") {
 		t.Errorf("forged layer 999999: %+v, %v", got.Layers, err)
 	}

@@ -64,7 +64,7 @@ func TestGenerateCancelChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cfg := range []ModelConfig{TinyConfig(tok.Len() + 1), TinyM2Config(tok.Len() + 1), TinyMETransConfig(tok.Len() + 1)} {
+	for _, cfg := range []ModelConfig{R2GenTiny(tok.Len() + 1), M2Tiny(tok.Len() + 1), METransTiny(tok.Len() + 1)} {
 		m, err := New(cfg, tok, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +111,7 @@ func TestGenerateQueuedCallersCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	m, err := New(cfg, tok, 1, WithMaxConcurrency(1))
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func tinySaved(t testing.TB) ([]byte, *data.Tokenizer, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 8, 8, 1
 	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
 	m, err := New(cfg, tok, 1)
@@ -267,7 +267,7 @@ func FuzzCheckpointPayload(f *testing.F) {
 // target removes it (and those of earlier kills).
 func TestSaveFileRemovesStaleTemps(t *testing.T) {
 	_, tok, _ := tinySaved(t)
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 8, 8, 1
 	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
 	m, err := New(cfg, tok, 1)

@@ -82,22 +82,22 @@ func (c Config) mem2memHidden() int {
 	return c.DModel
 }
 
-// IUXRay returns R2Gen's configuration for IU X-Ray with a vocabulary of
+// iuXRayTransformer returns R2Gen's configuration for IU X-Ray with a vocabulary of
 // vocab entries (tokens + 1).
-func IUXRay(vocab int) Config {
+func iuXRayTransformer(vocab int) Config {
 	return Config{Variant: VariantR2Gen, DModel: 512, DFF: 512, Heads: 8, Layers: 3, DVisual: 2048, Vocab: vocab,
 		MemorySlots: 3, MemoryHeads: 8, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 5000}
 }
 
 // MIMICCXR returns R2Gen's configuration for MIMIC-CXR.
-func MIMICCXR(vocab int) Config {
-	c := IUXRay(vocab)
+func mimicCXRTransformer(vocab int) Config {
+	c := iuXRayTransformer(vocab)
 	c.MaxSeqLen = 100
 	return c
 }
 
 // Tiny returns a small configuration for demos and tests.
-func Tiny(vocab, dVisual int) Config {
+func tinyTransformer(vocab, dVisual int) Config {
 	return Config{Variant: VariantR2Gen, DModel: 64, DFF: 64, Heads: 4, Layers: 2, DVisual: dVisual, Vocab: vocab,
 		MemorySlots: 3, MemoryHeads: 4, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 512}
 }
@@ -108,7 +108,7 @@ var ErrConfig = errors.New("memtrans: invalid config")
 // Validate reports the first inconsistency in c, including a model beyond
 // DefaultBudget (two views of patches assumed; see ModelConfig.CheckBudget
 // for the whole generator). Errors wrap ErrConfig and name the field.
-func (c Config) Validate() error {
+func (c Config) check() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}

@@ -16,12 +16,12 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
 	feats, in, _, _, b, steps := g.caseBatch(t)
-	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+	f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := f.LogProbs.Data()
-	dec, err := m.StartDecoding(feats)
+	dec, err := m.startCPUDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestParityR2GenDecoding(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			seq, shape := g.ints(t, st.name+"_seq")
 			wantLP := g.tensor(t, st.name+"_token_logprob").Data()
-			dec, err := m.StartDecoding(feats)
+			dec, err := m.startCPUDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,11 +110,11 @@ func TestRecomputeMatchesIncremental(t *testing.T) {
 	m := g.transformer(t)
 	feats := g.tensor(t, "att_feats")
 	st := decode.BeamSearch{Size: 3, MaxLen: 20}
-	inc, err := m.StartDecoding(feats)
+	inc, err := m.startCPUDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := m.StartRecompute(feats)
+	rec, err := m.startRecompute(feats)
 	if err != nil {
 		t.Fatal(err)
 	}

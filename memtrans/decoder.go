@@ -38,20 +38,20 @@ func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 //	x += Dropout(SelfAttn(MCLN₀(x, M)))
 //	x += Dropout(SrcAttn(MCLN₁(x, M), enc))
 //	x += Dropout(FFN(MCLN₂(x, M)))
-type DecoderLayer struct {
+type r2DecoderLayer struct {
 	SelfAttn, SrcAttn *mesh.MultiHeadAttention
-	FeedForward       *FeedForward
+	FeedForward       *feedForward
 	norms             [3]sublayerNorm // sublayer.{0,1,2}.norm
 	Dropout           float64
 }
 
 // Norm returns the conditional layer norm of sublayer i (nil in BASE models).
-func (l *DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
+func (l *r2DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
 
 // Forward runs the layer on x (B, T, D) over the encoder output enc
 // (B, N, D) with masks srcMask (B, 1, N) and tgtMask (B, T, T), and memory
 // states (B, T, S·D) (ignored by BASE norms).
-func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (l *r2DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	h := l.norms[0].forward(g, x, memory)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Forward(g, h, h, h, tgtMask), l.Dropout))
 	h = l.norms[1].forward(g, x, memory)
@@ -66,7 +66,7 @@ func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory
 // study[i] the study of row i, memory (R, S·D) each row's memory state
 // (ignored by BASE norms). It returns the layer's output (R, D) and, if
 // record is true, the source attention's probabilities (R, h, N).
-func (l *DecoderLayer) Step(g *radgen.Graph, x, memory *radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+func (l *r2DecoderLayer) Step(g *radgen.Graph, x, memory *radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
 	h := l.norms[0].forward(g, x, memory)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
 	h = l.norms[1].forward(g, x, memory)
@@ -77,7 +77,7 @@ func (l *DecoderLayer) Step(g *radgen.Graph, x, memory *radgen.Tensor, self *mes
 }
 
 // VisitParams implements radgen.Module.
-func (l *DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (l *r2DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAttn.VisitParams(radgen.Prefixed("self_attn.", visit))
 	l.SrcAttn.VisitParams(radgen.Prefixed("src_attn.", visit))
 	l.FeedForward.VisitParams(radgen.Prefixed("feed_forward.", visit))
@@ -87,16 +87,16 @@ func (l *DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // Decoder is a stack of DecoderLayers followed by a plain LayerNorm.
-type Decoder struct {
-	Layers []*DecoderLayer
+type r2Decoder struct {
+	Layers []*r2DecoderLayer
 	Norm   *mcln.LayerNorm
 }
 
-func newDecoder(c Config, rng *rand.Rand) *Decoder {
-	d := &Decoder{Norm: mcln.NewLayerNorm(c.DModel)}
+func newDecoder(c Config, rng *rand.Rand) *r2Decoder {
+	d := &r2Decoder{Norm: mcln.NewLayerNorm(c.DModel)}
 	memWidth := c.MemorySlots * c.DModel
 	for range c.Layers {
-		l := &DecoderLayer{
+		l := &r2DecoderLayer{
 			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
 			SrcAttn:     mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
 			FeedForward: newFeedForward(c.DModel, c.DFF, c.Dropout, rng),
@@ -115,7 +115,7 @@ func newDecoder(c Config, rng *rand.Rand) *Decoder {
 }
 
 // Forward decodes x (B, T, D) over the encoder output enc (B, N, D).
-func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (d *r2Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	for _, l := range d.Layers {
 		x = l.Forward(g, x, enc, srcMask, tgtMask, memory)
 	}
@@ -125,7 +125,7 @@ func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *rad
 // ForwardSources decodes x (B, T, D) with a source per layer: layer i
 // attends to srcs[i] (B, N, D) (T_i = f(T_{i−1}, src_i), Liu et al.
 // Eqs. 5 and 8).
-func (d *Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (d *r2Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	if len(srcs) != len(d.Layers) {
 		panic(fmt.Sprintf("memtrans: %d sources for %d decoder layers", len(srcs), len(d.Layers)))
 	}
@@ -136,7 +136,7 @@ func (d *Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radg
 }
 
 // VisitParams implements radgen.Module.
-func (d *Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
+func (d *r2Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
 	for i, l := range d.Layers {
 		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
 	}
@@ -146,14 +146,14 @@ func (d *Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
 // Embeddings maps token ids to lut(id)·√D + PE(pos) (Vaswani et al. 2017,
 // §3.4–3.5), with the sinusoidal table stored as a buffer as R2Gen does
 // (tgt_embed.0.lut.weight, tgt_embed.1.pe).
-type Embeddings struct {
+type r2Embeddings struct {
 	Table    *radgen.Tensor // (V, D)
 	Position *radgen.Tensor // (1, P, D), a buffer
 	Dropout  float64
 }
 
-func newEmbeddings(c Config, rng *rand.Rand) *Embeddings {
-	e := &Embeddings{Table: radgen.NewParam(c.Vocab, c.DModel), Position: sinusoid(c.PositionLen, c.DModel), Dropout: c.Dropout}
+func newEmbeddings(c Config, rng *rand.Rand) *r2Embeddings {
+	e := &r2Embeddings{Table: radgen.NewParam(c.Vocab, c.DModel), Position: sinusoid(c.PositionLen, c.DModel), Dropout: c.Dropout}
 	radgen.XavierUniform(e.Table, rng)
 	return e
 }
@@ -178,7 +178,7 @@ func sinusoid(n, d int) *radgen.Tensor {
 
 // Forward embeds ids (B·T values, row-major) starting at position start,
 // returning (B, T, D).
-func (e *Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *radgen.Tensor {
+func (e *r2Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *radgen.Tensor {
 	d := e.Table.Dim(1)
 	x := g.Scale(g.Embedding(e.Table, ids, b, t), math.Sqrt(float64(d)))
 	pe := g.Slice(e.Position, 1, start, start+t) // (1, T, D)
@@ -186,7 +186,7 @@ func (e *Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *radge
 }
 
 // VisitParams implements radgen.Module.
-func (e *Embeddings) VisitParams(visit func(string, *radgen.Tensor)) {
+func (e *r2Embeddings) VisitParams(visit func(string, *radgen.Tensor)) {
 	visit("0.lut.weight", e.Table)
 	visit("1.pe", e.Position)
 }

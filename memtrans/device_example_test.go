@@ -17,7 +17,7 @@ func ExampleWithDevice() {
 	if err != nil {
 		panic(err)
 	}
-	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg := memtrans.R2GenTiny(tok.Len() + 1)
 	dev := radgen.CUDA(0)
 	if dev.Check() != nil {
 		dev = radgen.CPU // no GPU here

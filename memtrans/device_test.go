@@ -18,7 +18,7 @@ import (
 // parameter is random, so that no term is trivially neutral.
 func deviceTestModel(t testing.TB, configure func(*Config)) *Transformer {
 	t.Helper()
-	c := Tiny(31, 24)
+	c := tinyTransformer(31, 24)
 	c.Dropout, c.EmbedDrop = 0, 0
 	if configure != nil {
 		configure(&c)
@@ -104,7 +104,7 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			feats := randomFeats(3, 5, 24, 7)
-			cpu, err := m.StartDecoding(feats)
+			cpu, err := m.startCPUDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestDeviceRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := tok.Len() + 1
-	for name, c := range map[string]ModelConfig{"r2gen": TinyConfig(v), "m2": TinyM2Config(v), "metrans": TinyMETransConfig(v)} {
+	for name, c := range map[string]ModelConfig{"r2gen": R2GenTiny(v), "m2": M2Tiny(v), "metrans": METransTiny(v)} {
 		m, err := New(c, tok, 1, WithDevice(radgen.Reference()))
 		if err != nil {
 			t.Errorf("%s on the reference device: %v", name, err)
@@ -218,7 +218,7 @@ func TestDeviceRefusals(t *testing.T) {
 		m.Close()
 	}
 	if err := radgen.CUDA(0).Check(); err != nil {
-		if _, err := New(TinyConfig(v), tok, 1, WithDevice(radgen.CUDA(0))); err == nil {
+		if _, err := New(R2GenTiny(v), tok, 1, WithDevice(radgen.CUDA(0))); err == nil {
 			t.Error("WithDevice(cuda:0) accepted where cuda:0 cannot be used")
 		} else {
 			t.Logf("no usable GPU: %v", err)
@@ -387,7 +387,7 @@ func TestM2ModelOnReferenceDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyM2Config(tok.Len() + 1)
+	cfg := M2Tiny(tok.Len() + 1)
 	cpu, err := New(cfg, tok, 3)
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func TestMETransModelOnDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyMETransConfig(tok.Len() + 1)
+	cfg := METransTiny(tok.Len() + 1)
 	cpu, err := New(cfg, tok, 3)
 	if err != nil {
 		t.Fatal(err)

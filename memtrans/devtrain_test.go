@@ -108,7 +108,7 @@ func (tt *tinyTrainer) Step(t *testing.T) float64 {
 }
 
 // TestTrainOnDeviceMatchesCPU trains the tiny R2Gen encoder–decoder
-// (BASE+RM+MCLN, TinyConfig, visual features fed directly as with a frozen
+// (BASE+RM+MCLN, R2GenTiny, visual features fed directly as with a frozen
 // extractor) for 20 steps of R2Gen's recipe (dropout, value clipping at
 // 0.1, AMSGrad at learning rate 1e-4 with weight decay) on the test device and on the CPU from
 // the same seed: every loss agrees to 1e-5 relative and every final weight
@@ -120,7 +120,7 @@ func (tt *tinyTrainer) Step(t *testing.T) float64 {
 func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	dev := trainDevice(t)
 	const vocab, steps = 40, 20
-	cfg := TinyConfig(vocab).Transformer
+	cfg := R2GenTiny(vocab).Transformer
 	cpu, err := NewTransformer(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cpuModel, err := New(cfg, tok, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
 	if testing.Short() {
 		steps = 100
 	}
-	cfg := TinyConfig(40).Transformer
+	cfg := R2GenTiny(40).Transformer
 	m, err := NewTransformer(cfg, 7)
 	if err != nil {
 		t.Fatal(err)

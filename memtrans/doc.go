@@ -10,9 +10,10 @@
 // mcln). [Config.Variant] selects the ablations of the paper's Table 2
 // (BASE, BASE+RM, BASE+RM+MCLN) and the other fields the sizes; parameter
 // names equal the published state_dict's, so R2Gen weights load as they are
-// ([LoadR2Gen], [InferConfig]). The other seeds are assembled here too: the
-// Meshed-Memory Transformer ([M2Transformer]), METransformer, layer-wise
-// multi-view routing and Mem2Mem (Config fields), each citing its equations.
+// ([LoadR2Gen], which infers the configuration from the names and shapes).
+// The other seeds are assembled here too: the Meshed-Memory Transformer
+// ([M2Transformer]), METransformer, layer-wise multi-view routing and Mem2Mem
+// (Config fields), each citing its equations.
 //
 // [Model] adds the visual extractor (package vision) and the tokenizer
 // (package memtrans/data): [New], [Load] / [Model.Save] in the native format
@@ -38,24 +39,25 @@
 // radgen.Reference(), which runs the same device code on the CPU and is how
 // the tests check it everywhere. Generation, training and the feature cache
 // then run there through the modules' own ops and decoding steps; on the
-// CPU, float32 models decode through the hand-tuned step of
-// [Transformer.StartDecoding].
+// CPU, float32 R2Gen and M² models decode through hand-tuned CPU steps that
+// compute the same.
 //
 // # Decoding
 //
-// Generation is incremental ([Transformer.StartDecoding]): per-layer
+// Generation is incremental ([Model.Generate]): per-layer
 // self-attention keys and values are cached and addressed through an
 // ancestry table, so reordering beams moves indices rather than vectors;
 // cross-attention keys and values are computed once per study and shared by
 // its beams; the relational memory advances one step per token. The
-// published code's full-prefix recomputation is kept as
-// [Transformer.StartRecompute], the baseline of the benchmarks and a
-// cross-check in the tests. Strategies (greedy, beam, sampling) are package
-// decode's.
+// published code's full-prefix recomputation is kept in the tests, as the
+// baseline of the benchmarks and a cross-check. The decoding steps are the
+// paper modules' own (mesh.MultiHeadAttention.Step and Attend, mesh.KVCache,
+// relmem.Relational.Step, mesh.MeshedDecoder.Start), on any device.
+// Strategies (greedy, beam, sampling) are package decode's.
 //
 // # Training
 //
-// [Trainer] follows R2Gen's recipe: the masked language-model loss ([Loss]),
+// [Trainer] follows R2Gen's recipe: the masked language-model loss,
 // Adam with amsgrad in two parameter groups, clipping by value, StepLR per
 // epoch, a validation monitor with early stopping, and checkpoints from which
 // a run resumes bit for bit ([ResumeTrainer]). A frozen-extractor mode
@@ -74,8 +76,8 @@
 //
 // Everything read from outside is bounded before it is allocated. A
 // configuration — given, in a checkpoint, or inferred from a state_dict's
-// names — must fit a [Budget] (default [DefaultMaxParams] parameters and
-// [DefaultMaxActivations] activation values per study, about four times the
+// names — must fit a [Budget] ([DefaultBudget]: 2^28 parameters and 2^28
+// activation values per study, about four times the
 // papers' largest model; [WithBudget]); errors name the field. A native
 // checkpoint is streamed: its header, configuration and tensor table are
 // checked against the budget and the model before any tensor byte is read,

@@ -193,7 +193,7 @@ func FuzzLoad(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 8, 8, 1
 	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
 	m, err := New(cfg, tok, 1)

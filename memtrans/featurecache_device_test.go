@@ -28,7 +28,7 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cpuModel, err := New(cfg, tok, 5)
 	if err != nil {
 		t.Fatal(err)

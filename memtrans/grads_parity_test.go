@@ -21,11 +21,11 @@ func TestParityR2GenGradients(t *testing.T) {
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
 	testdevice.Move(t, m, dev)
 	graph := radgen.NewGraph()
-	f, err := m.TeacherForce(graph, feats.To(dev), in, b, steps)
+	f, err := m.teacherForce(graph, feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := graph.Backward(Loss(graph, f.LogProbs, targets, mask)); err != nil {
+	if err := graph.Backward(languageModelLoss(graph, f.LogProbs, targets, mask)); err != nil {
 		t.Fatal(err)
 	}
 	checked := 0

@@ -10,7 +10,7 @@ import (
 	"github.com/radgen/radgen/internal/half"
 )
 
-// HalfWeights is a snapshot of the linear layers that a decoding step of a
+// halfWeights is a snapshot of the linear layers that a decoding step of a
 // Transformer applies, with the weight matrices of the decoder layers
 // (attention projections, feed-forward, MCLN MLPs) and of the logit layer
 // stored in IEEE half precision (binary16: 11 significant bits, a relative
@@ -32,9 +32,9 @@ import (
 // It is a copy: training, loading a checkpoint or any other change to the
 // Transformer's weights does not reach it. Call Refresh after such changes
 // (Stale reports whether they happened); until then, decodings with it use
-// the weights as they were. A HalfWeights is safe for concurrent use by any
+// the weights as they were. A halfWeights is safe for concurrent use by any
 // number of decodings, but Refresh must not run while one is under way.
-type HalfWeights struct {
+type halfWeights struct {
 	m      *Transformer
 	w      *stepWeights
 	copies []halfCopy
@@ -54,8 +54,8 @@ type halfCopy struct {
 // that model. With Mem2Mem, whose memory step runs on the Transformer's
 // float32 weights, the snapshot covers the decoder layers and the logit
 // layer.
-func (m *Transformer) HalfWeights() *HalfWeights {
-	h := &HalfWeights{m: m}
+func (m *Transformer) halfSnapshot() *halfWeights {
+	h := &halfWeights{m: m}
 	bias := func(l *radgen.Linear, sl stepLinear) stepLinear {
 		if l.Bias != nil {
 			sl.bias = slices.Clone(l.Bias.Data())
@@ -82,7 +82,7 @@ func (m *Transformer) HalfWeights() *HalfWeights {
 }
 
 // Bytes returns the size of the snapshot's matrices.
-func (h *HalfWeights) Bytes() int {
+func (h *halfWeights) size() int {
 	n := 0
 	for _, c := range h.copies {
 		if c.bias == nil {
@@ -94,7 +94,7 @@ func (h *HalfWeights) Bytes() int {
 
 // Refresh converts the Transformer's current weights into the snapshot
 // again, in place. It must not run while a decoding uses h.
-func (h *HalfWeights) Refresh() {
+func (h *halfWeights) refresh() {
 	for _, c := range h.copies {
 		switch {
 		case c.bias != nil:
@@ -112,7 +112,7 @@ func (h *HalfWeights) Refresh() {
 // longer converts to the stored values (a change too small to alter the
 // rounding of a weight goes unnoticed, and does not matter to the snapshot)
 // or any float32 value differs. It reads every weight, as Refresh does.
-func (h *HalfWeights) Stale() bool {
+func (h *halfWeights) stale() bool {
 	for _, c := range h.copies {
 		src := c.src.Data()
 		switch {
@@ -139,12 +139,12 @@ func sameBits(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }
 
-// StartDecodingWith is StartDecoding with the step's linear layers read
-// from w, a half-precision snapshot of m's weights ([Transformer.HalfWeights]);
-// a nil w decodes in float32, as StartDecoding does.
-func (m *Transformer) StartDecodingWith(feats *radgen.Tensor, w *HalfWeights) (*Decoding, error) {
+// startDecodingWith is startCPUDecoding with the step's linear layers read
+// from w, a half-precision snapshot of m's weights ([WithHalfWeights]);
+// a nil w decodes in float32, as startCPUDecoding does.
+func (m *Transformer) startDecodingWith(feats *radgen.Tensor, w *halfWeights) (*cpuDecoding, error) {
 	if w == nil {
-		return m.StartDecoding(feats)
+		return m.startCPUDecoding(feats)
 	}
 	if w.m != m {
 		return nil, errors.New("memtrans: half-precision weights of another Transformer")

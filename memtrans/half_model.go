@@ -9,7 +9,7 @@ import (
 )
 
 // WithHalfWeights makes the model decode with half-precision (IEEE binary16)
-// copies of the decoder's weight matrices ([Transformer.HalfWeights]):
+// copies of the decoder's weight matrices ([WithHalfWeights]):
 // about 55% of the bytes each step reads, so memory-bound small-batch
 // decoding on the CPU runs faster (beam 3, one IU study: 266 against 448
 // ms on two cores). Log-probabilities move by up to about 2e-3; the
@@ -29,7 +29,7 @@ func WithHalfWeights() Option {
 // halfState is a model's fp16 snapshot.
 type halfState struct {
 	mu    sync.Mutex
-	hw    *HalfWeights
+	hw    *halfWeights
 	stale bool
 }
 
@@ -37,14 +37,14 @@ type halfState struct {
 // first if needed. The caller holds the model for reading, so no training
 // step runs and no decoding reads a snapshot being refreshed (a refresh
 // only follows a training step, which excludes generation).
-func (h *halfState) current(tr *Transformer) *HalfWeights {
+func (h *halfState) current(tr *Transformer) *halfWeights {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case h.hw == nil:
-		h.hw = tr.HalfWeights()
+		h.hw = tr.halfSnapshot()
 	case h.stale:
-		h.hw.Refresh()
+		h.hw.refresh()
 	}
 	h.stale = false
 	return h.hw
@@ -59,7 +59,7 @@ func (h *halfState) markStale() {
 // decodeHalf is decodeStudies of the R2Gen Transformer with the fp16
 // snapshot.
 func (m *Model) decodeHalf(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	dec, err := m.transformer.StartDecodingWith(feats, m.half.current(m.transformer))
+	dec, err := m.transformer.startDecodingWith(feats, m.half.current(m.transformer))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,7 +13,7 @@ import (
 // halfTestModel is a small R2Gen model (all of a step's matrix kinds, sizes
 // that are not multiples of the kernels' blocks) with random weights.
 func halfTestModel(t testing.TB, variant Variant) *Transformer {
-	c := IUXRay(53)
+	c := iuXRayTransformer(53)
 	c.Variant = variant
 	c.DModel, c.DFF, c.Heads, c.MemoryHeads = 40, 72, 4, 4
 	c.DVisual, c.MaxSeqLen = 24, 12
@@ -26,7 +26,7 @@ func halfTestModel(t testing.TB, variant Variant) *Transformer {
 
 // stepAll feeds tokens[s] at step s to dec, reordering by src[s] after it,
 // and returns every step's log-probabilities.
-func stepAll(t testing.TB, dec *Decoding, tokens [][]int, src [][]int) [][]float32 {
+func stepAll(t testing.TB, dec *cpuDecoding, tokens [][]int, src [][]int) [][]float32 {
 	t.Helper()
 	var out [][]float32
 	V := dec.VocabSize()
@@ -53,17 +53,17 @@ func TestHalfWeightsDecoding(t *testing.T) {
 		t.Run(string(v), func(t *testing.T) {
 			m := halfTestModel(t, v)
 			feats := randomFeats(2, 5, m.Config.DVisual, 11)
-			hw := m.HalfWeights()
-			if hw.Stale() {
+			hw := m.halfSnapshot()
+			if hw.stale() {
 				t.Fatal("a fresh snapshot reports stale")
 			}
 			tokens := [][]int{{0, 0}, {3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}, {1, 2, 3, 4, 5, 6}, {7, 7, 7, 7, 7, 7}}
 			src := [][]int{{0, 0, 0, 1, 1, 1}, {2, 0, 1, 3, 3, 5}, nil, {1, 1, 0, 5, 4, 3}, nil}
-			f32dec, err := m.StartDecoding(feats)
+			f32dec, err := m.startCPUDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f16dec, err := m.StartDecodingWith(feats, hw)
+			f16dec, err := m.startDecodingWith(feats, hw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,11 +85,11 @@ func TestHalfWeightsDecoding(t *testing.T) {
 func TestHalfWeightsSnapshot(t *testing.T) {
 	m := halfTestModel(t, VariantR2Gen)
 	feats := randomFeats(1, 5, m.Config.DVisual, 12)
-	hw := m.HalfWeights()
-	if n := hw.Bytes(); n < 2*m.Logit.Weight.Len() {
+	hw := m.halfSnapshot()
+	if n := hw.size(); n < 2*m.Logit.Weight.Len() {
 		t.Fatalf("%d bytes", n)
 	}
-	before, err := m.StartDecodingWith(feats, hw)
+	before, err := m.startDecodingWith(feats, hw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,37 +98,37 @@ func TestHalfWeightsSnapshot(t *testing.T) {
 	// follow until refreshed.
 	w := m.Decoder.Layers[1].FeedForward.W2.Weight.Data()
 	w[3] += 0.5
-	if !hw.Stale() {
+	if !hw.stale() {
 		t.Fatal("changed weights not reported")
 	}
-	same, _ := m.StartDecodingWith(feats, hw)
+	same, _ := m.startDecodingWith(feats, hw)
 	if lp := stepAll(t, same, [][]int{{0}, {5}}, [][]int{nil, nil}); !equalSteps(lp, lpBefore) {
 		t.Fatal("the snapshot changed with the weights")
 	}
-	hw.Refresh()
-	if hw.Stale() {
+	hw.refresh()
+	if hw.stale() {
 		t.Fatal("stale after Refresh")
 	}
-	after, _ := m.StartDecodingWith(feats, hw)
+	after, _ := m.startDecodingWith(feats, hw)
 	if lp := stepAll(t, after, [][]int{{0}, {5}}, [][]int{nil, nil}); equalSteps(lp, lpBefore) {
 		t.Fatal("Refresh did not take the new weights")
 	}
 	// Biases are part of the snapshot too.
 	m.Logit.Bias.Data()[0] += 1
-	if !hw.Stale() {
+	if !hw.stale() {
 		t.Fatal("changed bias not reported")
 	}
 	w[3] -= 0.5
 	m.Logit.Bias.Data()[0] -= 1
-	if hw.Refresh(); hw.Stale() {
+	if hw.refresh(); hw.stale() {
 		t.Fatal("stale after Refresh")
 	}
 
 	other := halfTestModel(t, VariantR2Gen)
-	if _, err := other.StartDecodingWith(feats, hw); err == nil {
+	if _, err := other.startDecodingWith(feats, hw); err == nil {
 		t.Fatal("another model's snapshot accepted")
 	}
-	if dec, err := m.StartDecodingWith(feats, nil); err != nil || dec.w.logit.w.Half() {
+	if dec, err := m.startDecodingWith(feats, nil); err != nil || dec.w.logit.w.Half() {
 		t.Fatalf("nil snapshot: %v", err)
 	}
 }
@@ -152,8 +152,8 @@ func TestDecodingStepAllocs(t *testing.T) {
 	}
 	m := halfTestModel(t, VariantR2Gen)
 	feats := randomFeats(2, 5, m.Config.DVisual, 13)
-	for _, hw := range []*HalfWeights{nil, m.HalfWeights()} {
-		dec, err := m.StartDecodingWith(feats, hw)
+	for _, hw := range []*halfWeights{nil, m.halfSnapshot()} {
+		dec, err := m.startDecodingWith(feats, hw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,12 +191,12 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		t.Skip("decodes the paper-sized model")
 	}
 	m := paperModel(t)
-	hw := m.HalfWeights()
+	hw := m.halfSnapshot()
 	const studies, maxLen = 3, 60
 	feats := randomFeats(studies, 98, 2048, 21)
 	beam := decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
-	decodeWith := func(w *HalfWeights) [][]decode.Hypothesis {
-		dec, err := m.StartDecodingWith(feats, w)
+	decodeWith := func(w *halfWeights) [][]decode.Hypothesis {
+		dec, err := m.startDecodingWith(feats, w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,8 +220,8 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		toks := want[b][0].Tokens
 		one := radgen.FromFloat32(feats.Data()[b*98*2048:(b+1)*98*2048], 1, 98, 2048)
 		var lps [2][][]float32
-		for i, w := range []*HalfWeights{nil, hw} {
-			dec, err := m.StartDecodingWith(one, w)
+		for i, w := range []*halfWeights{nil, hw} {
+			dec, err := m.startDecodingWith(one, w)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +264,7 @@ func BenchmarkHalfWeights(b *testing.B) {
 	m := paperModel(b)
 	b.ResetTimer()
 	for range b.N {
-		m.HalfWeights()
+		m.halfSnapshot()
 	}
 }
 

@@ -34,13 +34,13 @@ import (
 // layers, which depend on the memory only, run together right after the
 // memory update), and shares out the output columns of every batch among
 // the cores (see internal/half). The matrices are the Transformer's float32
-// weights or a half-precision snapshot of them ([Transformer.HalfWeights],
+// weights or a half-precision snapshot of them ([WithHalfWeights],
 // [Transformer.StartDecodingWith]). After the first steps have sized the
 // buffers, Step and Reorder allocate nothing.
 //
 // A Decoding belongs to one goroutine; the Transformer it came from may
 // serve many Decodings concurrently.
-type Decoding struct {
+type cpuDecoding struct {
 	m       *Transformer
 	w       *stepWeights // the step's linear layers
 	run     half.Runner
@@ -83,21 +83,21 @@ type Decoding struct {
 }
 
 var (
-	_ decode.Model             = (*Decoding)(nil)
-	_ decode.AttentionRecorder = (*Decoding)(nil)
+	_ decode.Model             = (*cpuDecoding)(nil)
+	_ decode.AttentionRecorder = (*cpuDecoding)(nil)
 )
 
-// StartDecoding encodes visual features (B, N, d_vf) and returns a decoding
+// startCPUDecoding encodes visual features (B, N, d_vf) and returns a decoding
 // state with one row per study, ready for a decode strategy. Its steps read
-// the Transformer's float32 weights; see StartDecodingWith for a
+// the Transformer's float32 weights; see startDecodingWith for a
 // half-precision snapshot.
-func (m *Transformer) StartDecoding(feats *radgen.Tensor) (*Decoding, error) {
+func (m *Transformer) startCPUDecoding(feats *radgen.Tensor) (*cpuDecoding, error) {
 	return m.startDecoding(feats, nil)
 }
 
 // startDecoding starts a decoding whose steps read w, or m's float32
 // weights if w is nil.
-func (m *Transformer) startDecoding(feats *radgen.Tensor, w *stepWeights) (*Decoding, error) {
+func (m *Transformer) startDecoding(feats *radgen.Tensor, w *stepWeights) (*cpuDecoding, error) {
 	c := m.Config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
@@ -109,11 +109,11 @@ func (m *Transformer) startDecoding(feats *radgen.Tensor, w *stepWeights) (*Deco
 		w = newStepWeights(m, float32Linear, float32Linear)
 	}
 	g := radgen.NoGrad()
-	enc := m.Encode(g, feats)
+	enc := m.encode(g, feats)
 	b, n := feats.Dim(0), feats.Dim(1)
 	d := c.DModel
 	np := (n + 7) &^ 7
-	s := &Decoding{m: m, w: w, studies: b, rows: b, n: n, np: np}
+	s := &cpuDecoding{m: m, w: w, studies: b, rows: b, n: n, np: np}
 	for i, l := range m.Decoder.Layers {
 		// K and V of the source attention, once per study (B, N, D), from
 		// the layer's source: the encoder output, or its multi-view
@@ -153,22 +153,22 @@ func (m *Transformer) startDecoding(feats *radgen.Tensor, w *stepWeights) (*Deco
 }
 
 // VocabSize implements decode.Model.
-func (s *Decoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *cpuDecoding) VocabSize() int { return s.m.Config.Vocab }
 
 // Rows implements decode.Model.
-func (s *Decoding) Rows() int { return s.rows }
+func (s *cpuDecoding) Rows() int { return s.rows }
 
-// Position returns how many tokens each row has consumed.
-func (s *Decoding) Position() int { return s.t }
+// position returns how many tokens each row has consumed.
+func (s *cpuDecoding) position() int { return s.t }
 
 // AttentionWidth implements decode.AttentionRecorder: the number of image
 // patches of a study.
-func (s *Decoding) AttentionWidth() int { return s.n }
+func (s *cpuDecoding) AttentionWidth() int { return s.n }
 
 // Attention implements decode.AttentionRecorder: after a Step, the
 // last decoder layer's cross-attention over the patches, averaged over
 // heads, [Rows() × N].
-func (s *Decoding) Attention(dst []float32) error {
+func (s *cpuDecoding) Attention(dst []float32) error {
 	if len(dst) < s.rows*s.n {
 		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), s.rows, s.n)
 	}
@@ -178,7 +178,7 @@ func (s *Decoding) Attention(dst []float32) error {
 
 // ensure sizes every buffer for rows rows and positions positions,
 // preserving contents.
-func (s *Decoding) ensure(rows, positions int) {
+func (s *cpuDecoding) ensure(rows, positions int) {
 	c := s.m.Config
 	d := c.DModel
 	S := c.MemorySlots
@@ -241,7 +241,7 @@ func (s *Decoding) ensure(rows, positions int) {
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *Decoding) Reorder(src []int) error {
+func (s *cpuDecoding) Reorder(src []int) error {
 	for _, r := range src {
 		if r < 0 || r >= s.rows {
 			return fmt.Errorf("%w: reorder index %d of %d rows", decode.ErrShape, r, s.rows)
@@ -274,7 +274,7 @@ func (s *Decoding) Reorder(src []int) error {
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
-func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+func (s *cpuDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	c := s.m.Config
 	R, d, V := s.rows, c.DModel, c.Vocab
 	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
@@ -327,7 +327,7 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 }
 
 // plainNorm applies R2Gen's LayerNorm with shared γ, β to R rows.
-func (s *Decoding) plainNorm(dst, x, gamma, beta []float32, R int) {
+func (s *cpuDecoding) plainNorm(dst, x, gamma, beta []float32, R int) {
 	d := len(gamma)
 	kernels.Normalize(dst[:R*d], s.inv[:R], x[:R*d], d, 1e-6, kernels.NormR2Gen)
 	for r := 0; r < R; r++ {
@@ -343,7 +343,7 @@ func (s *Decoding) plainNorm(dst, x, gamma, beta []float32, R int) {
 // memory only, so all 2·3·layers input layers run as one batch, and then
 // all output layers: two passes over the MLP weights, each shared out among
 // the cores, rather than eighteen small ones between the sublayers.
-func (s *Decoding) condDeltas() {
+func (s *cpuDecoding) condDeltas() {
 	R, d := s.rows, s.m.Config.DModel
 	conds := false
 	for pass := 0; pass < 2; pass++ {
@@ -375,7 +375,7 @@ func (s *Decoding) condDeltas() {
 // condNorm applies sublayer norm i of decoder layer l: MCLN with
 // γ̂ = γ + f_mlp(M_t), β̂ = β + f_mlp(M_t) (R2Gen Eqs. 11–15; the MLP
 // outputs come from condDeltas), or the plain norm of the BASE variants.
-func (s *Decoding) condNorm(dst, x []float32, l, i int) {
+func (s *cpuDecoding) condNorm(dst, x []float32, l, i int) {
 	R, d := s.rows, s.m.Config.DModel
 	n := s.m.Decoder.Layers[l].norms[i]
 	if n.cond == nil {
@@ -395,7 +395,7 @@ func (s *Decoding) condNorm(dst, x []float32, l, i int) {
 }
 
 // layerStep runs decoder layer l on x (R rows) in place.
-func (s *Decoding) layerStep(l int, x []float32) {
+func (s *cpuDecoding) layerStep(l int, x []float32) {
 	R, d := s.rows, s.m.Config.DModel
 	lw := &s.w.layers[l]
 	h := s.h[:R*d]
@@ -461,7 +461,7 @@ func (s *Decoding) layerStep(l int, x []float32) {
 // each product: scores = q_h·K_hᵀ and ctx_h = softmax(scores)·V_h, per head
 // h, with the study's K (np×D) and Vᵀ (D×np) read in place; the padding
 // patches score 0 and get weight 0.
-func (s *Decoding) crossAttention(l int, q, ctx []float32, heads int, scale float32) {
+func (s *cpuDecoding) crossAttention(l int, q, ctx []float32, heads int, scale float32) {
 	R, d, n, np := s.rows, s.m.Config.DModel, s.n, s.np
 	dk := d / heads
 	last := l == len(s.m.Decoder.Layers)-1
@@ -501,7 +501,7 @@ func (s *Decoding) crossAttention(l int, q, ctx []float32, heads int, scale floa
 
 // memoryStep advances every row's relational memory by one input
 // (R2Gen Eqs. 6–10; see relmem.Relational.Step).
-func (s *Decoding) memoryStep(y []float32) {
+func (s *cpuDecoding) memoryStep(y []float32) {
 	rm, mw := s.m.Memory, s.w.memory
 	R, d, S := s.rows, s.m.Config.DModel, rm.Slots
 	heads := rm.Attn.Heads
@@ -587,7 +587,7 @@ func (s *Decoding) memoryStep(y []float32) {
 // and replaces the rows' decoder input x by W_m[x; m] (Mem2Mem Eqs. 13–20;
 // see relmem.Mem2Mem.Forward). Its cost per step is that of r slots and the
 // study's N encoder states, independent of the position.
-func (s *Decoding) mem2memStep(x []float32) {
+func (s *cpuDecoding) mem2memStep(x []float32) {
 	mm := s.m.Mem2Mem
 	R, d, S := s.rows, s.m.Config.DModel, mm.Slots
 	g := radgen.NoGrad()

@@ -48,15 +48,15 @@ func TestBatchIndependence(t *testing.T) {
 		arch      Architecture
 		configure func(int) ModelConfig
 	}{
-		{ArchR2Gen, TinyConfig},
+		{ArchR2Gen, R2GenTiny},
 		{ArchM2, func(v int) ModelConfig {
-			c := TinyM2Config(v)
+			c := M2Tiny(v)
 			m2 := *c.M2
 			m2.Padding = mesh.PadZeroRows
 			c.M2 = &m2
 			return c
 		}},
-		{ArchMETransformer, TinyMETransConfig},
+		{ArchMETransformer, METransTiny},
 	} {
 		t.Run(string(tc.arch), func(t *testing.T) {
 			cfg := tc.configure(tok.Len() + 1)

@@ -8,14 +8,14 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// InferConfig derives a Config from the tensor shapes of an R2Gen
+// inferR2GenConfig derives a Config from the tensor shapes of an R2Gen
 // state_dict (names relative to "encoder_decoder."). Head counts cannot be
 // read from weights and are given; dropout rates take R2Gen's defaults and
 // maxSeqLen is the longest report in tokens. The layers must be numbered
 // 0, 1, … without gaps, and the configuration must fit DefaultBudget: a
 // forged tensor name (model.encoder.layers.999999.x) gives an error, not a
 // model of a million layers.
-func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
+func inferR2GenConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
 	return inferConfig(shapes, heads, memoryHeads, maxSeqLen, DefaultBudget())
 }
 

@@ -28,11 +28,11 @@ type M2Transformer struct {
 	Decoder *mesh.MeshedDecoder
 }
 
-// NewM2Transformer returns a model initialised as the published code
+// newM2Transformer returns a model initialised as the published code
 // leaves it (Xavier-uniform on every tensor of more than one dimension,
 // memory slots and positional table included), drawing from a PCG
 // generator seeded with seed.
-func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
+func newM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 	return &M2Transformer{Config: c, Encoder: enc, Decoder: dec}, nil
 }
 
-// LoadM2 builds an M² model from weights by the published state_dict names
+// loadM2 builds an M² model from weights by the published state_dict names
 // (an opened safetensors file, or the "state_dict" of a checkpoint saved by
 // the published train.py): sizes are read from the shapes, heads is the
 // number of attention heads (8 in the paper), and the special ids are M²'s
@@ -57,7 +57,7 @@ func NewM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 // running_seq, …) may be present and are ignored. Every tensor is checked
 // before the model is built; errors wrap ErrConfig, radgen.ErrMissingTensor
 // or radgen.ErrShapeMismatch.
-func LoadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
+func loadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
 		shape, err := weightShape(src, n)
@@ -67,11 +67,11 @@ func LoadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
 		}
 		shapes[n] = shape
 	}
-	cfg, err := InferM2Config(shapes, heads)
+	cfg, err := inferM2Config(shapes, heads)
 	if err != nil {
 		return nil, err
 	}
-	m, err := NewM2Transformer(cfg, 0)
+	m, err := newM2Transformer(cfg, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -88,25 +88,25 @@ func (m *M2Transformer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // M2Encoded is a batch of studies after the memory-augmented encoder.
-type M2Encoded struct {
+type m2Encoded struct {
 	Levels *radgen.Tensor // (B, N, R, D): the output of every encoder layer
 	Mask   *radgen.Tensor // (B, 1, 1, R), 1 = masked region; nil when none is
 }
 
 // Encode runs the encoder on region features (B, R, d_in), masking regions
 // by Config.Padding.
-func (m *M2Transformer) Encode(g *radgen.Graph, feats *radgen.Tensor) (*M2Encoded, error) {
+func (m *M2Transformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*m2Encoded, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
 	levels, mask := m.Encoder.Forward(g, feats)
-	return &M2Encoded{Levels: levels, Mask: mask}, nil
+	return &m2Encoded{Levels: levels, Mask: mask}, nil
 }
 
 // EncodeMasked runs the encoder with the caller's region mask (B, 1, 1, R),
 // nonzero = masked, or nil for none, instead of Config.Padding's: to
 // reproduce a reference run's mask, or to mask padding by another rule.
-func (m *M2Transformer) EncodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*M2Encoded, error) {
+func (m *M2Transformer) encodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*m2Encoded, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (m *M2Transformer) EncodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor
 			return nil, fmt.Errorf("memtrans: M² region mask %v for features %v, want (B, 1, 1, R)", s, feats.Shape())
 		}
 	}
-	return &M2Encoded{Levels: m.Encoder.ForwardMasked(g, feats, mask), Mask: mask}, nil
+	return &m2Encoded{Levels: m.Encoder.ForwardMasked(g, feats, mask), Mask: mask}, nil
 }
 
 func (m *M2Transformer) checkFeats(feats *radgen.Tensor) error {
@@ -126,12 +126,12 @@ func (m *M2Transformer) checkFeats(feats *radgen.Tensor) error {
 	return nil
 }
 
-// TeacherForce returns the log-probabilities (B, T, V) of the next token at
+// teacherForce returns the log-probabilities (B, T, V) of the next token at
 // every position of tokens (B·T ids, row-major, each row starting with
 // bos; padding is Config.Pad), given the encoded studies. As in the
 // published code, padding positions use positional row 0, are masked as
 // self-attention keys, and output log_softmax(0) (uniform).
-func (m *M2Transformer) TeacherForce(g *radgen.Graph, enc *M2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
+func (m *M2Transformer) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -152,14 +152,14 @@ func (m *M2Transformer) TeacherForce(g *radgen.Graph, enc *M2Encoded, tokens []i
 // M2Loss is M²'s cross-entropy criterion, NLLLoss(ignore_index = pad):
 // the mean negative log-probability of the targets (B·T ids) over the
 // positions whose target is not Config.Pad. logProbs is (B, T, V).
-func (m *M2Transformer) M2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {
+func (m *M2Transformer) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {
 	mask := make([]float32, len(targets))
 	for i, id := range targets {
 		if id != m.Config.Pad {
 			mask[i] = 1
 		}
 	}
-	return Loss(g, logProbs, targets, mask)
+	return languageModelLoss(g, logProbs, targets, mask)
 }
 
 var _ radgen.Module = (*M2Transformer)(nil)

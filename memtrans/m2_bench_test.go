@@ -17,14 +17,14 @@ func BenchmarkM2Beam(b *testing.B) {
 		name string
 		cfg  M2Config
 	}{
-		{"tiny", TinyM2(200, 256)},
+		{"tiny", tinyM2Preset(200, 256)},
 	} {
-		m, err := NewM2Transformer(c.cfg, 1)
+		m, err := newM2Transformer(c.cfg, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 4, 20, c.cfg.DIn)
-		enc, err := m.Encode(radgen.NoGrad(), feats)
+		enc, err := m.encode(radgen.NoGrad(), feats)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func BenchmarkM2Beam(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%s/B4", c.name, st), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				dec, err := m.StartDecodingEncoded(enc)
+				dec, err := m.startCPUDecodingEncoded(enc)
 				if err != nil {
 					b.Fatal(err)
 				}

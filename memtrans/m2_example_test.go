@@ -6,42 +6,34 @@ import (
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
 )
 
-// Decode two studies with a small, seeded Meshed-Memory Transformer and
-// M²'s own beam search: finished beams stay in the beam with their score
-// frozen, and every beam runs to the maximum length.
-func ExampleM2Transformer_StartDecoding() {
-	cfg := memtrans.TinyM2(40, 32) // 40 words, 32-wide region features
-	m, err := memtrans.NewM2Transformer(cfg, 1)
+// A small, seeded Meshed-Memory Transformer writes reports through the
+// same Model as R2Gen, with M²'s own beam search: finished beams stay in
+// the beam with their score frozen.
+func ExampleM2Tiny() {
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion."})
 	if err != nil {
-		fmt.Println(err)
-		return
+		panic(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	regions := radgen.Zeros(2, 10, 32) // (B, R, d_in)
-	for i := range regions.Data() {
-		regions.Data()[i] = float32(rng.NormFloat64())
-	}
-	dec, err := m.StartDecoding(regions)
+	cfg := memtrans.M2Tiny(tok.Len() + 1)
+	m, err := memtrans.New(cfg, tok, 1)
 	if err != nil {
-		fmt.Println(err)
-		return
+		panic(err)
 	}
-	beam := decode.BeamSearch{Size: 3, N: 3, MaxLen: 6, BOS: cfg.BOS, EOS: cfg.EOS, Semantics: decode.M2}
-	hyps, err := beam.Decode(context.Background(), dec)
+	defer m.Close()
+	feats := radgen.Zeros(2, cfg.PatchesPerStudy(), cfg.Vision.OutChannels()) // (B, regions, d_in)
+	radgen.Uniform(feats, rand.New(rand.NewPCG(1, 2)), 1)
+	reps, err := m.GenerateFeatures(context.Background(), []string{"a", "b"}, feats, memtrans.WithBeamSize(3), memtrans.WithMaxLength(6))
 	if err != nil {
-		fmt.Println(err)
-		return
+		panic(err)
 	}
-	for i, h := range hyps {
-		best := h[0]
-		fmt.Printf("study %d: %d beams; best: %v tokens ≤ 6, one log-prob each: %v\n",
-			i, len(h), len(best.Tokens) <= 6, len(best.LogProbs) == len(best.Tokens))
+	for _, r := range reps {
+		fmt.Printf("%s: %d tokens ≤ 6, one log-prob each: %v\n", r.StudyID, len(r.Tokens), len(r.TokenLogProbs) == len(r.Tokens))
 	}
 	// Output:
-	// study 0: 3 beams; best: true tokens ≤ 6, one log-prob each: true
-	// study 1: 3 beams; best: true tokens ≤ 6, one log-prob each: true
+	// a: 6 tokens ≤ 6, one log-prob each: true
+	// b: 6 tokens ≤ 6, one log-prob each: true
 }

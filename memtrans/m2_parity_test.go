@@ -56,7 +56,7 @@ func loadM2Golden(t testing.TB) *m2Golden {
 // weights' shapes.
 func (g *m2Golden) m2(t testing.TB) *M2Transformer {
 	t.Helper()
-	m, err := LoadM2(g.model, g.meta.Heads)
+	m, err := loadM2(g.model, g.meta.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 //
 // It then encodes with the recorded mask, so that the rest of the model is
 // checked on the same input whatever the mask.
-func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Device) (*radgen.Tensor, *M2Encoded) {
+func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Device) (*radgen.Tensor, *m2Encoded) {
 	t.Helper()
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
@@ -128,7 +128,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Dev
 	decided, exact := m2MaskDecided(m, feats) // on the CPU: the bounds read the weights
 	testdevice.Move(t, m, dev)
 	feats = feats.To(dev)
-	own, err := m.Encode(radgen.NoGrad(), feats)
+	own, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Dev
 	t.Logf("encoder mask (%v rule): %d of %d regions decided whatever the rounding (%d of them computed exactly), %d differ from the golden; "+
 		"%d of the %d others (|Σ| within the rounding bound) differ on this kernel path",
 		m.Config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
-	enc, err := m.EncodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
+	enc, err := m.encodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestParityM2(t *testing.T) {
 	}
 
 	tokens, shape := g.ints(t, "tokens")
-	lp, err := m.TeacherForce(radgen.NoGrad(), enc, tokens, shape[0], shape[1])
+	lp, err := m.teacherForce(radgen.NoGrad(), enc, tokens, shape[0], shape[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,11 +407,11 @@ func TestParityM2Beam(t *testing.T) {
 			e := enc
 			if !full {
 				var err error
-				if e, err = m.EncodeMasked(radgen.NoGrad(), feats, enc.Mask); err != nil {
+				if e, err = m.encodeMasked(radgen.NoGrad(), feats, enc.Mask); err != nil {
 					t.Fatal(err)
 				}
 			}
-			dec, err := m.StartDecodingEncoded(e)
+			dec, err := m.startCPUDecodingEncoded(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -471,11 +471,11 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	_, enc := g.goldenEncoding(t, m, radgen.CPU)
 	tokens, shape := g.ints(t, "tokens")
 	b, steps := shape[0], shape[1]
-	want, err := m.TeacherForce(radgen.NoGrad(), enc, tokens, b, steps)
+	want, err := m.teacherForce(radgen.NoGrad(), enc, tokens, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := m.StartDecodingEncoded(enc)
+	dec, err := m.startCPUDecodingEncoded(enc)
 	if err != nil {
 		t.Fatal(err)
 	}

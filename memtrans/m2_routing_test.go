@@ -16,7 +16,7 @@ func routedM2(t testing.TB, r mesh.Routing) *M2Transformer {
 	t.Helper()
 	c := tinyM2Config()
 	c.Routing = r
-	m, err := NewM2Transformer(c, 7)
+	m, err := newM2Transformer(c, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,11 @@ func TestM2RoutingStructure(t *testing.T) {
 	}
 	c := tinyM2Config()
 	c.Routing, c.DecLayers = mesh.RoutingGCA, c.EncLayers+1
-	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+	if err := c.check(); !errors.Is(err, ErrConfig) {
 		t.Errorf("more decoder layers than levels: %v", err)
 	}
 	c.Routing = "zigzag"
-	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+	if err := c.check(); !errors.Is(err, ErrConfig) {
 		t.Errorf("unknown routing: %v", err)
 	}
 }
@@ -61,7 +61,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 		c.EncLayers, c.DecLayers, c.Routing = 2, 2, r
 		c.Padding = mesh.PadZeroRows
-		m, err := NewM2Transformer(c, 3)
+		m, err := newM2Transformer(c, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,15 +83,15 @@ func TestM2RoutingGradients(t *testing.T) {
 			check = append(check, v.Score.Weight, v.Score.Bias)
 		}
 		gradcheck.Check(t, "M² "+string(r), 1e-6, func(g *radgen.Graph) *radgen.Tensor {
-			enc, err := m.Encode(g, feats)
+			enc, err := m.encode(g, feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			lp, err := m.TeacherForce(g, enc, in, 2, 3)
+			lp, err := m.teacherForce(g, enc, in, 2, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return m.M2Loss(g, lp, targets)
+			return m.m2Loss(g, lp, targets)
 		}, check...)
 	}
 }
@@ -103,11 +103,11 @@ func TestM2RoutingBeamMatchesTeacherForcing(t *testing.T) {
 		m := routedM2(t, r)
 		c := m.Config
 		feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
-		enc, err := m.Encode(radgen.NoGrad(), feats)
+		enc, err := m.encode(radgen.NoGrad(), feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.StartDecodingEncoded(enc)
+		dec, err := m.startCPUDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}

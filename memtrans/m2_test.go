@@ -15,7 +15,7 @@ import (
 )
 
 func tinyM2Config() M2Config {
-	c := TinyM2(23, 12)
+	c := tinyM2Preset(23, 12)
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.MaxLen = 16, 4, 3, 4, 24, 5, 20
 	c.EncLayers, c.DecLayers = 3, 2
 	return c
@@ -23,7 +23,7 @@ func tinyM2Config() M2Config {
 
 func tinyM2(t testing.TB) *M2Transformer {
 	t.Helper()
-	m, err := NewM2Transformer(tinyM2Config(), 7)
+	m, err := newM2Transformer(tinyM2Config(), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func m2Feats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
 }
 
 func TestM2ConfigValidate(t *testing.T) {
-	if err := M2COCO(10201).Validate(); err != nil {
+	if err := m2COCO(10201).check(); err != nil {
 		t.Fatalf("M2COCO: %v", err)
 	}
 	for name, mutate := range map[string]func(*M2Config){
@@ -68,7 +68,7 @@ func TestM2ConfigValidate(t *testing.T) {
 	} {
 		c := tinyM2Config()
 		mutate(&c)
-		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		if err := c.check(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
 		}
 	}
@@ -83,14 +83,14 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 	for name, tensor := range sd {
 		shapes[name] = tensor.Shape()
 	}
-	c, err := InferM2Config(shapes, m.Config.Heads)
+	c, err := inferM2Config(shapes, m.Config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c != m.Config {
 		t.Fatalf("inferred %+v\n     want %+v", c, m.Config)
 	}
-	m2, err := NewM2Transformer(c, 99)
+	m2, err := newM2Transformer(c, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,15 +98,15 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 2, 6, 12)
-	a, _ := m.Encode(radgen.NoGrad(), feats)
-	b, _ := m2.Encode(radgen.NoGrad(), feats)
+	a, _ := m.encode(radgen.NoGrad(), feats)
+	b, _ := m2.encode(radgen.NoGrad(), feats)
 	for i, v := range a.Levels.Data() {
 		if b.Levels.Data()[i] != v {
 			t.Fatal("reloaded model encodes differently")
 		}
 	}
 	delete(shapes, "decoder.layers.0.fc_alpha3.weight")
-	if _, err := InferM2Config(shapes, 4); !errors.Is(err, ErrConfig) {
+	if _, err := inferM2Config(shapes, 4); !errors.Is(err, ErrConfig) {
 		t.Fatalf("missing gate: %v, want ErrConfig", err)
 	}
 }
@@ -119,11 +119,11 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
 	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
 		m.Encoder.Padding = padding
-		enc, err := m.Encode(radgen.NoGrad(), feats)
+		enc, err := m.encode(radgen.NoGrad(), feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.StartDecodingEncoded(enc)
+		dec, err := m.startCPUDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,14 +144,14 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 // m2TeacherForcedDelta returns the largest |Δ| between the token
 // log-probabilities of decoded hypotheses (hyps[i] of study i of enc) and a
 // teacher-forced pass over each.
-func m2TeacherForcedDelta(t *testing.T, m *M2Transformer, enc *M2Encoded, hyps [][]decode.Hypothesis) float64 {
+func m2TeacherForcedDelta(t *testing.T, m *M2Transformer, enc *m2Encoded, hyps [][]decode.Hypothesis) float64 {
 	t.Helper()
 	var worst float64
 	for i, hs := range hyps {
-		one := &M2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
+		one := &m2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
 		for _, h := range hs {
 			in := append([]int{m.Config.BOS}, h.Tokens...)
-			lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
+			lp, err := m.teacherForce(radgen.NoGrad(), one, in, 1, len(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,10 +173,10 @@ func (m *M2Transformer) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
 
 func TestM2DecodingErrors(t *testing.T) {
 	m := tinyM2(t)
-	if _, err := m.StartDecoding(radgen.Zeros(2, 6, 5)); err == nil {
+	if _, err := m.startCPUDecoding(radgen.Zeros(2, 6, 5)); err == nil {
 		t.Fatal("features of the wrong width accepted")
 	}
-	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
+	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestM2DecodingErrors(t *testing.T) {
 	if err := dec.Step(context.Background(), []int{2, 2}, lp); err == nil {
 		t.Fatal("step beyond the positional table accepted")
 	}
-	if _, err := m.TeacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
+	if _, err := m.teacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
 		t.Fatal("nil encoding accepted")
 	}
 }
@@ -216,7 +216,7 @@ func TestM2StepAllocs(t *testing.T) {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	m := tinyM2(t)
-	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
+	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestM2LossGradients(t *testing.T) {
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 	c.EncLayers, c.DecLayers = 2, 1
 	c.Padding = mesh.PadZeroRows
-	m, err := NewM2Transformer(c, 3)
+	m, err := newM2Transformer(c, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,15 +273,15 @@ func TestM2LossGradients(t *testing.T) {
 	targets := []int{5, 6, 3, 7, 3, 1}
 	l := m.Decoder.Layers[0]
 	gradcheck.Check(t, "M² loss", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
-		enc, err := m.Encode(g, feats)
+		enc, err := m.encode(g, feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := m.TeacherForce(g, enc, in, 2, 3)
+		lp, err := m.teacherForce(g, enc, in, 2, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.M2Loss(g, lp, targets)
+		return m.m2Loss(g, lp, targets)
 	}, feats, m.Encoder.FC.Weight, m.Encoder.Layers[1].MHAtt.Attention.MemK, m.Decoder.WordEmb,
 		l.Alpha[1].Weight, l.EncAtt.Attention.FCQ.Weight, m.Decoder.FC.Weight)
 }
@@ -294,15 +294,15 @@ func TestM2Trains(t *testing.T) {
 	in := []int{2, 5, 6, 7, 8, 2, 9, 10, 1, 1}
 	targets := []int{5, 6, 7, 8, 3, 9, 10, 3, 1, 1}
 	loss := func(g *radgen.Graph) *radgen.Tensor {
-		enc, err := m.Encode(g, feats)
+		enc, err := m.encode(g, feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := m.TeacherForce(g, enc, in, 2, 5)
+		lp, err := m.teacherForce(g, enc, in, 2, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.M2Loss(g, lp, targets)
+		return m.m2Loss(g, lp, targets)
 	}
 	first := loss(radgen.NoGrad()).Data()[0]
 	for step := range 30 {
@@ -343,7 +343,7 @@ func (s m2NamedSource) Names() []string {
 func TestLoadM2(t *testing.T) {
 	m := tinyM2(t)
 	src := m2NamedSource(radgen.StateDict(m, ""))
-	got, err := LoadM2(src, m.Config.Heads)
+	got, err := loadM2(src, m.Config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,14 +359,14 @@ func TestLoadM2(t *testing.T) {
 		}
 	}
 	delete(src, "decoder.layers.1.pwff.fc2.bias")
-	if _, err := LoadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
+	if _, err := loadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
 		t.Fatalf("missing tensor: %v", err)
 	}
 	src["decoder.layers.1.pwff.fc2.bias"] = radgen.Zeros(3)
-	if _, err := LoadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
+	if _, err := loadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("wrong shape: %v", err)
 	}
-	if _, err := LoadM2(src, 5); !errors.Is(err, ErrConfig) {
+	if _, err := loadM2(src, 5); !errors.Is(err, ErrConfig) {
 		t.Fatalf("heads not dividing the width: %v", err)
 	}
 }
@@ -376,7 +376,7 @@ func TestLoadM2(t *testing.T) {
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
 	m.Encoder.Padding = mesh.PadZeroRows
-	dec, err := m.StartDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		exactSum := m2ExactNormSums(m, feats)
 		for _, p := range paths {
 			restore := p.disable()
-			enc, err := m.Encode(radgen.NoGrad(), feats)
+			enc, err := m.encode(radgen.NoGrad(), feats)
 			sums, bounds, _ := m2MaskBounds(m, feats)
 			restore()
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // M2Config holds the architecture of a Meshed-Memory Transformer (Cornia et
 // al., CVPR 2020). Sizes are data: they travel with the weights, and
-// [InferM2Config] reads them from a state_dict's shapes.
+// [inferM2Config] reads them from a state_dict's shapes.
 type M2Config struct {
 	DModel      int     `json:"d_model"`      // model width (M²: 512)
 	DK          int     `json:"d_k"`          // query/key width per head (64)
@@ -37,15 +37,15 @@ type M2Config struct {
 	Routing mesh.Routing `json:"routing,omitempty"`
 }
 
-// M2COCO returns the configuration of the released M² captioner
+// m2COCO returns the configuration of the released M² captioner
 // (test.py / train.py) for a vocabulary of vocab entries.
-func M2COCO(vocab int) M2Config {
+func m2COCO(vocab int) M2Config {
 	return M2Config{DModel: 512, DK: 64, DV: 64, Heads: 8, DFF: 2048, EncLayers: 3, DecLayers: 3, MemorySlots: 40,
 		DIn: 2048, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
 
-// TinyM2 returns a small configuration for demos and tests.
-func TinyM2(vocab, dIn int) M2Config {
+// tinyM2Preset returns a small configuration for demos and tests.
+func tinyM2Preset(vocab, dIn int) M2Config {
 	return M2Config{DModel: 64, DK: 16, DV: 16, Heads: 4, DFF: 128, EncLayers: 3, DecLayers: 3, MemorySlots: 8,
 		DIn: dIn, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
@@ -53,7 +53,7 @@ func TinyM2(vocab, dIn int) M2Config {
 // Validate reports the first inconsistency in c, wrapping ErrConfig,
 // including a model beyond DefaultBudget (98 regions assumed; see
 // ModelConfig.CheckBudget for the whole generator).
-func (c M2Config) Validate() error {
+func (c M2Config) check() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
@@ -114,12 +114,12 @@ func (c M2Config) validateShape() error {
 	return nil
 }
 
-// InferM2Config reads an M² configuration from the shapes of a state_dict
+// inferM2Config reads an M² configuration from the shapes of a state_dict
 // by its published names (encoder.fc.weight, encoder.layers.i.mhatt.
 // attention.m_k, decoder.pos_emb.weight, …). The number of heads is not
 // visible in the shapes and is given; d_k and d_v follow from it. The
 // special ids and dropout are M²'s defaults (pad 1, bos 2, eos 3, 0.1).
-func InferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
+func inferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
 	c := M2Config{Heads: heads, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 	get := func(name string, rank int) ([]int, error) {
 		s, ok := shapes[name]
@@ -180,7 +180,7 @@ func InferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
 	if levels != c.EncLayers {
 		return c, fmt.Errorf("%w: M²: %d gates per decoder layer for %d encoder levels", ErrConfig, levels, c.EncLayers)
 	}
-	return c, c.Validate()
+	return c, c.check()
 }
 
 func countLayers(shapes map[string][]int, prefix, suffix string) int {

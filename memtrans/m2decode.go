@@ -18,7 +18,7 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// M2Decoding is the incremental decoding state of a batch of studies under
+// m2CPUDecoding is the incremental decoding state of a batch of studies under
 // an [M2Transformer]; it implements decode.Model, so any strategy of
 // package decode (M²'s own beam search: decode.BeamSearch{Semantics:
 // decode.M2}) can drive it.
@@ -40,9 +40,9 @@ import (
 // After the first steps have sized the buffers, Step and Reorder allocate
 // nothing of their own (the matrix products of internal/f32 may; see
 // TestM2StepAllocs). The weights are read through views taken when
-// decoding starts. An M2Decoding belongs to one goroutine; the model it came from
+// decoding starts. An m2CPUDecoding belongs to one goroutine; the model it came from
 // may serve many concurrently.
-type M2Decoding struct {
+type m2CPUDecoding struct {
 	m       *M2Transformer
 	words   []float32 // (V, D) word embeddings
 	pos     []float32 // (P, D) positional table
@@ -82,8 +82,8 @@ type M2Decoding struct {
 }
 
 var (
-	_ decode.Model             = (*M2Decoding)(nil)
-	_ decode.AttentionRecorder = (*M2Decoding)(nil)
+	_ decode.Model             = (*m2CPUDecoding)(nil)
+	_ decode.AttentionRecorder = (*m2CPUDecoding)(nil)
 )
 
 // m2Dense is a Linear layer's weights as raw slices, taken once when
@@ -144,22 +144,22 @@ func m2LayerOf(l *mesh.MeshedLayer) m2Layer {
 	return w
 }
 
-// StartDecoding encodes region features (B, R, d_in), masking regions by
+// startCPUDecoding encodes region features (B, R, d_in), masking regions by
 // Config.Padding, and returns a decoding state with one row per study.
-func (m *M2Transformer) StartDecoding(feats *radgen.Tensor) (*M2Decoding, error) {
+func (m *M2Transformer) startCPUDecoding(feats *radgen.Tensor) (*m2CPUDecoding, error) {
 	if feats.Is64() {
 		feats = feats.To32()
 	}
-	enc, err := m.Encode(radgen.NoGrad(), feats)
+	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
 		return nil, err
 	}
-	return m.StartDecodingEncoded(enc)
+	return m.startCPUDecodingEncoded(enc)
 }
 
 // StartDecodingEncoded returns a decoding state with one row per study of
 // an encoding made by Encode or EncodeMasked (float32, NoGrad).
-func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error) {
+func (m *M2Transformer) startCPUDecodingEncoded(enc *m2Encoded) (*m2CPUDecoding, error) {
 	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
@@ -172,7 +172,7 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 	// multi-view routing, its soft-integrated view as one level.
 	sources := m.Decoder.Sources(radgen.NoGrad(), levels)
 	b, n, r := levels.Dim(0), sources[0].Dim(1), levels.Dim(2)
-	s := &M2Decoding{m: m, studies: b, rows: b, regions: r, levels: n,
+	s := &m2CPUDecoding{m: m, studies: b, rows: b, regions: r, levels: n,
 		words: m.Decoder.WordEmb.Data(), pos: m.Decoder.PosEmb.Data(), out: m2DenseOf(m.Decoder.FC)}
 	for _, l := range m.Decoder.Layers {
 		s.layers = append(s.layers, m2LayerOf(l))
@@ -205,24 +205,24 @@ func (m *M2Transformer) StartDecodingEncoded(enc *M2Encoded) (*M2Decoding, error
 }
 
 // VocabSize implements decode.Model.
-func (s *M2Decoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *m2CPUDecoding) VocabSize() int { return s.m.Config.Vocab }
 
 // Rows implements decode.Model.
-func (s *M2Decoding) Rows() int { return s.rows }
+func (s *m2CPUDecoding) Rows() int { return s.rows }
 
 // Position returns how many tokens each row has consumed.
-func (s *M2Decoding) Position() int { return s.t }
+func (s *m2CPUDecoding) position() int { return s.t }
 
 // AttentionWidth implements decode.AttentionRecorder: the number of image
 // regions of a study.
-func (s *M2Decoding) AttentionWidth() int { return s.regions }
+func (s *m2CPUDecoding) AttentionWidth() int { return s.regions }
 
 // Attention implements decode.AttentionRecorder: after a Step, the last
 // decoder layer's cross-attention over the regions, averaged over heads
 // and over the N encoder levels (the meshed gates weigh the levels per
 // channel, so no single weighting of the levels is exact), [Rows() × R].
 // Masked regions get weight 0.
-func (s *M2Decoding) Attention(dst []float32) error {
+func (s *m2CPUDecoding) Attention(dst []float32) error {
 	if len(dst) < s.rows*s.regions {
 		return fmt.Errorf("%w: attention buffer of %d for %d×%d", decode.ErrShape, len(dst), s.rows, s.regions)
 	}
@@ -232,7 +232,7 @@ func (s *M2Decoding) Attention(dst []float32) error {
 
 // ensure sizes every buffer for rows rows and positions positions,
 // preserving the cache.
-func (s *M2Decoding) ensure(rows, positions int) {
+func (s *m2CPUDecoding) ensure(rows, positions int) {
 	if rows <= s.rowCap && positions <= s.posCap {
 		return
 	}
@@ -292,7 +292,7 @@ func (s *M2Decoding) ensure(rows, positions int) {
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *M2Decoding) Reorder(src []int) error {
+func (s *m2CPUDecoding) Reorder(src []int) error {
 	if len(src) == 0 {
 		return fmt.Errorf("%w: reorder to zero rows", decode.ErrShape)
 	}
@@ -320,7 +320,7 @@ func (s *M2Decoding) Reorder(src []int) error {
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
-func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+func (s *m2CPUDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -370,7 +370,7 @@ func (s *M2Decoding) Step(ctx context.Context, tokens []int, dst []float32) erro
 
 // addNorm writes LayerNorm(x + y) ⊙ pad for rows rows of width D into dst
 // (dst may be y): the AddNorm of Eqs. 5 and 9 followed by mask_pad.
-func (s *M2Decoding) addNorm(dst, x, y []float32, rows int, ln m2Norm, pad []float32) {
+func (s *m2CPUDecoding) addNorm(dst, x, y []float32, rows int, ln m2Norm, pad []float32) {
 	d := s.m.Config.DModel
 	for i := range dst[:rows*d] {
 		dst[i] = x[i] + y[i]
@@ -438,7 +438,7 @@ func m2Attend(out, q []float32, n int, keys []float32, kw, ko int, vals []float3
 
 // layerStep runs meshed decoder layer l (Cornia et al. 2020, Eq. 9) on x
 // (R rows) in place.
-func (s *M2Decoding) layerStep(l int, layer *m2Layer, x []float32) {
+func (s *m2CPUDecoding) layerStep(l int, layer *m2Layer, x []float32) {
 	c := s.m.Config
 	R, d, h, dk, dv := s.rows, c.DModel, c.Heads, c.DK, c.DV
 	hk, hv := h*dk, h*dv

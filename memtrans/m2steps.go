@@ -13,7 +13,7 @@ import (
 // built from the modules' own steps ([mesh.MeshedSteps]: the meshed
 // layer's step over a key/value cache and over its sources projected once
 // per study), so it runs on whatever device the model's parameters and
-// the features live on. It computes what M2Decoding computes: positional
+// the features live on. It computes what m2CPUDecoding computes: positional
 // row t+1 at step t whatever the token, <pad> masked as a key and its
 // row's output zeroed, every routing, and the same attention map.
 //
@@ -49,7 +49,7 @@ func (m *M2Transformer) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDeco
 	if feats.Device() != w.Device() {
 		feats = feats.To(w.Device())
 	}
-	enc, err := m.Encode(radgen.NoGrad(), feats)
+	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (m *M2Transformer) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDeco
 // startModuleDecodingEncoded returns a decoding state with one row per
 // study of an encoding made by Encode or EncodeMasked on the device of the
 // model's parameters.
-func (m *M2Transformer) startModuleDecodingEncoded(enc *M2Encoded) (*m2ModuleDecoding, error) {
+func (m *M2Transformer) startModuleDecodingEncoded(enc *m2Encoded) (*m2ModuleDecoding, error) {
 	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)

@@ -54,7 +54,7 @@ func compareHypotheses(t *testing.T, got, want [][]decode.Hypothesis) (lp, att f
 	return lp, att
 }
 
-// The decoding built from the modules' steps gives M2Decoding's tokens,
+// The decoding built from the modules' steps gives m2CPUDecoding's tokens,
 // log-probabilities and attention maps (within 1e-5), greedy and beam 3,
 // under every padding rule and with a routing, on the CPU and on a device.
 func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
@@ -69,7 +69,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 					c := tinyM2Config()
 					c.Routing, c.Padding = routing, padding
 					newModel := func() *M2Transformer {
-						m, err := NewM2Transformer(c, 7)
+						m, err := newM2Transformer(c, 7)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -78,7 +78,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 					}
 					ref, m := newModel(), newModel()
 					feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, c.DIn)
-					enc, err := ref.Encode(radgen.NoGrad(), feats)
+					enc, err := ref.encode(radgen.NoGrad(), feats)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -96,7 +96,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 						if enc.Mask != nil {
 							mask = enc.Mask.To(dev)
 						}
-						e, err := m.EncodeMasked(radgen.NoGrad(), feats.To(dev), mask)
+						e, err := m.encodeMasked(radgen.NoGrad(), feats.To(dev), mask)
 						if err != nil {
 							return nil, err
 						}
@@ -104,7 +104,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 					}
 					for sname, st := range m2Strategies(c, 9) {
 						want, err := func() ([][]decode.Hypothesis, error) {
-							dec, err := ref.StartDecodingEncoded(enc)
+							dec, err := ref.startCPUDecodingEncoded(enc)
 							if err != nil {
 								return nil, err
 							}
@@ -133,7 +133,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 	}
 }
 
-// A <pad> fed to some rows is handled as M2Decoding handles it (masked as
+// A <pad> fed to some rows is handled as m2CPUDecoding handles it (masked as
 // a key from then on, its row's output zeroed), through reorders that
 // repeat and drop rows.
 func TestM2ModuleDecodingPadTokens(t *testing.T) {
@@ -149,7 +149,7 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			feats := m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, c.DIn)
-			a, err := ref.StartDecoding(feats)
+			a, err := ref.startCPUDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,14 +194,14 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 	}
 }
 
-// The module decoding refuses what M2Decoding refuses, with the same
+// The module decoding refuses what m2CPUDecoding refuses, with the same
 // errors.
 func TestM2ModuleDecodingErrors(t *testing.T) {
 	m := tinyM2(t)
 	if _, err := m.startModuleDecoding(radgen.Zeros(2, 6, 5)); err == nil {
 		t.Fatal("features of the wrong width accepted")
 	}
-	if _, err := m.startModuleDecodingEncoded(&M2Encoded{}); err == nil {
+	if _, err := m.startModuleDecodingEncoded(&m2Encoded{}); err == nil {
 		t.Fatal("empty encoding accepted")
 	}
 	dec, err := m.startModuleDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
@@ -258,7 +258,7 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		enc, err := m.EncodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.tensor(t, "encoder_mask").To(dev))
+		enc, err := m.encodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.tensor(t, "encoder_mask").To(dev))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,19 +310,19 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 
 // BenchmarkM2ModuleDecoding decodes 20 steps of M²'s beam search of width
 // 3 (every beam runs to MaxLen) through the hand-written CPU step
-// ("handwritten", M2Decoding) and through the modules' steps ("modules"),
+// ("handwritten", m2CPUDecoding) and through the modules' steps ("modules"),
 // at batch 1 and 16, from one encoding of 50 regions, and reports the time
 // per step. "coco" is the paper's configuration (vocabulary 10,201, whose
-// output projection dominates a step), "tiny" TinyM2 with 200 words (where
+// output projection dominates a step), "tiny" tinyM2Preset with 200 words (where
 // the cost of the steps' many small operations shows); weights are random.
 func BenchmarkM2ModuleDecoding(b *testing.B) {
 	for _, cfg := range []struct {
 		name string
 		c    M2Config
-	}{{"coco", M2COCO(10201)}, {"tiny", TinyM2(200, 256)}} {
+	}{{"coco", m2COCO(10201)}, {"tiny", tinyM2Preset(200, 256)}} {
 		c := cfg.c
 		c.Padding = mesh.PadNone
-		m, err := NewM2Transformer(c, 1)
+		m, err := newM2Transformer(c, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -330,7 +330,7 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 		st := decode.BeamSearch{Size: 3, MaxLen: steps, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2, FullLength: true}
 		for _, batch := range []int{1, 16} {
 			feats := m2Feats(rand.New(rand.NewPCG(1, 1)), batch, 50, c.DIn)
-			enc, err := m.Encode(radgen.NoGrad(), feats)
+			enc, err := m.encode(radgen.NoGrad(), feats)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 						var dec decode.Model
 						var err error
 						if path == "handwritten" {
-							dec, err = m.StartDecodingEncoded(enc)
+							dec, err = m.startCPUDecodingEncoded(enc)
 						} else {
 							dec, err = m.startModuleDecodingEncoded(enc)
 						}

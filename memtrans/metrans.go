@@ -44,15 +44,15 @@ type METransConfig struct {
 	Dropout        float64 `json:"dropout"`         // in training
 }
 
-// TinyMETrans returns a small configuration for demos and tests.
-func TinyMETrans(vocab, dIn, patches int) METransConfig {
+// tinyMETransPreset returns a small configuration for demos and tests.
+func tinyMETransPreset(vocab, dIn, patches int) METransConfig {
 	return METransConfig{DIn: dIn, Patches: patches, Experts: 3, DModel: 32, Heads: 4, DFF: 64, DMid: 16,
 		ViTLayers: 1, BilinearLayers: 1, DecoderLayers: 2, Vocab: vocab, MaxSeqLen: 60, Lambda: 1, Dropout: 0.1}
 }
 
 // Validate reports the first inconsistency in c, wrapping ErrConfig,
 // including a model beyond DefaultBudget.
-func (c METransConfig) Validate() error {
+func (c METransConfig) check() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (n metransNorm) visit(prefix string, visit func(string, *radgen.Tensor)) {
 // do not reconcile; as in X-Linear's encoder, where the attended (global)
 // feature is concatenated to every region, each visual token is
 // concatenated with the mean of the M expert tokens.
-type METransEncoderLayer struct {
+type metransEncoderLayer struct {
 	EBA  *mesh.BilinearAttention // experts attend the visual tokens
 	Fuse *radgen.Linear          // W_eⁿ: 2D → D
 	norm metransNorm
@@ -132,7 +132,7 @@ type METransEncoderLayer struct {
 
 // Forward maps expert tokens e (B, M, D) and visual tokens v (B, N, D) to
 // the next layer's.
-func (l *METransEncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
+func (l *metransEncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
 	b, m, n, d := e.Dim(0), e.Dim(1), v.Dim(1), v.Dim(2)
 	next := l.EBA.Forward(g, e, v, v, nil)
 	pooled := g.MatMul(constFill(e, 1/float64(m), b, 1, m), e, false) // (B, 1, D): mean over experts
@@ -141,7 +141,7 @@ func (l *METransEncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*ra
 	return next, vn
 }
 
-func (l *METransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
+func (l *metransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	l.EBA.VisitParams(radgen.Prefixed("eba.", visit))
 	l.Fuse.VisitParams(radgen.Prefixed("fuse.", visit))
 	l.norm.visit("norm.", visit)
@@ -158,7 +158,7 @@ func (l *METransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
 // reads E_r⁽ⁱ⁾; the last layer's E_c feeds the logit layer, as the notes
 // state, so the last layer has no Eq. 13 (Fuse is nil there: its W_d could
 // never receive a gradient).
-type METransDecoderLayer struct {
+type metransDecoderLayer struct {
 	Self, Cross         *mesh.BilinearAttention
 	Fuse                *radgen.Linear // W_d: 2D → D; nil in the last layer
 	norm1, norm2, norm3 metransNorm
@@ -168,7 +168,7 @@ type METransDecoderLayer struct {
 // Forward runs the layer on words er (R, T, D) over visual tokens fv (R, N,
 // D) with the causal mask (R, T, T); it returns E_r⁽ⁱ⁾ (nil in the last
 // layer) and E_c.
-func (l *METransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
+func (l *metransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
 	mid := l.norm1.forward(g, g.Add(g.Dropout(l.Self.Forward(g, er, er, er, causal), l.dropout), er)) // Eq. 11
 	ec = l.norm2.forward(g, g.Add(g.Dropout(l.Cross.Forward(g, mid, fv, fv, nil), l.dropout), mid))   // Eq. 12
 	if l.Fuse != nil {
@@ -177,7 +177,7 @@ func (l *METransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Te
 	return next, ec
 }
 
-func (l *METransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
+func (l *metransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	l.Self.VisitParams(radgen.Prefixed("self_eba.", visit))
 	l.Cross.VisitParams(radgen.Prefixed("cross_eba.", visit))
 	l.norm1.visit("norm1.", visit)
@@ -204,18 +204,18 @@ func (l *METransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 type METransformer struct {
 	Config       METransConfig
 	ViT          *vision.ViT
-	Bilinear     []*METransEncoderLayer
+	Bilinear     []*metransEncoderLayer
 	AdjustExpert *radgen.Linear // W_e of Eq. 10
 	AdjustVisual *radgen.Linear // W_v of Eq. 10
 	Words        *radgen.Tensor // (V, D) word embeddings
 	Positions    *radgen.Tensor // (MaxSeqLen+1, D) learned positions
-	Decoder      []*METransDecoderLayer
+	Decoder      []*metransDecoderLayer
 	Logit        *radgen.Linear // D → V
 }
 
-// NewMETransformer returns a model with Xavier-uniform matrices, drawing from
+// newMETransformer returns a model with Xavier-uniform matrices, drawing from
 // a PCG generator seeded with seed.
-func NewMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
+func newMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
@@ -239,10 +239,10 @@ func NewMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
 	radgen.XavierUniform(m.Words, rng)
 	radgen.Uniform(m.Positions, rng, 0.02*math.Sqrt(3))
 	for range c.BilinearLayers {
-		m.Bilinear = append(m.Bilinear, &METransEncoderLayer{EBA: eba(c.Dropout), Fuse: lin(2*d, d), norm: newMETransNorm(d)})
+		m.Bilinear = append(m.Bilinear, &metransEncoderLayer{EBA: eba(c.Dropout), Fuse: lin(2*d, d), norm: newMETransNorm(d)})
 	}
 	for i := range c.DecoderLayers {
-		l := &METransDecoderLayer{Self: eba(c.Dropout), Cross: eba(c.Dropout),
+		l := &metransDecoderLayer{Self: eba(c.Dropout), Cross: eba(c.Dropout),
 			norm1: newMETransNorm(d), norm2: newMETransNorm(d), dropout: c.Dropout}
 		if i < c.DecoderLayers-1 {
 			l.Fuse, l.norm3 = lin(2*d, d), newMETransNorm(d)
@@ -269,7 +269,7 @@ func (m *METransformer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // METransEncoded is a batch of studies after the encoder and the adjust block.
-type METransEncoded struct {
+type metransEncoded struct {
 	Visual   *radgen.Tensor // (B, N, D) f_v, the visual tokens after the bilinear encoder
 	Experts  *radgen.Tensor // (B, M, D) f_e, the expert tokens after the bilinear encoder
 	Adjusted *radgen.Tensor // (B·M, N, D) F_adjust(f_eᵐ, f_v), row b·M + m for study b and expert m
@@ -282,7 +282,7 @@ type METransEncoded struct {
 //
 // once per expert m, so that each expert's decoding stream reads its own
 // view of the image.
-func (m *METransformer) Encode(g *radgen.Graph, feats *radgen.Tensor) (*METransEncoded, error) {
+func (m *METransformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEncoded, error) {
 	c := m.Config
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
 		return nil, fmt.Errorf("memtrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
@@ -295,14 +295,14 @@ func (m *METransformer) Encode(g *radgen.Graph, feats *radgen.Tensor) (*METransE
 	ae := g.Reshape(g.ReLU(m.AdjustExpert.Forward(g, e)), b, mm, 1, d)
 	av := g.Reshape(g.ReLU(m.AdjustVisual.Forward(g, v)), b, 1, n, d)
 	adj := g.Reshape(g.Mul(ae, av), b*mm, n, d) // Eq. 10
-	return &METransEncoded{Visual: v, Experts: e, Adjusted: adj}, nil
+	return &metransEncoded{Visual: v, Experts: e, Adjusted: adj}, nil
 }
 
-// DecodeTokens runs the bilinear decoder over expert-adjusted visual tokens
+// decodeTokens runs the bilinear decoder over expert-adjusted visual tokens
 // fv (R, N, D) on token ids (R·T, row-major, each row starting with BOS)
 // and returns the log-probabilities of the next token, (R, T, V). Position
 // t attends positions ≤ t only.
-func (m *METransformer) DecodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
+func (m *METransformer) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
 	c := m.Config
 	if len(tokens) != r*t || r <= 0 || t <= 0 || fv.Dim(0) != r {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
@@ -334,22 +334,22 @@ func (m *METransformer) DecodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens 
 }
 
 // METransForward is a teacher-forced pass.
-type METransForward struct {
-	Encoded  *METransEncoded
+type metransForward struct {
+	Encoded  *metransEncoded
 	LogProbs *radgen.Tensor // (B·M, T, V): row b·M + m is expert m's stream for study b
 }
 
-// TeacherForce runs the model on features (B, N, d_in) and input tokens
+// teacherForce runs the model on features (B, N, d_in) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
 // reading the same tokens.
-func (m *METransformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*METransForward, error) {
+func (m *METransformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != b {
 		return nil, fmt.Errorf("memtrans: METransformer features %v for a batch of %d", shapeOf(feats), b)
 	}
-	enc, err := m.Encode(g, feats)
+	enc, err := m.encode(g, feats)
 	if err != nil {
 		return nil, err
 	}
@@ -360,11 +360,11 @@ func (m *METransformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, toke
 			rep = append(rep, tokens[i*t:(i+1)*t]...)
 		}
 	}
-	lp, err := m.DecodeTokens(g, enc.Adjusted, rep, b*mm, t)
+	lp, err := m.decodeTokens(g, enc.Adjusted, rep, b*mm, t)
 	if err != nil {
 		return nil, err
 	}
-	return &METransForward{Encoded: enc, LogProbs: lp}, nil
+	return &metransForward{Encoded: enc, LogProbs: lp}, nil
 }
 
 // Loss returns the training objective and its parts: the sum over experts
@@ -373,7 +373,7 @@ func (m *METransformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, toke
 // encoder's expert tokens f_e (vision.OrthogonalLoss). The notes put the
 // orthogonal loss on "the expert tokens" without saying which layer's; it
 // is taken on f_e, the expert embeddings that guide the decoder.
-func (m *METransformer) Loss(g *radgen.Graph, f *METransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
+func (m *METransformer) loss(g *radgen.Graph, f *metransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
 	mm := m.Config.Experts
 	lp := f.LogProbs
 	b, t := lp.Dim(0)/mm, lp.Dim(1)
@@ -389,21 +389,21 @@ func (m *METransformer) Loss(g *radgen.Graph, f *METransForward, targets []int, 
 		}
 	}
 	// Loss averages over all B·M streams' positions, (1/M)·Σ_m NLL_m.
-	nll = g.Scale(Loss(g, lp, rt, rm), float64(mm))
+	nll = g.Scale(languageModelLoss(g, lp, rt, rm), float64(mm))
 	orth = vision.OrthogonalLoss(g, f.Encoded.Experts)
 	total = g.Add(nll, g.Scale(orth, m.Config.Lambda))
 	return total, nll, orth
 }
 
-// StartRecompute encodes visual features (B, N, d_in) once and returns a
+// startRecompute encodes visual features (B, N, d_in) once and returns a
 // decode.Model with one row per study and expert: row b·M + m decodes
 // expert m's report of study b. Like decode.Recompute it re-runs the
 // decoder over each row's prefix at every step (O(T²) work); it is the
 // cross-check of the incremental [METransformer.StartDecoding], which must
 // give the same log-probabilities.
-func (m *METransformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *METransformer) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	feats = m.matchDtype(feats)
-	enc, err := m.Encode(radgen.NoGrad(), feats)
+	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +413,7 @@ func (m *METransformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute,
 		}
 		g := radgen.NoGrad()
 		r := len(rows)
-		lp, err := m.DecodeTokens(g, g.IndexSelect(enc.Adjusted, 0, rows), prefixes, r, length)
+		lp, err := m.decodeTokens(g, g.IndexSelect(enc.Adjusted, 0, rows), prefixes, r, length)
 		if err != nil {
 			return err
 		}
@@ -430,8 +430,8 @@ func (m *METransformer) StartRecompute(feats *radgen.Tensor) (*decode.Recompute,
 	return decode.NewRecompute(feats.Dim(0)*m.Config.Experts, m.Config.Vocab, score)
 }
 
-// METransReport is the outcome for one study.
-type METransReport struct {
+// metransReport is the outcome for one study.
+type metransReport struct {
 	Best       decode.Hypothesis   // the winning candidate
 	Expert     int                 // its expert
 	Candidates []decode.Hypothesis // (M) each expert's best hypothesis
@@ -444,11 +444,11 @@ type METransReport struct {
 // example CIDErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
 // report is returned.
-func (m *METransformer) Generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]METransReport, error) {
+func (m *METransformer) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]metransReport, error) {
 	if strategy == nil {
 		return nil, fmt.Errorf("memtrans: nil decoding strategy")
 	}
-	dec, err := m.StartDecoding(feats)
+	dec, err := m.startDecoding(feats)
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (m *METransformer) Generate(ctx context.Context, feats *radgen.Tensor, stra
 	mm := m.Config.Experts
 	b := len(hyps) / mm
 	experts := make([][][]decode.Hypothesis, b)
-	out := make([]METransReport, b)
+	out := make([]metransReport, b)
 	for i := range b {
 		experts[i] = hyps[i*mm : (i+1)*mm]
 		for j, h := range experts[i] {

@@ -14,9 +14,9 @@ import (
 // at every step, at 20 and 40 tokens; it reports generated tokens per
 // second (all experts' streams counted).
 func BenchmarkMETransDecode(b *testing.B) {
-	c := TinyMETrans(200, 64, 49)
+	c := tinyMETransPreset(200, 64, 49)
 	c.DModel, c.DFF, c.DMid, c.Heads = 64, 128, 32, 4
-	m, err := NewMETransformer(c, 1)
+	m, err := newMETransformer(c, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -28,9 +28,9 @@ func BenchmarkMETransDecode(b *testing.B) {
 				for range b.N {
 					var dm decode.Model
 					if mode == "incremental" {
-						dm, err = m.StartDecoding(feats)
+						dm, err = m.startDecoding(feats)
 					} else {
-						dm, err = m.StartRecompute(feats)
+						dm, err = m.startRecompute(feats)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -18,7 +18,7 @@ const metaMETransConfig = "radgen.metrans.config"
 // its name (see [METransformer]), the configuration as JSON in the
 // metadata, compressed and checksummed. Write it through a temporary file
 // and a rename for atomicity, as Model.SaveFile does.
-func (m *METransformer) Save(w io.Writer) error {
+func (m *METransformer) save(w io.Writer) error {
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
 		return err
@@ -26,13 +26,13 @@ func (m *METransformer) Save(w io.Writer) error {
 	return writeCheckpoint(w, moduleTensors(m), map[string]string{metaMETransConfig: string(cfg)})
 }
 
-// LoadMETransformer reads a model written by [METransformer.Save]. Of the
+// loadMETransformer reads a model written by [METransformer.Save]. Of the
 // options only WithMaxCheckpointBytes and a WithBudget given through
 // WithModelOptions apply. Before any parameter is
 // allocated, the configuration must be valid and the file must hold as
 // many values as the model has, so a forged header cannot make it allocate
 // more than the file's size. Errors wrap ErrCheckpoint.
-func LoadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) {
+func loadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) {
 	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -69,7 +69,7 @@ func LoadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) 
 			return fmt.Errorf("%w: the configuration has %.0f parameters, the file holds %.0f values", ErrCheckpoint, want, stored)
 		}
 		var err error
-		if m, err = NewMETransformer(cfg, 0); err != nil {
+		if m, err = newMETransformer(cfg, 0); err != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
 		return checkTensors(f, m, 0)

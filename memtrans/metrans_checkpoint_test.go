@@ -10,11 +10,11 @@ import (
 
 func TestMETransParamCount(t *testing.T) {
 	for _, c := range []METransConfig{
-		TinyMETrans(10, 6, 4),
+		tinyMETransPreset(10, 6, 4),
 		{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 2, BilinearLayers: 3,
 			DecoderLayers: 1, Vocab: 7, MaxSeqLen: 5},
 	} {
-		m, err := NewMETransformer(c, 1)
+		m, err := newMETransformer(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,10 +31,10 @@ func TestMETransParamCount(t *testing.T) {
 func TestMETransSaveLoad(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	var buf bytes.Buffer
-	if err := m.Save(&buf); err != nil {
+	if err := m.save(&buf); err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadMETransformer(bytes.NewReader(buf.Bytes()))
+	got, err := loadMETransformer(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestMETransSaveLoad(t *testing.T) {
 	// Corruption is caught by the checksum; a truncated file by the length.
 	bad := append([]byte(nil), buf.Bytes()...)
 	bad[len(bad)/2] ^= 0x40
-	if _, err := LoadMETransformer(bytes.NewReader(bad)); !errors.Is(err, ErrCheckpoint) {
+	if _, err := loadMETransformer(bytes.NewReader(bad)); !errors.Is(err, ErrCheckpoint) {
 		t.Fatalf("corrupted checkpoint: %v", err)
 	}
-	if _, err := LoadMETransformer(bytes.NewReader(buf.Bytes()[:buf.Len()-9])); !errors.Is(err, ErrCheckpoint) {
+	if _, err := loadMETransformer(bytes.NewReader(buf.Bytes()[:buf.Len()-9])); !errors.Is(err, ErrCheckpoint) {
 		t.Fatalf("truncated checkpoint: %v", err)
 	}
 	// A configuration larger than the stored values is refused before
@@ -68,7 +68,7 @@ func TestMETransSaveLoad(t *testing.T) {
 	if err := writeCheckpoint(&forged, tensors, map[string]string{metaMETransConfig: cfg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadMETransformer(bytes.NewReader(forged.Bytes())); !errors.Is(err, ErrCheckpoint) {
+	if _, err := loadMETransformer(bytes.NewReader(forged.Bytes())); !errors.Is(err, ErrCheckpoint) {
 		t.Fatalf("forged configuration: %v", err)
 	}
 }
@@ -76,12 +76,12 @@ func TestMETransSaveLoad(t *testing.T) {
 func FuzzLoadMETransformer(f *testing.F) {
 	c := METransConfig{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 1,
 		BilinearLayers: 1, DecoderLayers: 1, Vocab: 7, MaxSeqLen: 5}
-	m, err := NewMETransformer(c, 1)
+	m, err := newMETransformer(c, 1)
 	if err != nil {
 		f.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := m.Save(&buf); err != nil {
+	if err := m.save(&buf); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(buf.Bytes())
@@ -89,7 +89,7 @@ func FuzzLoadMETransformer(f *testing.F) {
 	f.Add([]byte(checkpointMagic))
 	f.Add(append([]byte(checkpointMagic), make([]byte, 40)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := LoadMETransformer(bytes.NewReader(b), WithMaxCheckpointBytes(16<<20))
+		got, err := loadMETransformer(bytes.NewReader(b), WithMaxCheckpointBytes(16<<20))
 		if err != nil {
 			if got != nil {
 				t.Fatal("model with an error")
@@ -98,10 +98,10 @@ func FuzzLoadMETransformer(f *testing.F) {
 		}
 		// Whatever loads saves and loads again to the same parameters.
 		var again bytes.Buffer
-		if err := got.Save(&again); err != nil {
+		if err := got.save(&again); err != nil {
 			t.Fatal(err)
 		}
-		back, err := LoadMETransformer(bytes.NewReader(again.Bytes()))
+		back, err := loadMETransformer(bytes.NewReader(again.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}

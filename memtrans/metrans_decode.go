@@ -9,7 +9,7 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// METransDecoding is the incremental decoding state of a batch of studies
+// metransDecoding is the incremental decoding state of a batch of studies
 // under a [METransformer]; it implements decode.Model. Its rows start as one
 // per study and expert (row b·M + m decodes expert m's report of study b),
 // and a strategy then expands and reorders them.
@@ -27,9 +27,9 @@ import (
 // The attention itself still reads every earlier position (the spatial
 // softmax and the channel mean of Eqs. 6–7 run over all of them), so a
 // step costs O(t) in the prefix length t, against O(t²) for re-running
-// the prefix. A METransDecoding belongs to one goroutine; the model it came
+// the prefix. A metransDecoding belongs to one goroutine; the model it came
 // from may serve many concurrently.
-type METransDecoding struct {
+type metransDecoding struct {
 	m      *METransformer
 	t      int   // steps taken
 	stream []int // row → stream (study·M + expert)
@@ -37,18 +37,18 @@ type METransDecoding struct {
 	self   []mesh.BilinearKeys // per layer, (rows, t, D_B); nil before the first step
 }
 
-var _ decode.Model = (*METransDecoding)(nil)
+var _ decode.Model = (*metransDecoding)(nil)
 
-// StartDecoding encodes visual features (B, N, d_in) and returns an
+// startCPUDecoding encodes visual features (B, N, d_in) and returns an
 // incremental decoding state with B·M rows, ready for a decode strategy.
-func (m *METransformer) StartDecoding(feats *radgen.Tensor) (*METransDecoding, error) {
+func (m *METransformer) startDecoding(feats *radgen.Tensor) (*metransDecoding, error) {
 	feats = m.matchDtype(feats)
 	g := radgen.NoGrad()
-	enc, err := m.Encode(g, feats)
+	enc, err := m.encode(g, feats)
 	if err != nil {
 		return nil, err
 	}
-	s := &METransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0))}
+	s := &metransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0))}
 	for i := range s.stream {
 		s.stream[i] = i
 	}
@@ -60,18 +60,18 @@ func (m *METransformer) StartDecoding(feats *radgen.Tensor) (*METransDecoding, e
 }
 
 // VocabSize implements decode.Model.
-func (s *METransDecoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *metransDecoding) VocabSize() int { return s.m.Config.Vocab }
 
 // Rows implements decode.Model.
-func (s *METransDecoding) Rows() int { return len(s.stream) }
+func (s *metransDecoding) Rows() int { return len(s.stream) }
 
 // Streams returns the stream (study·M + expert) of each row; the slice is
 // the decoding's own and changes with the next Reorder.
-func (s *METransDecoding) Streams() []int { return s.stream }
+func (s *metransDecoding) streams() []int { return s.stream }
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the log-probabilities of the next, (Rows() × V), into dst.
-func (s *METransDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *METransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 		}
 		s.self[i] = kv
 		// The new position attends itself and every earlier one: the
-		// causal mask of DecodeTokens, restricted to its last row.
+		// causal mask of decodeTokens, restricted to its last row.
 		att, _ := l.Self.Attend(g, x, kv, nil)
 		mid := l.norm1.forward(g, g.Add(att, x)) // Eq. 11
 		cross := mesh.BilinearKeys{K: g.IndexSelect(s.cross[i].K, 0, s.stream), V: g.IndexSelect(s.cross[i].V, 0, s.stream)}
@@ -124,7 +124,7 @@ func (s *METransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *METransDecoding) Reorder(src []int) error {
+func (s *metransDecoding) Reorder(src []int) error {
 	r := len(s.stream)
 	for i, v := range src {
 		if v < 0 || v >= r {

@@ -6,38 +6,40 @@ import (
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
-// A small, seeded METransformer writes three candidate reports per study,
-// one per expert, and expert voting by CIDEr-D picks one of them.
-func ExampleMETransformer_Generate() {
-	cfg := memtrans.TinyMETrans(20, 16, 9) // 20 ids, 9 patches of 16 features
-	m, err := memtrans.NewMETransformer(cfg, 1)
+// A small, seeded METransformer writes one candidate report per expert
+// for each study, and the experts vote for one of them.
+func ExampleMETransTiny() {
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion."})
 	if err != nil {
-		fmt.Println(err)
-		return
+		panic(err)
 	}
-	feats := radgen.Zeros(2, 9, 16) // (B, N, d_in)
+	cfg := memtrans.METransTiny(tok.Len() + 1)
+	m, err := memtrans.New(cfg, tok, 1)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	feats := radgen.Zeros(2, cfg.PatchesPerStudy(), cfg.Vision.OutChannels()) // (B, N, d_in)
 	radgen.Uniform(feats, rand.New(rand.NewPCG(1, 2)), 1)
-	reports, err := m.Generate(context.Background(), feats,
-		decode.BeamSearch{Size: 2, MaxLen: 8}, decode.Vote{Score: memtrans.CIDErDReward})
+	reports, err := m.GenerateFeatures(context.Background(), []string{"a", "b"}, feats, memtrans.WithBeamSize(2), memtrans.WithMaxLength(8))
 	if err != nil {
-		fmt.Println(err)
-		return
+		panic(err)
 	}
-	for i, r := range reports {
+	for _, r := range reports {
 		top := true
-		for _, s := range r.Scores {
-			top = top && s <= r.Scores[r.Expert]
+		for _, s := range r.Votes {
+			top = top && s <= r.Votes[r.Expert]
 		}
-		fmt.Printf("study %d: %d candidates; the winner has the top consensus score: %v\n", i, len(r.Candidates), top)
+		fmt.Printf("%s: %d candidates; the winner has the most votes: %v\n", r.StudyID, len(r.Candidates), top)
 	}
 	// Output:
-	// study 0: 3 candidates; the winner has the top consensus score: true
-	// study 1: 3 candidates; the winner has the top consensus score: true
+	// a: 3 candidates; the winner has the most votes: true
+	// b: 3 candidates; the winner has the most votes: true
 }
 
 // Self-critical fine-tuning of a tiny R2Gen model: each step decodes four

@@ -43,7 +43,7 @@ func tinyMETrans(t *testing.T, dropout float64) *METransformer {
 	t.Helper()
 	c := METransConfig{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 1,
 		BilinearLayers: 1, DecoderLayers: 2, Vocab: 10, MaxSeqLen: 8, Lambda: 0.5, Dropout: dropout}
-	m, err := NewMETransformer(c, 1)
+	m, err := newMETransformer(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestMETransGradients(t *testing.T) {
 		wrt = append(wrt, p.Tensor)
 	}
 	gradcheck.Check(t, "METransformer loss", 1e-5, func(g *radgen.Graph) *radgen.Tensor {
-		f, err := m.TeacherForce(g, feats, in, 2, T)
+		f, err := m.teacherForce(g, feats, in, 2, T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		total, _, _ := m.Loss(g, f, targets, mask)
+		total, _, _ := m.loss(g, f, targets, mask)
 		return g.Reshape(total, 1)
 	}, wrt...)
 }
@@ -84,11 +84,11 @@ func TestMETransLossParts(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	feats, in, targets, mask, T := metransBatch(3, 3, 3, 2)
 	g := radgen.NoGrad()
-	f, err := m.TeacherForce(g, feats, in, 3, T)
+	f, err := m.teacherForce(g, feats, in, 3, T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	total, nll, orth := m.Loss(g, f, targets, mask)
+	total, nll, orth := m.loss(g, f, targets, mask)
 	var want float64
 	mm, V := 2, 10
 	for e := range mm {
@@ -117,7 +117,7 @@ func TestMETransLossParts(t *testing.T) {
 func TestMETransDecodingMatchesTeacherForcing(t *testing.T) {
 	m := tinyMETrans(t, 0.1)
 	feats, _, _, _, _ := metransBatch(2, 3, 3, 3)
-	dec, err := m.StartDecoding(feats)
+	dec, err := m.startDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +133,11 @@ func TestMETransDecodingMatchesTeacherForcing(t *testing.T) {
 		in := append([]int{0}, toks[:len(toks)-1]...)
 		study := r / 2
 		g := radgen.NoGrad()
-		enc, err := m.Encode(g, g.Slice(feats, 0, study, study+1))
+		enc, err := m.encode(g, g.Slice(feats, 0, study, study+1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := m.DecodeTokens(g, g.Slice(enc.Adjusted, 0, r%2, r%2+1), in, 1, len(in))
+		lp, err := m.decodeTokens(g, g.Slice(enc.Adjusted, 0, r%2, r%2+1), in, 1, len(in))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,9 +153,9 @@ func TestMETransDecodingMatchesTeacherForcing(t *testing.T) {
 
 // A few Adam steps on a toy batch lower the loss.
 func TestMETransTrainingLowersLoss(t *testing.T) {
-	c := TinyMETrans(10, 6, 4)
+	c := tinyMETransPreset(10, 6, 4)
 	c.Dropout = 0
-	m, err := NewMETransformer(c, 2)
+	m, err := newMETransformer(c, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 	var losses []float64
 	for range 15 {
 		g := radgen.NewGraph()
-		f, err := m.TeacherForce(g, feats, in, 4, T)
+		f, err := m.teacherForce(g, feats, in, 4, T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		total, _, _ := m.Loss(g, f, targets, mask)
+		total, _, _ := m.loss(g, f, targets, mask)
 		losses = append(losses, total.At())
 		if err := g.Backward(total); err != nil {
 			t.Fatal(err)
@@ -187,11 +187,11 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 		l.dropout = 0.3
 	}
 	trainLoss := func(g *radgen.Graph) float64 {
-		f, err := m.TeacherForce(g, feats, in, 4, T)
+		f, err := m.teacherForce(g, feats, in, 4, T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		total, _, _ := m.Loss(g, f, targets, mask)
+		total, _, _ := m.loss(g, f, targets, mask)
 		return total.At()
 	}
 	a, b, e := trainLoss(radgen.NewGraph(radgen.Train(5))), trainLoss(radgen.NewGraph(radgen.Train(5))), trainLoss(radgen.NoGrad())
@@ -206,7 +206,7 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 func TestMETransGenerateVotes(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	feats, _, _, _, _ := metransBatch(3, 3, 3, 5)
-	reports, err := m.Generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{Score: CIDErDReward})
+	reports, err := m.generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{Score: CIDErDReward})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,14 +226,14 @@ func TestMETransGenerateVotes(t *testing.T) {
 			}
 		}
 	}
-	if _, err := m.Generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{}); !errors.Is(err, decode.ErrVote) {
+	if _, err := m.generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{}); !errors.Is(err, decode.ErrVote) {
 		t.Fatalf("vote without a metric: %v", err)
 	}
 }
 
 func TestMETransStateDictRoundTrip(t *testing.T) {
 	a := tinyMETrans(t, 0)
-	b, err := NewMETransformer(a.Config, 99)
+	b, err := newMETransformer(a.Config, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,8 +241,8 @@ func TestMETransStateDictRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	feats, in, _, _, T := metransBatch(2, 3, 3, 6)
-	fa, _ := a.TeacherForce(radgen.NoGrad(), feats, in, 2, T)
-	fb, _ := b.TeacherForce(radgen.NoGrad(), feats, in, 2, T)
+	fa, _ := a.teacherForce(radgen.NoGrad(), feats, in, 2, T)
+	fb, _ := b.teacherForce(radgen.NoGrad(), feats, in, 2, T)
 	for i, v := range fa.LogProbs.Data() {
 		if fb.LogProbs.Data()[i] != v {
 			t.Fatalf("log-prob %d differs after loading: %v vs %v", i, fb.LogProbs.Data()[i], v)
@@ -263,7 +263,7 @@ func TestMETransStateDictRoundTrip(t *testing.T) {
 }
 
 func TestMETransErrors(t *testing.T) {
-	good := TinyMETrans(10, 6, 4)
+	good := tinyMETransPreset(10, 6, 4)
 	for _, bad := range []func(*METransConfig){
 		func(c *METransConfig) { c.Experts = 0 },
 		func(c *METransConfig) { c.Heads = 5 },
@@ -272,15 +272,15 @@ func TestMETransErrors(t *testing.T) {
 	} {
 		c := good
 		bad(&c)
-		if _, err := NewMETransformer(c, 1); !errors.Is(err, ErrConfig) {
+		if _, err := newMETransformer(c, 1); !errors.Is(err, ErrConfig) {
 			t.Errorf("config %+v: %v, want ErrConfig", c, err)
 		}
 	}
-	m, _ := NewMETransformer(good, 1)
-	if _, err := m.Encode(radgen.NoGrad(), radgen.Zeros(1, 5, 6)); err == nil {
+	m, _ := newMETransformer(good, 1)
+	if _, err := m.encode(radgen.NoGrad(), radgen.Zeros(1, 5, 6)); err == nil {
 		t.Error("features with the wrong number of patches accepted")
 	}
-	if _, err := m.TeacherForce(radgen.NoGrad(), radgen.Zeros(1, 4, 6), []int{0, 10}, 1, 2); err == nil {
+	if _, err := m.teacherForce(radgen.NoGrad(), radgen.Zeros(1, 4, 6), []int{0, 10}, 1, 2); err == nil {
 		t.Error("token outside the vocabulary accepted")
 	}
 }
@@ -291,11 +291,11 @@ func TestMETransErrors(t *testing.T) {
 func TestMETransIncrementalMatchesRecompute(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	feats, _, _, _, _ := metransBatch(2, 3, 3, 7)
-	inc, err := m.StartDecoding(feats)
+	inc, err := m.startDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := m.StartRecompute(feats)
+	rec, err := m.startRecompute(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,8 +330,8 @@ func TestMETransIncrementalMatchesRecompute(t *testing.T) {
 			}
 		}
 	}
-	inc, _ = m.StartDecoding(feats)
-	rec, _ = m.StartRecompute(feats)
+	inc, _ = m.startDecoding(feats)
+	rec, _ = m.startRecompute(feats)
 	beam := decode.BeamSearch{Size: 3, N: 3, MaxLen: 7}
 	hi, err := beam.Decode(ctx, inc)
 	if err != nil {

@@ -37,26 +37,26 @@ type ModelConfig struct {
 // 224² views, d_model 512, 3 layers, 3 memory slots. vocab is the tokenizer
 // size + 1.
 func R2GenIUXray(vocab int) ModelConfig {
-	return ModelConfig{Transformer: IUXRay(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{Transformer: iuXRayTransformer(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
 // R2GenMIMICCXR returns the paper's MIMIC-CXR generator (one view, reports
 // up to 100 tokens).
 func R2GenMIMICCXR(vocab int) ModelConfig {
-	return ModelConfig{Transformer: MIMICCXR(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{Transformer: mimicCXRTransformer(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
 }
 
-// TinyConfig returns a small generator for demos and tests: a ResNet with one
+// R2GenTiny returns a small generator for demos and tests: a ResNet with one
 // basic block per stage over two 64² views and a 64-wide, 2-layer
 // memory-driven decoder. It trains on a laptop CPU in minutes.
-func TinyConfig(vocab int) ModelConfig {
+func R2GenTiny(vocab int) ModelConfig {
 	v := vision.ResNetConfig{Block: vision.BasicBlock, Layers: [4]int{1, 1, 1, 1}}
-	t := Tiny(vocab, v.OutChannels())
+	t := tinyTransformer(vocab, v.OutChannels())
 	return ModelConfig{Transformer: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
 }
 
 // Validate reports the first inconsistency in c, including a model beyond
-// DefaultBudget (see CheckBudget; New and the loaders take WithBudget).
+// DefaultBudget (see checkModelBudget; New and the loaders take WithBudget).
 func (c ModelConfig) Validate() error { return c.validate(DefaultBudget()) }
 
 func (c ModelConfig) validate(b Budget) error {
@@ -78,7 +78,7 @@ func (c ModelConfig) validate(b Budget) error {
 	if c.Corpus != data.IUXray && c.Corpus != data.MIMICCXR {
 		return fmt.Errorf("%w: unknown corpus %q", ErrConfig, c.Corpus)
 	}
-	return c.CheckBudget(b)
+	return c.checkModelBudget(b)
 }
 
 // Model is a report generator: a visual extractor, an encoder–decoder

@@ -67,7 +67,7 @@ func (g *golden) transformer(t testing.TB) *Transformer {
 		info, _ := g.model.Info(n)
 		shapes[n] = info.Shape
 	}
-	cfg, err := InferConfig(shapes, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), g.intConfig(t, "max_seq_length"))
+	cfg, err := inferR2GenConfig(shapes, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), g.intConfig(t, "max_seq_length"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestParityR2Gen(t *testing.T) {
 	t.Logf("config from the golden files: %+v", m.Config)
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
 	testdevice.Move(t, m, dev)
-	f, err := m.TeacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
+	f, err := m.teacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestParityR2Gen(t *testing.T) {
 			t.Errorf("%s: max |Δ| = %.3g > 1e-4", c.name, d)
 		}
 	}
-	loss := testdevice.Host(Loss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
+	loss := testdevice.Host(languageModelLoss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
 	want := g.tensor(t, "loss").Data()[0]
 	rel := math.Abs(float64(loss-want)) / math.Abs(float64(want))
 	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)

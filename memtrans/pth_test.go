@@ -31,7 +31,7 @@ func tinyR2GenWeights(t *testing.T) (*data.Tokenizer, ModelConfig, []pth.Tensor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
 	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
 	m, err := New(cfg, tok, 1)

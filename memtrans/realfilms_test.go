@@ -24,7 +24,7 @@ func realFilmModel(t *testing.T, views int) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Views = views
 	m, err := New(cfg, tok, 11)
 	if err != nil {

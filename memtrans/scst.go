@@ -179,11 +179,11 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	res.MeanReward /= float64(len(res.Rewards))
 
 	g := radgen.NewGraph(radgen.Train(s.stepSeed()))
-	logp, err := m.SequenceLogProbs(g, feats, res.Sequences, studies, !s.cfg.SumLogProbs)
+	logp, err := m.sequenceLogProbs(g, feats, res.Sequences, studies, !s.cfg.SumLogProbs)
 	if err != nil {
 		return res, err
 	}
-	loss := SCSTLoss(g, logp, res.Advantages)
+	loss := scstLoss(g, logp, res.Advantages)
 	res.Loss = loss.To(radgen.CPU).At()
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 		return res, fmt.Errorf("memtrans: SCST loss is %v at step %d", res.Loss, s.steps)
@@ -224,7 +224,7 @@ func (s *SCST) stepSeed() uint64 {
 // SCSTLoss returns −(1/R) Σᵢ advantages[i] · logp[i] for sequence
 // log-probabilities logp (R): Eq. 10 of Cornia et al. with the advantages
 // r(wⁱ) − b held constant, averaged over all R = B·k sequences.
-func SCSTLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radgen.Tensor {
+func scstLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radgen.Tensor {
 	if logp.Rank() != 1 || logp.Dim(0) != len(advantages) || len(advantages) == 0 {
 		panic(fmt.Sprintf("memtrans: SCST loss over %v with %d advantages", logp.Shape(), len(advantages)))
 	}
@@ -241,7 +241,7 @@ func SCSTLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radge
 // is Σ_t log p(w_t | w_<t) over the tokens of each sequence, divided by its
 // length when mean is true. It records on g, so it carries gradients to the
 // model's parameters.
-func (m *Transformer) SequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
+func (m *Transformer) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
 	r := len(seqs)
 	if r == 0 || len(studies) != r {
 		return nil, fmt.Errorf("%w: %d sequences for %d studies", ErrSCST, r, len(studies))
@@ -272,7 +272,7 @@ func (m *Transformer) SequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, se
 			weights[i*t+j] = w
 		}
 	}
-	f, err := m.TeacherForce(g, g.IndexSelect(feats, 0, studies), in, r, t)
+	f, err := m.teacherForce(g, g.IndexSelect(feats, 0, studies), in, r, t)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func newSCSTAdam(t *testing.T, m *Transformer, lr float64) *optim.Adam {
 // per-token log-probabilities that beam search reported for it.
 func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 	m, feats, _ := scstToy(t, 1)
-	dec, err := m.StartDecoding(feats)
+	dec, err := m.startCPUDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 		}
 	}
 	for _, mean := range []bool{false, true} {
-		got, err := m.SequenceLogProbs(radgen.NoGrad(), feats, seqs, studies, mean)
+		got, err := m.sequenceLogProbs(radgen.NoGrad(), feats, seqs, studies, mean)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func weighted(t *testing.T, m *Transformer, feats *radgen.Tensor, res SCSTResult
 	for i := range studies {
 		studies[i] = i / k
 	}
-	lp, err := m.SequenceLogProbs(radgen.NoGrad(), feats, res.Sequences, studies, true)
+	lp, err := m.sequenceLogProbs(radgen.NoGrad(), feats, res.Sequences, studies, true)
 	if err != nil {
 		t.Fatal(err)
 	}

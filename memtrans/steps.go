@@ -52,7 +52,7 @@ var (
 // anywhere else.
 func (m *Transformer) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
 	if onCPU(m.Logit.Weight) {
-		return m.StartDecoding(toDevice(feats, radgen.CPU))
+		return m.startCPUDecoding(toDevice(feats, radgen.CPU))
 	}
 	return m.startModuleDecoding(feats)
 }
@@ -77,7 +77,7 @@ func (m *Transformer) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding
 		feats = feats.To(dev)
 	}
 	g := radgen.NoGrad()
-	enc := m.Encode(g, feats)
+	enc := m.encode(g, feats)
 	b := feats.Dim(0)
 	s := &moduleDecoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}
 	for i := range s.study {

@@ -52,7 +52,7 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 				}
 				const b, steps = 2, 7
 				feats, in := variantBatch(c, b, steps, 4)
-				f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+				f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -195,7 +195,7 @@ func BenchmarkModuleDecoding(b *testing.B) {
 					var model decode.Model
 					var err error
 					if path == "handwritten" {
-						model, err = m.StartDecoding(feats)
+						model, err = m.startCPUDecoding(feats)
 					} else {
 						model, err = m.startModuleDecoding(feats)
 					}

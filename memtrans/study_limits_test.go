@@ -60,7 +60,7 @@ func TestStudyFromAnnotationMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(TinyConfig(tok.Len()+1), tok, 1)
+	m, err := New(R2GenTiny(tok.Len()+1), tok, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestStudyFromFilesLimits(t *testing.T) {
 		t.Errorf("/dev/zero: %v", err)
 	}
 	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
-	m, err := New(TinyConfig(tok.Len()+1), tok, 1, WithMaxPixels(1000))
+	m, err := New(R2GenTiny(tok.Len()+1), tok, 1, WithMaxPixels(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +126,14 @@ func TestStudyFromFilesLimits(t *testing.T) {
 	if _, err := m.StudyFromAnnotation(entry, dir); !errors.Is(err, vision.ErrTooLarge) {
 		t.Errorf("64² under a 1000-pixel limit: %v", err)
 	}
-	m2, err := New(TinyConfig(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(100)))
+	m2, err := New(R2GenTiny(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(100)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m2.StudyFromAnnotation(entry, dir); !errors.Is(err, vision.ErrFileTooLarge) {
 		t.Errorf("file over 100 bytes: %v", err)
 	}
-	if _, err := New(TinyConfig(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(-1))); err == nil {
+	if _, err := New(R2GenTiny(tok.Len()+1), tok, 1, WithImageOptions(vision.WithMaxFileBytes(-1))); err == nil {
 		t.Error("negative file limit accepted")
 	}
 }
@@ -145,7 +145,7 @@ func TestStudyFromPaths(t *testing.T) {
 	writePNG(t, filepath.Join(dir, "0.png"), 300, 200, true, 3)
 	writePNG(t, filepath.Join(dir, "1.png"), 200, 300, false, 4)
 	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
-	m, err := New(TinyConfig(tok.Len()+1), tok, 1)
+	m, err := New(R2GenTiny(tok.Len()+1), tok, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestStudyFromPaths(t *testing.T) {
 // decode.ErrMaxLen).
 func TestMaxLengthMessages(t *testing.T) {
 	tok, _ := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal."})
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)

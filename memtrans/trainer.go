@@ -21,7 +21,7 @@ import (
 )
 
 // TrainConfig holds the choices of training; R2GenIUXrayTraining and
-// R2GenMIMICTraining give the published settings.
+// R2GenMIMICCXRTraining give the published settings.
 type TrainConfig struct {
 	Epochs      int     `json:"epochs"`
 	LRVisual    float64 `json:"lr_ve"`        // visual extractor learning rate (5e-5)
@@ -61,8 +61,8 @@ func R2GenIUXrayTraining() TrainConfig {
 		StepSize: 50, Gamma: 0.1, Seed: 9223, Patience: 50}
 }
 
-// R2GenMIMICTraining returns R2Gen's MIMIC-CXR settings (run_mimic_cxr.sh).
-func R2GenMIMICTraining() TrainConfig {
+// R2GenMIMICCXRTraining returns R2Gen's MIMIC-CXR settings (run_mimic_cxr.sh).
+func R2GenMIMICCXRTraining() TrainConfig {
 	c := R2GenIUXrayTraining()
 	c.Epochs, c.StepSize, c.Gamma, c.Seed = 30, 1, 0.8, 456789
 	return c

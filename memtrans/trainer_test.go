@@ -15,7 +15,7 @@ import (
 // and a loader over its training split.
 func synthSetup(t testing.TB, n int, seed uint64) (*Model, *data.Loader, *data.Annotation, string) {
 	t.Helper()
-	return synthSetupConfig(t, n, seed, TinyConfig)
+	return synthSetupConfig(t, n, seed, R2GenTiny)
 }
 
 // synthSetupConfig is synthSetup with the model configuration of

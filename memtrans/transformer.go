@@ -20,9 +20,9 @@ import (
 type Transformer struct {
 	Config   Config
 	AttEmbed *radgen.Linear // att_embed.0: d_vf → D, followed by ReLU and dropout
-	Encoder  *Encoder
-	Decoder  *Decoder
-	Embed    *Embeddings
+	Encoder  *r2Encoder
+	Decoder  *r2Decoder
+	Embed    *r2Embeddings
 	Memory   *relmem.Relational // nil in the BASE variant and with Mem2Mem
 	Logit    *radgen.Linear     // D (+ S·D for BASE+RM) → Vocab
 
@@ -97,7 +97,7 @@ func (m *Transformer) visitVariant(visit func(string, *radgen.Tensor)) {
 }
 
 // Encoded is a batch of studies after the encoder.
-type Encoded struct {
+type r2Encoded struct {
 	AttEmbedded *radgen.Tensor // (B, N, D) att_embed output
 	Out         *radgen.Tensor // (B, N, D) encoder output S_N
 	Mask        *radgen.Tensor // (B, 1, N) all ones: every patch is real
@@ -114,14 +114,14 @@ type Encoded struct {
 }
 
 // rows returns the encoding of studies idx (one row per entry).
-func (e *Encoded) rows(g *radgen.Graph, idx []int) *Encoded {
+func (e *r2Encoded) rows(g *radgen.Graph, idx []int) *r2Encoded {
 	sel := func(x *radgen.Tensor) *radgen.Tensor {
 		if x == nil {
 			return nil
 		}
 		return g.IndexSelect(x, 0, idx)
 	}
-	out := &Encoded{Out: sel(e.Out), Mask: sel(e.Mask), Bank: sel(e.Bank)}
+	out := &r2Encoded{Out: sel(e.Out), Mask: sel(e.Mask), Bank: sel(e.Bank)}
 	for i, s := range e.Sources {
 		if s == e.Out {
 			out.Sources = append(out.Sources, out.Out)
@@ -135,7 +135,7 @@ func (e *Encoded) rows(g *radgen.Graph, idx []int) *Encoded {
 }
 
 // Encode embeds visual patch features (B, N, d_vf) and runs the encoder.
-func (m *Transformer) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
+func (m *Transformer) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
 	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual {
 		panic(fmt.Sprintf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual))
 	}
@@ -144,7 +144,7 @@ func (m *Transformer) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 	mask := radgen.Zeros(b, 1, n)
 	radgen.Fill(mask, 1)
 	mask = mask.To(feats.Device())
-	e := &Encoded{AttEmbedded: att, Mask: mask}
+	e := &r2Encoded{AttEmbedded: att, Mask: mask}
 	if m.Views == nil {
 		e.Out = m.Encoder.Forward(g, att, mask)
 		for range m.Decoder.Layers {
@@ -165,8 +165,8 @@ func (m *Transformer) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 
 // Forward is the teacher-forced pass over a batch. Its intermediates are
 // exposed for parity checks and attention maps.
-type Forward struct {
-	Encoded     *Encoded
+type teacherForced struct {
+	Encoded     *r2Encoded
 	TgtEmbedded *radgen.Tensor // (B, T, D)
 	MemoryInit  *radgen.Tensor // (B, S, D), nil in BASE; Mem2Mem's bank
 	Memory      *radgen.Tensor // (B, T, S·D), nil in BASE
@@ -177,11 +177,11 @@ type Forward struct {
 	LogProbs   *radgen.Tensor // (B, T, Vocab)
 }
 
-// TeacherForce runs the model on features (B, N, d_vf) and input tokens
+// teacherForce runs the model on features (B, N, d_vf) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), as R2Gen's forward does:
 // the self-attention mask hides future positions and padding (id 0) except
 // at position 0, which is bos.
-func (m *Transformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*Forward, error) {
+func (m *Transformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*teacherForced, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -196,7 +196,7 @@ func (m *Transformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens
 			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.Config.Vocab)
 		}
 	}
-	f := &Forward{Encoded: m.Encode(g, feats)}
+	f := &teacherForced{Encoded: m.encode(g, feats)}
 	tgtMask := radgen.Zeros(b, t, t)
 	md := tgtMask.Data()
 	for i := 0; i < b; i++ {
@@ -230,7 +230,7 @@ func (m *Transformer) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens
 // it returns the initial memory, the state after each position
 // (B, T, S·D) and the decoder's input, x itself or Mem2Mem's
 // W_m[x_t; m_t]. Without memory all but x are nil.
-func (m *Transformer) memoryStates(g *radgen.Graph, enc *Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
+func (m *Transformer) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
 	switch {
 	case m.Memory != nil:
 		init = m.Memory.InitMemory(x.Dim(0)).To(x.Device())
@@ -246,7 +246,7 @@ func (m *Transformer) memoryStates(g *radgen.Graph, enc *Encoded, memIn, x *radg
 // pass f on graph g, to be added to the language-model loss: Mem2Mem's
 // Config.Mem2MemPenalty · ‖AAᵀ − I‖²_F (Eq. 12, averaged over the batch).
 // It is nil when the configuration has none.
-func (m *Transformer) AuxLoss(g *radgen.Graph, f *Forward) *radgen.Tensor {
+func (m *Transformer) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
 	if m.Mem2Mem == nil || m.Config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
 		return nil
 	}
@@ -280,7 +280,7 @@ func (s singleView) VisitParams(visit func(string, *radgen.Tensor)) {
 // Loss is R2Gen's language-model criterion: the mean negative
 // log-probability of targets (B·T ids) over positions where mask is
 // non-zero. logProbs is (B, T, Vocab).
-func Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int, mask []float32) *radgen.Tensor {
+func languageModelLoss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int, mask []float32) *radgen.Tensor {
 	b, t := logProbs.Dim(0), logProbs.Dim(1)
 	if len(targets) != b*t || len(mask) != b*t {
 		panic(fmt.Sprintf("memtrans: loss over %v with %d targets and %d mask entries", logProbs.Shape(), len(targets), len(mask)))

@@ -25,7 +25,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 		{"fma", func(c *Config) { c.Routing = mesh.RoutingFMA }},
 		{"mem2mem", func(c *Config) { c.Memory = MemoryMem2Mem }},
 	} {
-		c := IUXRay(761)
+		c := iuXRayTransformer(761)
 		v.edit(&c)
 		m, err := NewTransformer(c, 1)
 		if err != nil {
@@ -34,7 +34,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 		feats := randomFeats(1, 98, 2048, 5)
 		for _, pos := range []int{10, 60} {
 			b.Run(fmt.Sprintf("%s/pos=%d", v.name, pos), func(b *testing.B) {
-				dec, err := m.StartDecoding(feats)
+				dec, err := m.startCPUDecoding(feats)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -47,7 +47,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 					b.Fatal(err)
 				}
 				tok := []int{5, 6, 7}
-				for dec.Position() < pos {
+				for dec.position() < pos {
 					if err := dec.Step(ctx, tok, lp); err != nil {
 						b.Fatal(err)
 					}

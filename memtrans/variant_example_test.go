@@ -5,6 +5,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -12,27 +13,32 @@ import (
 // adds one LayerNorm per decoder layer, Mem2Mem replaces the relational
 // memory and weighs its bank penalty into the training loss.
 func ExampleConfig_variants() {
-	count := func(c memtrans.Config) int {
-		m, err := memtrans.NewTransformer(c, 1)
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion."})
+	if err != nil {
+		panic(err)
+	}
+	count := func(c memtrans.ModelConfig) int {
+		m, err := memtrans.New(c, tok, 1)
 		if err != nil {
 			panic(err)
 		}
+		defer m.Close()
 		n := 0
-		for _, p := range radgen.Trainable(m) {
+		for _, p := range radgen.Trainable(m.EncoderDecoder()) {
 			n += p.Tensor.Len()
 		}
 		return n
 	}
-	r2gen := memtrans.Tiny(100, 512)
+	r2gen := memtrans.R2GenTiny(tok.Len() + 1)
 	gca := r2gen
-	gca.Routing = mesh.RoutingGCA
+	gca.Transformer.Routing = mesh.RoutingGCA
 	m2m := r2gen
-	m2m.Memory, m2m.Mem2MemPenalty = memtrans.MemoryMem2Mem, 0.1
+	m2m.Transformer.Memory, m2m.Transformer.Mem2MemPenalty = memtrans.MemoryMem2Mem, 0.1
 	fmt.Println("R2Gen parameters:", count(r2gen))
 	fmt.Println("GCA adds:", count(gca)-count(r2gen))
 	fmt.Println("Mem2Mem valid:", m2m.Validate() == nil)
 	// Output:
-	// R2Gen parameters: 420132
+	// R2Gen parameters: 408780
 	// GCA adds: 256
 	// Mem2Mem valid: true
 }

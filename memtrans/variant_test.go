@@ -63,16 +63,16 @@ func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
 			}
 			const b, steps = 2, 7
 			feats, in := variantBatch(c, b, steps, 4)
-			f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
+			f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := f.LogProbs.Data()
-			dec, err := m.StartDecoding(feats)
+			dec, err := m.startCPUDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, err := m.StartRecompute(feats)
+			rec, err := m.startRecompute(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,12 +243,12 @@ func TestVariantsTrain(t *testing.T) {
 				if !train {
 					g = radgen.NoGrad()
 				}
-				f, err := m.TeacherForce(g, feats, in, b, steps)
+				f, err := m.teacherForce(g, feats, in, b, steps)
 				if err != nil {
 					t.Fatal(err)
 				}
-				loss := Loss(g, f.LogProbs, targets, mask)
-				aux := m.AuxLoss(g, f)
+				loss := languageModelLoss(g, f.LogProbs, targets, mask)
+				aux := m.auxLoss(g, f)
 				if (aux != nil) != (c.Mem2MemPenalty > 0) {
 					t.Fatalf("AuxLoss = %v with penalty weight %v", aux, c.Mem2MemPenalty)
 				}
@@ -294,7 +294,7 @@ func TestVariantConfigJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(old), &c); err != nil {
 		t.Fatal(err)
 	}
-	if c != Tiny(30, 512) {
+	if c != tinyTransformer(30, 512) {
 		t.Fatalf("old config reads as %+v", c)
 	}
 	out, _ := json.Marshal(c)
@@ -315,9 +315,9 @@ func TestVariantConfigJSON(t *testing.T) {
 		func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, -1 },
 		func(c *Config) { c.Memory, c.Mem2MemHidden = MemoryMem2Mem, -3 },
 	} {
-		c := Tiny(30, 512)
+		c := tinyTransformer(30, 512)
 		bad(&c)
-		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		if err := c.check(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
@@ -330,7 +330,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TinyConfig(tok.Len() + 1)
+	cfg := R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.Routing = mesh.RoutingGCA
 	cfg.Transformer.Memory, cfg.Transformer.Mem2MemPenalty = MemoryMem2Mem, 0.5
 	m, err := New(cfg, tok, 3)
@@ -363,7 +363,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-// InferConfig reads the Mem2Mem memory and the learned routings from the
+// inferR2GenConfig reads the Mem2Mem memory and the learned routings from the
 // shapes of a variant's state_dict; the fixed routings cannot be told apart.
 func TestInferVariantConfig(t *testing.T) {
 	for _, name := range []string{"r2gen+mem2mem", "base+rm+mem2mem", "r2gen+fma", "r2gen+mem2mem+ama", "r2gen+gca"} {
@@ -374,7 +374,7 @@ func TestInferVariantConfig(t *testing.T) {
 		}
 		shapes := map[string][]int{}
 		m.VisitParams(func(n string, x *radgen.Tensor) { shapes[n] = x.Shape() })
-		got, err := InferConfig(shapes, c.Heads, c.MemoryHeads, c.MaxSeqLen)
+		got, err := inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, c.MaxSeqLen)
 		if c.Routing == mesh.RoutingGCA {
 			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("%s: %v", name, err)
@@ -392,7 +392,7 @@ func TestInferVariantConfig(t *testing.T) {
 }
 
 // FuzzInferConfig: shapes read from an untrusted state_dict never make
-// InferConfig panic, and whatever it accepts validates.
+// inferR2GenConfig panic, and whatever it accepts validates.
 func FuzzInferConfig(f *testing.F) {
 	f.Add(uint16(16), uint16(12), uint16(24), uint16(11), uint16(32), uint8(3), uint8(2), uint16(48), uint16(4), uint16(8), uint8(1))
 	f.Add(uint16(0), uint16(0), uint16(0), uint16(0), uint16(0), uint8(0), uint8(0), uint16(0), uint16(0), uint16(0), uint8(255))
@@ -424,9 +424,9 @@ func FuzzInferConfig(f *testing.F) {
 		case 3:
 			shapes["model.views.0.score.weight"] = []int{int(layers), int(d)}
 		}
-		c, err := InferConfig(shapes, 2, 2, 60)
+		c, err := inferR2GenConfig(shapes, 2, 2, 60)
 		if err == nil {
-			if verr := c.Validate(); verr != nil {
+			if verr := c.check(); verr != nil {
 				t.Fatalf("accepted %+v that does not validate: %v", c, verr)
 			}
 		} else if !errors.Is(err, ErrConfig) {

@@ -70,19 +70,26 @@ func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tens
 }
 
 // attendProjected is the attention of projected queries qp (B, Tq, D) over
-// projected keys kp and values vp (B, Tk, D), heads split, followed by the
-// output projection: the one place Eq. 1 is written, for Forward and for
-// the incremental steps ([MultiHeadAttention.Step], [MultiHeadAttention.Attend]).
+// projected keys kp and values vp (B, Tk, D): the heads split, then
+// [MultiHeadAttention.attendHeads].
 func (m *MultiHeadAttention) attendProjected(g *radgen.Graph, qp, kp, vp, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	b, tq, d := qp.Dim(0), qp.Dim(1), qp.Dim(2)
-	tk := kp.Dim(1)
-	h := m.Heads
-	dk := d / h
-	// (B, T, D) → (B, h, T, d_k)
-	heads := func(x *radgen.Tensor, t int) *radgen.Tensor {
-		return g.Permute(g.Reshape(x, b, t, h, dk), 0, 2, 1, 3)
-	}
-	qh, kh, vh := heads(qp, tq), heads(kp, tk), heads(vp, tk)
+	return m.attendHeads(g, m.heads(g, qp), m.heads(g, kp), m.heads(g, vp), mask, keep)
+}
+
+// heads splits x (B, T, D) into heads, (B, h, T, d_k).
+func (m *MultiHeadAttention) heads(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+	b, t, d := x.Dim(0), x.Dim(1), x.Dim(2)
+	return g.Permute(g.Reshape(x, b, t, m.Heads, d/m.Heads), 0, 2, 1, 3)
+}
+
+// attendHeads is the attention of queries qh (B, h, Tq, d_k) over keys kh
+// and values vh (B, h, Tk, d_k), projected and split into heads, followed
+// by the output projection: the one place Eq. 1 is written, for Forward
+// and for the incremental steps ([MultiHeadAttention.Step],
+// [MultiHeadAttention.Attend]), which split a source or a cache into heads
+// once rather than at every step.
+func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	b, h, tq, dk := qh.Dim(0), qh.Dim(1), qh.Dim(2), qh.Dim(3)
 	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
 	if mask != nil {
 		// (B, Tq|1, Tk) → (B, 1, Tq|1, Tk) to broadcast over heads.
@@ -94,8 +101,8 @@ func (m *MultiHeadAttention) attendProjected(g *radgen.Graph, qp, kp, vp, mask *
 	}
 	p := g.Softmax(scores)
 	pd := g.Dropout(p, m.Dropout)
-	ctx := g.MatMul(pd, vh, false)                        // (B, h, Tq, d_k)
-	ctx = g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, d) // concat heads
+	ctx := g.MatMul(pd, vh, false)                           // (B, h, Tq, d_k)
+	ctx = g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*dk) // concat heads
 	out := m.Linears[3].Forward(g, ctx)
 	if keep {
 		return out, p

@@ -27,6 +27,18 @@ type KVCache struct {
 	keys, values []*radgen.Tensor // per position: (rows at that step, D)
 	anc          [][]int          // anc[r][j]: the row of position j that row r continues
 	rows         int
+
+	// first[j] is the first row of position j among all positions' rows
+	// stacked in order; total is the number of those rows.
+	first []int
+	total int
+	// On the CPU, without gradients, the stacked keys and values are also
+	// kept in growing buffers (total·D floats each), so that a step reads
+	// them without concatenating every position again. host is false once
+	// a position did not qualify.
+	hostKeys, hostValues []float32
+	host                 bool
+	idx                  []int // gatherHeads's indices, reused
 }
 
 // NewKVCache returns an empty cache for rows decoding rows.
@@ -34,7 +46,7 @@ func NewKVCache(rows int) *KVCache {
 	if rows <= 0 {
 		panic(fmt.Sprintf("mesh: key/value cache for %d rows", rows))
 	}
-	return &KVCache{anc: make([][]int, rows), rows: rows}
+	return &KVCache{anc: make([][]int, rows), rows: rows, host: true}
 }
 
 // Len returns the number of positions cached.
@@ -67,6 +79,15 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	}
 	c.keys = append(c.keys, k)
 	c.values = append(c.values, v)
+	c.first = append(c.first, c.total)
+	c.total += c.rows
+	c.host = c.host && onHost(k) && onHost(v) && k.Dim(1) == v.Dim(1)
+	if c.host {
+		c.hostKeys = append(c.hostKeys, k.Data()...)
+		c.hostValues = append(c.hostValues, v.Data()...)
+	} else {
+		c.hostKeys, c.hostValues = nil, nil
+	}
 	for r := range c.anc {
 		c.anc[r] = append(c.anc[r], r)
 	}
@@ -95,6 +116,43 @@ func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
 	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, xs[0].Dim(1))
 }
 
+// onHost reports whether x is a float32 CPU tensor outside any gradient
+// computation, whose values a cache may copy.
+func onHost(x *radgen.Tensor) bool {
+	return x.Device() == radgen.CPU && !x.Is64() && !x.RequiresGrad()
+}
+
+// gatherHeads returns every row's history of the keys (or the values)
+// split into h heads, (Rows(), h, Len(), W/h): [KVCache.gather] followed by
+// the split, in one pass over the cached vectors.
+func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tensor {
+	xs, buf := c.keys, c.hostKeys
+	if values {
+		xs, buf = c.values, c.hostValues
+	}
+	t, w := len(xs), xs[0].Dim(1)
+	dk := w / h
+	var all *radgen.Tensor // every position's rows stacked, (total·h, d_k)
+	switch {
+	case c.host:
+		all = radgen.FromFloat32(buf[:c.total*w], c.total*h, dk)
+	case t == 1:
+		all = g.Reshape(xs[0], c.total*h, dk)
+	default:
+		all = g.Reshape(g.Concat(0, xs...), c.total*h, dk)
+	}
+	idx := c.idx[:0]
+	for _, a := range c.anc {
+		for hd := range h {
+			for j, r := range a {
+				idx = append(idx, (c.first[j]+r)*h+hd)
+			}
+		}
+	}
+	c.idx = idx
+	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, h, t, dk)
+}
+
 // Step is Forward for one new position per row: x (R, D) holds each row's
 // query input, which also supplies the new position's key and value; the
 // row attends over its cached positions and the new one. It returns
@@ -106,9 +164,9 @@ func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache)
 	}
 	r, d := x.Dim(0), x.Dim(1)
 	c.append(m.Linears[1].Forward(g, x), m.Linears[2].Forward(g, x))
-	k, v := c.gather(g, c.keys), c.gather(g, c.values)
-	q := g.Reshape(m.Linears[0].Forward(g, x), r, 1, d)
-	ctx, _ := m.attendProjected(g, q, k, v, nil, false)
+	kh, vh := c.gatherHeads(g, false, m.Heads), c.gatherHeads(g, true, m.Heads)
+	qh := g.Reshape(m.Linears[0].Forward(g, x), r, m.Heads, 1, d/m.Heads)
+	ctx, _ := m.attendHeads(g, qh, kh, vh, nil, false)
 	return g.Reshape(ctx, r, d)
 }
 
@@ -116,14 +174,14 @@ func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache)
 // output of a batch of studies), projected once and read by every
 // decoding step of every row of the studies.
 type Source struct {
-	keys, values *radgen.Tensor // (B, N, D), projected
+	keys, values *radgen.Tensor // (B, h, N, d_k), projected and split into heads
 }
 
 // Studies returns B.
 func (s *Source) Studies() int { return s.keys.Dim(0) }
 
 // Width returns N, the positions of each study's source.
-func (s *Source) Width() int { return s.keys.Dim(1) }
+func (s *Source) Width() int { return s.keys.Dim(2) }
 
 // Project returns the keys and values of the source src (B, N, D), the
 // part of Forward that does not depend on the queries.
@@ -131,7 +189,7 @@ func (m *MultiHeadAttention) Project(g *radgen.Graph, src *radgen.Tensor) *Sourc
 	if src.Rank() != 3 || src.Dim(2) != m.Width() {
 		panic(fmt.Sprintf("mesh: attention source %v, want (B, N, %d)", src.Shape(), m.Width()))
 	}
-	return &Source{keys: m.Linears[1].Forward(g, src), values: m.Linears[2].Forward(g, src)}
+	return &Source{keys: m.heads(g, m.Linears[1].Forward(g, src)), values: m.heads(g, m.Linears[2].Forward(g, src))}
 }
 
 // Attend is Forward for one query per row over a projected source: row i
@@ -149,10 +207,10 @@ func (m *MultiHeadAttention) Attend(g *radgen.Graph, q *radgen.Tensor, src *Sour
 	qp := m.Linears[0].Forward(g, q)
 	var ctx *radgen.Tensor
 	if per, ok := grouped(study, b); ok {
-		ctx, probs = m.attendProjected(g, g.Reshape(qp, b, per, d), src.keys, src.values, nil, weights)
+		ctx, probs = m.attendHeads(g, m.heads(g, g.Reshape(qp, b, per, d)), src.keys, src.values, nil, weights)
 	} else {
 		k, v := g.IndexSelect(src.keys, 0, study), g.IndexSelect(src.values, 0, study)
-		ctx, probs = m.attendProjected(g, g.Reshape(qp, r, 1, d), k, v, nil, weights)
+		ctx, probs = m.attendHeads(g, g.Reshape(qp, r, m.Heads, 1, d/m.Heads), k, v, nil, weights)
 	}
 	if probs != nil {
 		probs = g.Reshape(g.Permute(probs, 0, 2, 1, 3), r, m.Heads, n) // (B, h, per, N) → (R, h, N)

@@ -99,7 +99,7 @@ func newFixture(nTest, nTrain, size int) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg := memtrans.R2GenTiny(tok.Len() + 1)
 	cfg.ImageSize, cfg.ResizeTo = size, size*9/8
 	m, err := memtrans.New(cfg, tok, 5)
 	if err != nil {

@@ -98,7 +98,7 @@ func TestCommandErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg := memtrans.R2GenTiny(tok.Len() + 1)
 	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
 	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
 	m, err := memtrans.New(cfg, tok, 1)

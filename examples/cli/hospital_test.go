@@ -86,7 +86,7 @@ func tinyModel(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := memtrans.TinyConfig(tok.Len() + 1)
+	cfg := memtrans.R2GenTiny(tok.Len() + 1)
 	m, err := memtrans.New(cfg, tok, 5)
 	if err != nil {
 		t.Fatal(err)

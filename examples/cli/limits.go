@@ -29,8 +29,8 @@ const maxReportsBytes = 256 << 20
 
 func limitFlags(fs *flag.FlagSet) *limits {
 	return &limits{
-		maxParams:      fs.Int64("max-params", memtrans.DefaultMaxParams, "largest model to build or load, in parameters"),
-		maxActivations: fs.Int64("max-activations", memtrans.DefaultMaxActivations, "largest activations per study of a model, in float32 values"),
+		maxParams:      fs.Int64("max-params", memtrans.DefaultBudget().MaxParams, "largest model to build or load, in parameters"),
+		maxActivations: fs.Int64("max-activations", memtrans.DefaultBudget().MaxActivations, "largest activations per study of a model, in float32 values"),
 		maxModelBytes:  fs.Int64("max-model-bytes", memtrans.DefaultMaxCheckpointBytes, "largest decompressed checkpoint"),
 		maxAnnBytes:    fs.Int64("max-ann-bytes", data.DefaultMaxAnnotationBytes, "largest annotation.json"),
 		maxReportBytes: fs.Int64("max-reports-bytes", maxReportsBytes, "largest reports.json (eval)"),

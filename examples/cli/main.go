@@ -114,7 +114,7 @@ func train(ctx context.Context, args []string) error {
 	c := data.Corpus(*corpus)
 	tc := memtrans.R2GenIUXrayTraining()
 	if c == data.MIMICCXR {
-		tc = memtrans.R2GenMIMICTraining()
+		tc = memtrans.R2GenMIMICCXRTraining()
 	}
 	if *epochs > 0 {
 		tc.Epochs = *epochs
@@ -205,11 +205,11 @@ func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, 
 	case "tiny":
 		switch arch {
 		case memtrans.ArchR2Gen:
-			cfg = memtrans.TinyConfig(vocab)
+			cfg = memtrans.R2GenTiny(vocab)
 		case memtrans.ArchM2:
-			cfg = memtrans.TinyM2Config(vocab)
+			cfg = memtrans.M2Tiny(vocab)
 		case memtrans.ArchMETransformer:
-			cfg = memtrans.TinyMETransConfig(vocab)
+			cfg = memtrans.METransTiny(vocab)
 		}
 		cfg.Corpus, cfg.Views = c, c.Views()
 	case "iu", "mimic":

@@ -30,7 +30,7 @@ func TestServeAndShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := memtrans.TinyConfig(tok.Len() + 1)
+	mc := memtrans.R2GenTiny(tok.Len() + 1)
 	mc.ImageSize, mc.ResizeTo = 64, 64
 	m, err := memtrans.New(mc, tok, 1)
 	if err != nil {

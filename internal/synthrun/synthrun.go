@@ -133,11 +133,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var cfg memtrans.ModelConfig
 	switch o.Architecture {
 	case memtrans.ArchM2:
-		cfg = memtrans.TinyM2Config(tok.Len() + 1)
+		cfg = memtrans.M2Tiny(tok.Len() + 1)
 	case memtrans.ArchMETransformer:
-		cfg = memtrans.TinyMETransConfig(tok.Len() + 1)
+		cfg = memtrans.METransTiny(tok.Len() + 1)
 	case "", memtrans.ArchR2Gen:
-		cfg = memtrans.TinyConfig(tok.Len() + 1)
+		cfg = memtrans.R2GenTiny(tok.Len() + 1)
 		cfg.Transformer.Variant = o.Variant
 		// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
 		cfg.Transformer.EmbedDrop = 0.1

@@ -53,7 +53,7 @@ func benchModel(b *testing.B) *memtrans.Model {
 		iuOnce.Do(func() {
 			cfg := f.model.Config()
 			dv := cfg.Transformer.DVisual
-			cfg.Transformer = memtrans.IUXRay(cfg.Transformer.Vocab)
+			cfg.Transformer = memtrans.R2GenIUXray(cfg.Transformer.Vocab).Transformer
 			cfg.Transformer.DVisual = dv
 			iuModel, iuErr = memtrans.New(cfg, f.model.Tokenizer(), 5)
 		})

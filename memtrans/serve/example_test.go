@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	mc := memtrans.TinyConfig(tok.Len() + 1)
+	mc := memtrans.R2GenTiny(tok.Len() + 1)
 	mc.ImageSize, mc.ResizeTo = 64, 64
 	model, err := memtrans.New(mc, tok, 1)
 	if err != nil {

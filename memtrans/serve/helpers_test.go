@@ -101,7 +101,7 @@ func newFixture() (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc := memtrans.TinyConfig(tok.Len() + 1)
+	mc := memtrans.R2GenTiny(tok.Len() + 1)
 	mc.ImageSize, mc.ResizeTo = 64, 64
 	f.model, err = memtrans.New(mc, tok, 3)
 	return f, err
