@@ -225,7 +225,7 @@ func newEncoderDecoder(c ModelConfig, seed uint64) (encoderDecoder, error) {
 	case ArchMETransformer:
 		return newMETransformer(*c.METrans, seed)
 	}
-	return NewTransformer(c.Transformer, seed)
+	return newR2GenModel(c.Transformer, seed)
 }
 
 // strategyFor returns the decode strategy of o for a model whose reports
@@ -286,7 +286,7 @@ func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 
 // --- R2Gen ---
 
-func (m *Transformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
+func (m *r2genModel) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
 	f, err := m.teacherForce(g, feats, in, b, t)
 	if err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func (m *Transformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, ta
 	return loss, nil
 }
 
-func (m *Transformer) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
+func (m *r2genModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
 	dec, err := m.startAnyDecoding(feats)
 	if err != nil {
 		return nil, 0, err
@@ -306,14 +306,14 @@ func (m *Transformer) decodeStudies(ctx context.Context, feats *radgen.Tensor, o
 	return decodeBest(ctx, dec, strategyFor(o, 0, 0, decode.R2Gen))
 }
 
-func (m *Transformer) visualEmbedding() *radgen.Linear { return m.AttEmbed }
+func (m *r2genModel) visualEmbedding() *radgen.Linear { return m.AttEmbed }
 
 // --- M² ---
 
 // m2Facade adapts an M2Transformer to the facade's ids: R2Gen's
 // vocabulary, 0 ending a report, and M²'s <bos> and <pad> past it (see
 // M2Config.ForReports).
-type m2Facade struct{ *M2Transformer }
+type m2Facade struct{ *m2Model }
 
 // m2Input maps R2Gen decoder inputs to M²'s: the first id of each row
 // (R2Gen's BOS 0) becomes <bos>, a later 0 (the end or padding) <pad>.
@@ -390,7 +390,7 @@ func (f m2Facade) decodeWith(ctx context.Context, dec decode.AttentionRecorder, 
 
 // --- METransformer ---
 
-func (m *METransformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
+func (m *metransModel) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, targets []int, mask []float32, b, t int) (*radgen.Tensor, error) {
 	f, err := m.teacherForce(g, feats, in, b, t)
 	if err != nil {
 		return nil, err
@@ -399,7 +399,7 @@ func (m *METransformer) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, 
 	return total, nil
 }
 
-func (m *METransformer) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
+func (m *metransModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
 	if o.attention {
 		return nil, 0, fmt.Errorf("%w: METransformer records no attention maps", decode.ErrNoAttention)
 	}
@@ -423,10 +423,10 @@ func (m *METransformer) decodeStudies(ctx context.Context, feats *radgen.Tensor,
 	return out, 0, nil
 }
 
-func (m *METransformer) visualEmbedding() *radgen.Linear { return m.ViT.Embed }
+func (m *metransModel) visualEmbedding() *radgen.Linear { return m.ViT.Embed }
 
 var (
-	_ encoderDecoder = (*Transformer)(nil)
+	_ encoderDecoder = (*r2genModel)(nil)
 	_ encoderDecoder = m2Facade{}
-	_ encoderDecoder = (*METransformer)(nil)
+	_ encoderDecoder = (*metransModel)(nil)
 )

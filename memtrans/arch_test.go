@@ -29,8 +29,8 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 			if got := m.Config().Architecture(); got != tc.arch {
 				t.Fatalf("architecture %q, want %q", got, tc.arch)
 			}
-			if (m.Transformer() != nil) != (tc.arch == ArchR2Gen) || (m.M2() != nil) != (tc.arch == ArchM2) ||
-				(m.METransformer() != nil) != (tc.arch == ArchMETransformer) {
+			if (m.transformer != nil) != (tc.arch == ArchR2Gen) || (m.m2() != nil) != (tc.arch == ArchM2) ||
+				(m.metrans() != nil) != (tc.arch == ArchMETransformer) {
 				t.Fatalf("accessors disagree with %q", tc.arch)
 			}
 			cfg := TrainConfig{Epochs: 4, LR: 2e-3, AMSGrad: true, ClipValue: 0.1, Seed: 3, FreezeExtractor: true, CalibrateBatches: 2}
@@ -138,7 +138,7 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 // The M² facade feeds <bos> first and <pad> for R2Gen's later zeros.
 func TestM2FacadeInput(t *testing.T) {
 	c := tinyM2Preset(10, 8).ForReports(10, 5)
-	f := m2Facade{&M2Transformer{Config: c}}
+	f := m2Facade{&m2Model{Config: c}}
 	got := f.m2Input([]int{0, 4, 5, 0, 0, 0, 7, 0, 0, 0}, 5)
 	want := []int{10, 4, 5, 11, 11, 10, 7, 11, 11, 11}
 	for i := range want {

@@ -16,8 +16,8 @@ import (
 
 // paperModel is R2Gen's IU X-Ray configuration (d=512, 3 layers, 8 heads,
 // 3 memory slots, vocabulary 761) with random weights.
-func paperModel(b testing.TB) *Transformer {
-	m, err := NewTransformer(iuXRayTransformer(761), 1)
+func paperModel(b testing.TB) *r2genModel {
+	m, err := newR2GenModel(iuXRayTransformer(761), 1)
 	if err != nil {
 		b.Fatal(err)
 	}

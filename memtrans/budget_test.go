@@ -42,7 +42,7 @@ func TestBudgetEstimates(t *testing.T) {
 		if testing.Short() && c.DModel > 64 {
 			continue
 		}
-		m, err := NewTransformer(c, 1)
+		m, err := newR2GenModel(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	if err := big.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
 		t.Errorf("Config d_model 2^20: %v", err)
 	}
-	if _, err := NewTransformer(big, 1); !errors.Is(err, ErrBudget) {
+	if _, err := newR2GenModel(big, 1); !errors.Is(err, ErrBudget) {
 		t.Errorf("NewTransformer d_model 2^20: %v", err)
 	}
 	m2 := tinyM2Preset(vocab, 512)
@@ -155,7 +155,7 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 // cannot make it build a million layers.
 func TestInferConfigForgedLayer(t *testing.T) {
 	c := tinyTransformer(20, 512)
-	m, err := NewTransformer(c, 1)
+	m, err := newR2GenModel(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

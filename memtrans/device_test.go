@@ -16,14 +16,14 @@ import (
 
 // deviceTestModel returns a tiny Transformer of variant v whose every
 // parameter is random, so that no term is trivially neutral.
-func deviceTestModel(t testing.TB, configure func(*Config)) *Transformer {
+func deviceTestModel(t testing.TB, configure func(*Config)) *r2genModel {
 	t.Helper()
 	c := tinyTransformer(31, 24)
 	c.Dropout, c.EmbedDrop = 0, 0
 	if configure != nil {
 		configure(&c)
 	}
-	m, err := NewTransformer(c, 5)
+	m, err := newR2GenModel(c, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestModelWithHalfWeights(t *testing.T) {
 		t.Errorf("fp16 log-probs differ by %.3g (want in (0, 2e-3])", worst)
 	}
 	// Scale the logit layer: only a refreshed snapshot sees it.
-	w := m.Transformer().Logit.Weight.Data()
+	w := m.transformer.Logit.Weight.Data()
 	for i := range w {
 		w[i] *= 2
 	}

@@ -20,8 +20,8 @@ func TestSCSTOnDeviceMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	const k = 4
-	step := func(m *Transformer) SCSTResult {
-		s, err := NewSCST(m, newSCSTAdam(t, m, 1e-3), SCSTConfig{Samples: k, ClipNorm: 0.1}, nil)
+	step := func(m *r2genModel) SCSTResult {
+		s, err := newSCST(m, newSCSTAdam(t, m, 1e-3), SCSTConfig{Samples: k, ClipNorm: 0.1}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,14 +69,14 @@ func newTinyBatch(vocab, dVisual int) *tinyBatch {
 // device) over a fixed batch: dropout seeded by the step, value clipping at
 // 0.1, AMSGrad at learning rate 1e-4 with weight decay 5e-5.
 type tinyTrainer struct {
-	m     *Transformer
+	m     *r2genModel
 	opt   *optim.Adam
 	feats *radgen.Tensor
 	batch *tinyBatch
 	step  int
 }
 
-func newTinyTrainer(t *testing.T, m *Transformer, tb *tinyBatch, dev radgen.Device) *tinyTrainer {
+func newTinyTrainer(t *testing.T, m *r2genModel, tb *tinyBatch, dev radgen.Device) *tinyTrainer {
 	t.Helper()
 	groups := optim.R2GenGroups(radgen.Trainable(m), 5e-5, 1e-4, 5e-5)
 	a, err := optim.NewAdam(groups[1:], optim.WithAMSGrad(true))
@@ -121,11 +121,11 @@ func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	dev := trainDevice(t)
 	const vocab, steps = 40, 20
 	cfg := R2GenTiny(vocab).Transformer
-	cpu, err := NewTransformer(cfg, 7)
+	cpu, err := newR2GenModel(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDev, err := NewTransformer(cfg, 7)
+	onDev, err := newR2GenModel(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +203,8 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := newTinyBatch(cfg.Transformer.Vocab, cfg.Transformer.DVisual)
-	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*Transformer), tb, radgen.CPU)
-	td := newTinyTrainer(t, devModel.EncoderDecoder().(*Transformer), tb, dev)
+	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*r2genModel), tb, radgen.CPU)
+	td := newTinyTrainer(t, devModel.EncoderDecoder().(*r2genModel), tb, dev)
 	for range 20 {
 		tc.Step(t)
 		td.Step(t)
@@ -333,7 +333,7 @@ func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
 		steps = 100
 	}
 	cfg := R2GenTiny(40).Transformer
-	m, err := NewTransformer(cfg, 7)
+	m, err := newR2GenModel(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

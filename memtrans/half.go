@@ -35,7 +35,7 @@ import (
 // the weights as they were. A halfWeights is safe for concurrent use by any
 // number of decodings, but Refresh must not run while one is under way.
 type halfWeights struct {
-	m      *Transformer
+	m      *r2genModel
 	w      *stepWeights
 	copies []halfCopy
 }
@@ -54,7 +54,7 @@ type halfCopy struct {
 // that model. With Mem2Mem, whose memory step runs on the Transformer's
 // float32 weights, the snapshot covers the decoder layers and the logit
 // layer.
-func (m *Transformer) halfSnapshot() *halfWeights {
+func (m *r2genModel) halfSnapshot() *halfWeights {
 	h := &halfWeights{m: m}
 	bias := func(l *radgen.Linear, sl stepLinear) stepLinear {
 		if l.Bias != nil {
@@ -142,7 +142,7 @@ func sameBits(a, b []float32) bool {
 // startDecodingWith is startCPUDecoding with the step's linear layers read
 // from w, a half-precision snapshot of m's weights ([WithHalfWeights]);
 // a nil w decodes in float32, as startCPUDecoding does.
-func (m *Transformer) startDecodingWith(feats *radgen.Tensor, w *halfWeights) (*cpuDecoding, error) {
+func (m *r2genModel) startDecodingWith(feats *radgen.Tensor, w *halfWeights) (*cpuDecoding, error) {
 	if w == nil {
 		return m.startCPUDecoding(feats)
 	}
@@ -185,7 +185,7 @@ type stepWeights struct {
 
 // newStepWeights collects m's step layers, each through lin, or memLin for
 // the relational memory.
-func newStepWeights(m *Transformer, lin, memLin func(*radgen.Linear) stepLinear) *stepWeights {
+func newStepWeights(m *r2genModel, lin, memLin func(*radgen.Linear) stepLinear) *stepWeights {
 	w := &stepWeights{logit: lin(m.Logit)}
 	for _, l := range m.Decoder.Layers {
 		sl := stepLayer{

@@ -37,7 +37,7 @@ type halfState struct {
 // first if needed. The caller holds the model for reading, so no training
 // step runs and no decoding reads a snapshot being refreshed (a refresh
 // only follows a training step, which excludes generation).
-func (h *halfState) current(tr *Transformer) *halfWeights {
+func (h *halfState) current(tr *r2genModel) *halfWeights {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {

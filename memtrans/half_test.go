@@ -12,12 +12,12 @@ import (
 
 // halfTestModel is a small R2Gen model (all of a step's matrix kinds, sizes
 // that are not multiples of the kernels' blocks) with random weights.
-func halfTestModel(t testing.TB, variant Variant) *Transformer {
+func halfTestModel(t testing.TB, variant Variant) *r2genModel {
 	c := iuXRayTransformer(53)
 	c.Variant = variant
 	c.DModel, c.DFF, c.Heads, c.MemoryHeads = 40, 72, 4, 4
 	c.DVisual, c.MaxSeqLen = 24, 12
-	m, err := NewTransformer(c, 7)
+	m, err := newR2GenModel(c, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

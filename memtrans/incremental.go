@@ -41,7 +41,7 @@ import (
 // A Decoding belongs to one goroutine; the Transformer it came from may
 // serve many Decodings concurrently.
 type cpuDecoding struct {
-	m       *Transformer
+	m       *r2genModel
 	w       *stepWeights // the step's linear layers
 	run     half.Runner
 	studies int
@@ -91,13 +91,13 @@ var (
 // state with one row per study, ready for a decode strategy. Its steps read
 // the Transformer's float32 weights; see startDecodingWith for a
 // half-precision snapshot.
-func (m *Transformer) startCPUDecoding(feats *radgen.Tensor) (*cpuDecoding, error) {
+func (m *r2genModel) startCPUDecoding(feats *radgen.Tensor) (*cpuDecoding, error) {
 	return m.startDecoding(feats, nil)
 }
 
 // startDecoding starts a decoding whose steps read w, or m's float32
 // weights if w is nil.
-func (m *Transformer) startDecoding(feats *radgen.Tensor, w *stepWeights) (*cpuDecoding, error) {
+func (m *r2genModel) startDecoding(feats *radgen.Tensor, w *stepWeights) (*cpuDecoding, error) {
 	c := m.Config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)

@@ -22,7 +22,7 @@ import (
 //
 // An M2Transformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs or decode; training mutates it and must be exclusive.
-type M2Transformer struct {
+type m2Model struct {
 	Config  M2Config
 	Encoder *mesh.MemoryEncoder
 	Decoder *mesh.MeshedDecoder
@@ -32,7 +32,7 @@ type M2Transformer struct {
 // leaves it (Xavier-uniform on every tensor of more than one dimension,
 // memory slots and positional table included), drawing from a PCG
 // generator seeded with seed.
-func newM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
+func newM2Transformer(c M2Config, seed uint64) (*m2Model, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func newM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 		Vocab: c.Vocab, MaxLen: c.MaxLen, Pad: c.Pad, D: c.DModel, DK: c.DK, DV: c.DV, Heads: c.Heads,
 		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout, Routing: c.Routing,
 	}, rng)
-	return &M2Transformer{Config: c, Encoder: enc, Decoder: dec}, nil
+	return &m2Model{Config: c, Encoder: enc, Decoder: dec}, nil
 }
 
 // loadM2 builds an M² model from weights by the published state_dict names
@@ -57,7 +57,7 @@ func newM2Transformer(c M2Config, seed uint64) (*M2Transformer, error) {
 // running_seq, …) may be present and are ignored. Every tensor is checked
 // before the model is built; errors wrap ErrConfig, radgen.ErrMissingTensor
 // or radgen.ErrShapeMismatch.
-func loadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
+func loadM2(src vision.WeightSource, heads int) (*m2Model, error) {
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
 		shape, err := weightShape(src, n)
@@ -82,7 +82,7 @@ func loadM2(src vision.WeightSource, heads int) (*M2Transformer, error) {
 }
 
 // VisitParams implements radgen.Module with M²'s state_dict names.
-func (m *M2Transformer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (m *m2Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.Encoder.VisitParams(radgen.Prefixed("encoder.", visit))
 	m.Decoder.VisitParams(radgen.Prefixed("decoder.", visit))
 }
@@ -95,7 +95,7 @@ type m2Encoded struct {
 
 // Encode runs the encoder on region features (B, R, d_in), masking regions
 // by Config.Padding.
-func (m *M2Transformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*m2Encoded, error) {
+func (m *m2Model) encode(g *radgen.Graph, feats *radgen.Tensor) (*m2Encoded, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (m *M2Transformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*m2Encode
 // EncodeMasked runs the encoder with the caller's region mask (B, 1, 1, R),
 // nonzero = masked, or nil for none, instead of Config.Padding's: to
 // reproduce a reference run's mask, or to mask padding by another rule.
-func (m *M2Transformer) encodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*m2Encoded, error) {
+func (m *m2Model) encodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*m2Encoded, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (m *M2Transformer) encodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor
 	return &m2Encoded{Levels: m.Encoder.ForwardMasked(g, feats, mask), Mask: mask}, nil
 }
 
-func (m *M2Transformer) checkFeats(feats *radgen.Tensor) error {
+func (m *m2Model) checkFeats(feats *radgen.Tensor) error {
 	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DIn || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return fmt.Errorf("memtrans: M² region features %v, want (B, R, %d)", feats.Shape(), m.Config.DIn)
 	}
@@ -131,7 +131,7 @@ func (m *M2Transformer) checkFeats(feats *radgen.Tensor) error {
 // bos; padding is Config.Pad), given the encoded studies. As in the
 // published code, padding positions use positional row 0, are masked as
 // self-attention keys, and output log_softmax(0) (uniform).
-func (m *M2Transformer) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
+func (m *m2Model) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -152,7 +152,7 @@ func (m *M2Transformer) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []i
 // M2Loss is M²'s cross-entropy criterion, NLLLoss(ignore_index = pad):
 // the mean negative log-probability of the targets (B·T ids) over the
 // positions whose target is not Config.Pad. logProbs is (B, T, V).
-func (m *M2Transformer) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {
+func (m *m2Model) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {
 	mask := make([]float32, len(targets))
 	for i, id := range targets {
 		if id != m.Config.Pad {
@@ -162,4 +162,4 @@ func (m *M2Transformer) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets
 	return languageModelLoss(g, logProbs, targets, mask)
 }
 
-var _ radgen.Module = (*M2Transformer)(nil)
+var _ radgen.Module = (*m2Model)(nil)

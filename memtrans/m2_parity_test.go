@@ -54,7 +54,7 @@ func loadM2Golden(t testing.TB) *m2Golden {
 
 // m2 loads the golden model by M²'s names, with sizes read from the
 // weights' shapes.
-func (g *m2Golden) m2(t testing.TB) *M2Transformer {
+func (g *m2Golden) m2(t testing.TB) *m2Model {
 	t.Helper()
 	m, err := loadM2(g.model, g.meta.Heads)
 	if err != nil {
@@ -111,7 +111,7 @@ func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 //
 // It then encodes with the recorded mask, so that the rest of the model is
 // checked on the same input whatever the mask.
-func (g *m2Golden) goldenEncoding(t *testing.T, m *M2Transformer, dev radgen.Device) (*radgen.Tensor, *m2Encoded) {
+func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (*radgen.Tensor, *m2Encoded) {
 	t.Helper()
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
@@ -242,7 +242,7 @@ func fma32(x, y, z float32) float32 {
 // this machine's embedding y: then no computation can reach 0 and the
 // region is not masked. Second-order terms (products of two u) are far
 // below the margins that γₘ's denominators leave.
-func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exact int) {
+func m2MaskDecided(m *m2Model, feats *radgen.Tensor) (decided []bool, exact int) {
 	sum, bound, exactRow := m2MaskBounds(m, feats)
 	decided = make([]bool, len(sum))
 	for r := range decided {
@@ -258,7 +258,7 @@ func m2MaskDecided(m *M2Transformer, feats *radgen.Tensor) (decided []bool, exac
 // embedding y (summed in float64), the bound T of m2MaskDecided on its
 // distance from the exact f(p) (+Inf where the bound does not apply), and
 // whether the region's LayerNorm input is computed exactly (Eᵢ = 0).
-func m2MaskBounds(m *M2Transformer, feats *radgen.Tensor) (sums, bounds []float64, exactRow []bool) {
+func m2MaskBounds(m *m2Model, feats *radgen.Tensor) (sums, bounds []float64, exactRow []bool) {
 	const u = 0x1p-24
 	gam := func(m int) float64 { return float64(m) * u / (1 - float64(m)*u) }
 	e := m.Encoder

@@ -12,7 +12,7 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-func routedM2(t testing.TB, r mesh.Routing) *M2Transformer {
+func routedM2(t testing.TB, r mesh.Routing) *m2Model {
 	t.Helper()
 	c := tinyM2Config()
 	c.Routing = r

@@ -21,7 +21,7 @@ func tinyM2Config() M2Config {
 	return c
 }
 
-func tinyM2(t testing.TB) *M2Transformer {
+func tinyM2(t testing.TB) *m2Model {
 	t.Helper()
 	m, err := newM2Transformer(tinyM2Config(), 7)
 	if err != nil {
@@ -144,7 +144,7 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 // m2TeacherForcedDelta returns the largest |Δ| between the token
 // log-probabilities of decoded hypotheses (hyps[i] of study i of enc) and a
 // teacher-forced pass over each.
-func m2TeacherForcedDelta(t *testing.T, m *M2Transformer, enc *m2Encoded, hyps [][]decode.Hypothesis) float64 {
+func m2TeacherForcedDelta(t *testing.T, m *m2Model, enc *m2Encoded, hyps [][]decode.Hypothesis) float64 {
 	t.Helper()
 	var worst float64
 	for i, hs := range hyps {
@@ -164,7 +164,7 @@ func m2TeacherForcedDelta(t *testing.T, m *M2Transformer, enc *m2Encoded, hyps [
 }
 
 // sliceStudy returns study i of a batch-first tensor (or nil).
-func (m *M2Transformer) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
+func (m *m2Model) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
 	if x == nil {
 		return nil
 	}
@@ -498,7 +498,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 // m2ExactNormSums returns f(p) = Σᵢ LayerNorm(p)ᵢ for each region of feats,
 // with p = ReLU(fc(x)) and the LayerNorm evaluated in float64 (exact to
 // far below the float32 bounds of m2MaskBounds).
-func m2ExactNormSums(m *M2Transformer, feats *radgen.Tensor) []float64 {
+func m2ExactNormSums(m *m2Model, feats *radgen.Tensor) []float64 {
 	e := m.Encoder
 	x := feats.Float64s()
 	w, bias := e.FC.Weight.Float64s(), e.FC.Bias.Float64s()

@@ -43,7 +43,7 @@ import (
 // decoding starts. An m2CPUDecoding belongs to one goroutine; the model it came from
 // may serve many concurrently.
 type m2CPUDecoding struct {
-	m       *M2Transformer
+	m       *m2Model
 	words   []float32 // (V, D) word embeddings
 	pos     []float32 // (P, D) positional table
 	out     m2Dense   // D → V
@@ -146,7 +146,7 @@ func m2LayerOf(l *mesh.MeshedLayer) m2Layer {
 
 // startCPUDecoding encodes region features (B, R, d_in), masking regions by
 // Config.Padding, and returns a decoding state with one row per study.
-func (m *M2Transformer) startCPUDecoding(feats *radgen.Tensor) (*m2CPUDecoding, error) {
+func (m *m2Model) startCPUDecoding(feats *radgen.Tensor) (*m2CPUDecoding, error) {
 	if feats.Is64() {
 		feats = feats.To32()
 	}
@@ -159,7 +159,7 @@ func (m *M2Transformer) startCPUDecoding(feats *radgen.Tensor) (*m2CPUDecoding, 
 
 // StartDecodingEncoded returns a decoding state with one row per study of
 // an encoding made by Encode or EncodeMasked (float32, NoGrad).
-func (m *M2Transformer) startCPUDecodingEncoded(enc *m2Encoded) (*m2CPUDecoding, error) {
+func (m *m2Model) startCPUDecodingEncoded(enc *m2Encoded) (*m2CPUDecoding, error) {
 	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)

@@ -20,7 +20,7 @@ import (
 // An m2ModuleDecoding belongs to one goroutine; the model may serve many
 // concurrently.
 type m2ModuleDecoding struct {
-	m       *M2Transformer
+	m       *m2Model
 	g       *radgen.Graph
 	steps   *mesh.MeshedSteps
 	regions int // R, regions per study
@@ -34,7 +34,7 @@ var (
 // startModuleDecoding encodes region features (B, R, d_in), on the device
 // of the model's parameters, masking regions by Config.Padding, and
 // returns a decoding state with one row per study.
-func (m *M2Transformer) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDecoding, error) {
+func (m *m2Model) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDecoding, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (m *M2Transformer) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDeco
 // startModuleDecodingEncoded returns a decoding state with one row per
 // study of an encoding made by Encode or EncodeMasked on the device of the
 // model's parameters.
-func (m *M2Transformer) startModuleDecodingEncoded(enc *m2Encoded) (*m2ModuleDecoding, error) {
+func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded) (*m2ModuleDecoding, error) {
 	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)

@@ -68,7 +68,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					c := tinyM2Config()
 					c.Routing, c.Padding = routing, padding
-					newModel := func() *M2Transformer {
+					newModel := func() *m2Model {
 						m, err := newM2Transformer(c, 7)
 						if err != nil {
 							t.Fatal(err)

@@ -201,7 +201,7 @@ func (l *metransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 //
 // A METransformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs or decode; training mutates it and must be exclusive.
-type METransformer struct {
+type metransModel struct {
 	Config       METransConfig
 	ViT          *vision.ViT
 	Bilinear     []*metransEncoderLayer
@@ -215,7 +215,7 @@ type METransformer struct {
 
 // newMETransformer returns a model with Xavier-uniform matrices, drawing from
 // a PCG generator seeded with seed.
-func newMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
+func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func newMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
 	eba := func(dropout float64) *mesh.BilinearAttention {
 		return mesh.NewBilinearAttention(mesh.BilinearConfig{DQuery: d, DKey: d, DValue: d, DBilinear: d, DMid: c.DMid, Dropout: dropout}, rng)
 	}
-	m := &METransformer{Config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
+	m := &metransModel{Config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
 		Words: radgen.NewParam(c.Vocab, d), Positions: radgen.NewParam(c.MaxSeqLen+1, d), Logit: lin(d, c.Vocab)}
 	radgen.XavierUniform(m.Words, rng)
 	radgen.Uniform(m.Positions, rng, 0.02*math.Sqrt(3))
@@ -253,7 +253,7 @@ func newMETransformer(c METransConfig, seed uint64) (*METransformer, error) {
 }
 
 // VisitParams implements radgen.Module.
-func (m *METransformer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (m *metransModel) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.ViT.VisitParams(radgen.Prefixed("vit.", visit))
 	for i, l := range m.Bilinear {
 		l.visit(radgen.Prefixed(fmt.Sprintf("bilinear.%d.", i), visit))
@@ -282,7 +282,7 @@ type metransEncoded struct {
 //
 // once per expert m, so that each expert's decoding stream reads its own
 // view of the image.
-func (m *METransformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEncoded, error) {
+func (m *metransModel) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEncoded, error) {
 	c := m.Config
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
 		return nil, fmt.Errorf("memtrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
@@ -302,7 +302,7 @@ func (m *METransformer) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransE
 // fv (R, N, D) on token ids (R·T, row-major, each row starting with BOS)
 // and returns the log-probabilities of the next token, (R, T, V). Position
 // t attends positions ≤ t only.
-func (m *METransformer) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
+func (m *metransModel) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
 	c := m.Config
 	if len(tokens) != r*t || r <= 0 || t <= 0 || fv.Dim(0) != r {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
@@ -342,7 +342,7 @@ type metransForward struct {
 // teacherForce runs the model on features (B, N, d_in) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
 // reading the same tokens.
-func (m *METransformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
+func (m *metransModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -373,7 +373,7 @@ func (m *METransformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, toke
 // encoder's expert tokens f_e (vision.OrthogonalLoss). The notes put the
 // orthogonal loss on "the expert tokens" without saying which layer's; it
 // is taken on f_e, the expert embeddings that guide the decoder.
-func (m *METransformer) loss(g *radgen.Graph, f *metransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
+func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
 	mm := m.Config.Experts
 	lp := f.LogProbs
 	b, t := lp.Dim(0)/mm, lp.Dim(1)
@@ -401,7 +401,7 @@ func (m *METransformer) loss(g *radgen.Graph, f *metransForward, targets []int, 
 // decoder over each row's prefix at every step (O(T²) work); it is the
 // cross-check of the incremental [METransformer.StartDecoding], which must
 // give the same log-probabilities.
-func (m *METransformer) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *metransModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	feats = m.matchDtype(feats)
 	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
@@ -444,7 +444,7 @@ type metransReport struct {
 // example CIDErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
 // report is returned.
-func (m *METransformer) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]metransReport, error) {
+func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]metransReport, error) {
 	if strategy == nil {
 		return nil, fmt.Errorf("memtrans: nil decoding strategy")
 	}
@@ -510,4 +510,4 @@ func constFill(like *radgen.Tensor, v float64, shape ...int) *radgen.Tensor {
 	return t
 }
 
-var _ radgen.Module = (*METransformer)(nil)
+var _ radgen.Module = (*metransModel)(nil)

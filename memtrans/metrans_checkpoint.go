@@ -18,7 +18,7 @@ const metaMETransConfig = "radgen.metrans.config"
 // its name (see [METransformer]), the configuration as JSON in the
 // metadata, compressed and checksummed. Write it through a temporary file
 // and a rename for atomicity, as Model.SaveFile does.
-func (m *METransformer) save(w io.Writer) error {
+func (m *metransModel) save(w io.Writer) error {
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
 		return err
@@ -32,7 +32,7 @@ func (m *METransformer) save(w io.Writer) error {
 // allocated, the configuration must be valid and the file must hold as
 // many values as the model has, so a forged header cannot make it allocate
 // more than the file's size. Errors wrap ErrCheckpoint.
-func loadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) {
+func loadMETransformer(r io.Reader, opts ...LoadOption) (*metransModel, error) {
 	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -43,7 +43,7 @@ func loadMETransformer(r io.Reader, opts ...LoadOption) (*METransformer, error) 
 	if err != nil {
 		return nil, err
 	}
-	var m *METransformer
+	var m *metransModel
 	ck, err := readCheckpoint(r, o.maxBytes, func(f *safetensors.File) error {
 		raw, ok := f.Metadata()[metaMETransConfig]
 		if !ok {

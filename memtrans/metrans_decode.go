@@ -30,7 +30,7 @@ import (
 // the prefix. A metransDecoding belongs to one goroutine; the model it came
 // from may serve many concurrently.
 type metransDecoding struct {
-	m      *METransformer
+	m      *metransModel
 	t      int   // steps taken
 	stream []int // row → stream (study·M + expert)
 	cross  []mesh.BilinearKeys
@@ -41,7 +41,7 @@ var _ decode.Model = (*metransDecoding)(nil)
 
 // startCPUDecoding encodes visual features (B, N, d_in) and returns an
 // incremental decoding state with B·M rows, ready for a decode strategy.
-func (m *METransformer) startDecoding(feats *radgen.Tensor) (*metransDecoding, error) {
+func (m *metransModel) startDecoding(feats *radgen.Tensor) (*metransDecoding, error) {
 	feats = m.matchDtype(feats)
 	g := radgen.NoGrad()
 	enc, err := m.encode(g, feats)
@@ -146,7 +146,7 @@ func (s *metransDecoding) Reorder(src []int) error {
 }
 
 // matchDtype converts feats to the dtype of the model's weights.
-func (m *METransformer) matchDtype(feats *radgen.Tensor) *radgen.Tensor {
+func (m *metransModel) matchDtype(feats *radgen.Tensor) *radgen.Tensor {
 	if feats == nil || feats.Is64() == m.Words.Is64() {
 		return feats
 	}

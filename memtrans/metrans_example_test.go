@@ -47,14 +47,21 @@ func ExampleMETransTiny() {
 // the references, and moves the model towards the sequences that beat
 // their study's mean.
 func ExampleSCST() {
-	cfg := memtrans.Config{Variant: memtrans.VariantR2Gen, DModel: 16, DFF: 16, Heads: 2, Layers: 1, DVisual: 6,
-		Vocab: 10, MemorySlots: 2, MemoryHeads: 2, MaxSeqLen: 8, PositionLen: 16}
-	m, err := memtrans.NewTransformer(cfg, 3)
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"a b c d.", "e f g h.", "a f c h.", "e b g d."})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	opt, err := optim.NewAdam([]optim.Group{{Params: radgen.Trainable(m), LR: 1e-2}})
+	cfg := memtrans.R2GenTiny(tok.Len() + 1)
+	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
+	cfg.Transformer.MemorySlots, cfg.Transformer.MaxSeqLen = 2, 8
+	m, err := memtrans.New(cfg, tok, 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	opt, err := optim.NewAdam([]optim.Group{{Params: radgen.Trainable(m.EncoderDecoder()), LR: 1e-2}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -64,7 +71,7 @@ func ExampleSCST() {
 		fmt.Println(err)
 		return
 	}
-	feats := radgen.Zeros(4, 3, 6)
+	feats := radgen.Zeros(4, 3, cfg.Vision.OutChannels())
 	radgen.Uniform(feats, rand.New(rand.NewPCG(3, 7)), 1)
 	refs := [][][]int{{{1, 2, 3, 4, 0}}, {{5, 6, 7, 8, 0}}, {{1, 6, 3, 8, 0}}, {{5, 2, 7, 4, 0}}}
 	var first, last float64

@@ -39,7 +39,7 @@ func metransBatch(b, n, dIn int, seed uint64) (feats *radgen.Tensor, in, targets
 	return feats, in, targets, mask, t
 }
 
-func tinyMETrans(t *testing.T, dropout float64) *METransformer {
+func tinyMETrans(t *testing.T, dropout float64) *metransModel {
 	t.Helper()
 	c := METransConfig{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 1,
 		BilinearLayers: 1, DecoderLayers: 2, Vocab: 10, MaxSeqLen: 8, Lambda: 0.5, Dropout: dropout}

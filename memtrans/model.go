@@ -92,7 +92,7 @@ type Model struct {
 	cfg         ModelConfig
 	extractor   *vision.Extractor
 	net         encoderDecoder
-	transformer *Transformer // net, for ArchR2Gen; nil otherwise
+	transformer *r2genModel // net, for ArchR2Gen; nil otherwise
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
 	maxPixels   int64
@@ -191,7 +191,7 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 
 func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
 	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels, budget: DefaultBudget()}
-	m.transformer, _ = net.(*Transformer)
+	m.transformer, _ = net.(*r2genModel)
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			return nil, err
@@ -212,25 +212,33 @@ func (m *Model) Config() ModelConfig { return m.cfg }
 // Tokenizer returns the model's tokenizer.
 func (m *Model) Tokenizer() *data.Tokenizer { return m.tokenizer }
 
-// Transformer returns the R2Gen encoder–decoder (for research use; do not
-// modify it while the model serves requests), or nil when the model is of
-// another architecture.
-func (m *Model) Transformer() *Transformer { return m.transformer }
-
-// M2 returns the Meshed-Memory Transformer of an ArchM2 model (for research
-// use, as Transformer), or nil.
-func (m *Model) M2() *M2Transformer {
-	if f, ok := m.net.(m2Facade); ok {
-		return f.M2Transformer
+// ContinueFrom loads the extractor and every tensor of R2Gen's
+// architecture from prev's and leaves the modules a variant adds (the
+// multi-view sources, Mem2Mem) as initialised: the continued learning of
+// multi-view decoding (Liu et al. §3.3.2), where a trained single-view model
+// is fine-tuned with its new routing. Both must be R2Gen models; on error m
+// is unchanged. It takes m exclusively.
+func (m *Model) ContinueFrom(prev *Model) error {
+	if m.transformer == nil || prev == nil || prev.transformer == nil {
+		return fmt.Errorf("%w: continued learning needs two R2Gen models", ErrConfig)
+	}
+	prev.mu.RLock()
+	ext := radgen.StateDict(prev.extractor, "")
+	net := radgen.StateDict(prev.transformer, "")
+	prev.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.transformer.continueFrom(net, ""); err != nil {
+		return err
+	}
+	if err := radgen.LoadParams(m.extractor, ext, ""); err != nil {
+		return err
+	}
+	m.extractor.ResNet.Refold()
+	if m.half != nil {
+		m.half.markStale()
 	}
 	return nil
-}
-
-// METransformer returns the METransformer of an ArchMETransformer model
-// (for research use, as Transformer), or nil.
-func (m *Model) METransformer() *METransformer {
-	mt, _ := m.net.(*METransformer)
-	return mt
 }
 
 // EncoderDecoder returns the model's encoder–decoder, whatever its
@@ -272,3 +280,17 @@ func (m *Model) acquire() error {
 }
 
 var _ radgen.Module = (*Model)(nil)
+
+// m2 returns the Meshed-Memory Transformer of an ArchM2 model, or nil.
+func (m *Model) m2() *m2Model {
+	if f, ok := m.net.(m2Facade); ok {
+		return f.m2Model
+	}
+	return nil
+}
+
+// metrans returns the METransformer of an ArchMETransformer model, or nil.
+func (m *Model) metrans() *metransModel {
+	mt, _ := m.net.(*metransModel)
+	return mt
+}

@@ -60,7 +60,7 @@ func (g *golden) intConfig(t testing.TB, key string) int {
 }
 
 // transformer builds the golden model with sizes read from the files.
-func (g *golden) transformer(t testing.TB) *Transformer {
+func (g *golden) transformer(t testing.TB) *r2genModel {
 	t.Helper()
 	shapes := map[string][]int{}
 	for _, n := range g.model.Names() {
@@ -71,7 +71,7 @@ func (g *golden) transformer(t testing.TB) *Transformer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewTransformer(cfg, 1)
+	m, err := newR2GenModel(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // and the decoder over each row's whole prefix at every step (O(T²) work).
 // It exists as the baseline of benchmarks and as a cross-check of the
 // incremental Decoding, which must give the same log-probabilities.
-func (m *Transformer) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *r2genModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual || feats.Dim(0) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual)
 	}

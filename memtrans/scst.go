@@ -63,7 +63,8 @@ var ErrSCST = errors.New("memtrans: invalid SCST input")
 //
 // An SCST holds its model exclusively during Step; it is for one goroutine.
 type SCST struct {
-	model  *Transformer
+	owner  *Model // nil for a bare Transformer
+	model  *r2genModel
 	opt    *optim.Adam
 	cfg    SCSTConfig
 	reward decode.Scorer
@@ -79,10 +80,25 @@ type SCSTResult struct {
 	Sequences  [][]int   // (B·k) the sampled token ids, EOS included when produced
 }
 
-// NewSCST prepares self-critical training of m with the optimiser opt (built
-// over m's parameters, typically at a small fixed rate: M² uses 5e-6) and
-// the reward, nil for [CIDErDReward].
-func NewSCST(m *Transformer, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
+// NewSCST prepares self-critical training of an R2Gen model m with the
+// optimiser opt (built over radgen.Trainable(m.EncoderDecoder()), typically
+// at a small fixed rate: M² uses 5e-6) and the reward, nil for
+// [CIDErDReward]. Each Step takes m exclusively while it updates the
+// weights, as a Trainer does.
+func NewSCST(m *Model, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
+	if m == nil || m.transformer == nil {
+		return nil, fmt.Errorf("%w: self-critical training needs an R2Gen model", ErrSCST)
+	}
+	s, err := newSCST(m.transformer, opt, cfg, reward)
+	if err != nil {
+		return nil, err
+	}
+	s.owner = m
+	return s, nil
+}
+
+// newSCST is NewSCST over a bare Transformer.
+func newSCST(m *r2genModel, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
 	switch {
 	case m == nil || opt == nil:
 		return nil, fmt.Errorf("%w: nil model or optimiser", ErrSCST)
@@ -116,6 +132,16 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	var res SCSTResult
 	if err := ctx.Err(); err != nil {
 		return res, err
+	}
+	if o := s.owner; o != nil {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.closed {
+			return res, ErrClosed
+		}
+		if o.half != nil {
+			defer o.half.markStale()
+		}
 	}
 	m := s.model
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(refs) || len(refs) == 0 || feats.Dim(2) != m.Config.DVisual {
@@ -241,7 +267,7 @@ func scstLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radge
 // is Σ_t log p(w_t | w_<t) over the tokens of each sequence, divided by its
 // length when mean is true. It records on g, so it carries gradients to the
 // model's parameters.
-func (m *Transformer) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
+func (m *r2genModel) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
 	r := len(seqs)
 	if r == 0 || len(studies) != r {
 		return nil, fmt.Errorf("%w: %d sequences for %d studies", ErrSCST, r, len(studies))

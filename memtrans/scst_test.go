@@ -15,11 +15,11 @@ import (
 
 // scstToy is a tiny R2Gen model and four studies whose references share
 // words pairwise, so that CIDEr-D's idf over the batch is informative.
-func scstToy(t *testing.T, seed uint64) (*Transformer, *radgen.Tensor, [][][]int) {
+func scstToy(t *testing.T, seed uint64) (*r2genModel, *radgen.Tensor, [][][]int) {
 	t.Helper()
 	c := Config{Variant: VariantR2Gen, DModel: 16, DFF: 16, Heads: 2, Layers: 1, DVisual: 6, Vocab: 10,
 		MemorySlots: 2, MemoryHeads: 2, MaxSeqLen: 8, PositionLen: 16}
-	m, err := NewTransformer(c, seed)
+	m, err := newR2GenModel(c, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func scstToy(t *testing.T, seed uint64) (*Transformer, *radgen.Tensor, [][][]int
 	return m, feats, refs
 }
 
-func newSCSTAdam(t *testing.T, m *Transformer, lr float64) *optim.Adam {
+func newSCSTAdam(t *testing.T, m *r2genModel, lr float64) *optim.Adam {
 	t.Helper()
 	opt, err := optim.NewAdam([]optim.Group{{Params: radgen.Trainable(m), LR: lr}})
 	if err != nil {
@@ -86,7 +86,7 @@ func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 }
 
 // weighted returns J = Σᵢ advᵢ · log p(wⁱ), the objective SCST ascends.
-func weighted(t *testing.T, m *Transformer, feats *radgen.Tensor, res SCSTResult, k int) float64 {
+func weighted(t *testing.T, m *r2genModel, feats *radgen.Tensor, res SCSTResult, k int) float64 {
 	t.Helper()
 	studies := make([]int, len(res.Sequences))
 	for i := range studies {
@@ -109,7 +109,7 @@ func weighted(t *testing.T, m *Transformer, feats *radgen.Tensor, res SCSTResult
 func TestSCSTStepIsCorrectSigned(t *testing.T) {
 	m, feats, refs := scstToy(t, 2)
 	const k = 4
-	s, err := NewSCST(m, newSCSTAdam(t, m, 1e-3), SCSTConfig{Samples: k}, nil)
+	s, err := newSCST(m, newSCSTAdam(t, m, 1e-3), SCSTConfig{Samples: k}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestSCSTRaisesReward(t *testing.T) {
 		t.Skip("trains for a few dozen steps")
 	}
 	m, feats, refs := scstToy(t, 3)
-	s, err := NewSCST(m, newSCSTAdam(t, m, 1e-2), SCSTConfig{Samples: 4, Seed: 1}, nil)
+	s, err := newSCST(m, newSCSTAdam(t, m, 1e-2), SCSTConfig{Samples: 4, Seed: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,11 +201,11 @@ func TestSCSTErrors(t *testing.T) {
 	m, feats, refs := scstToy(t, 4)
 	opt := newSCSTAdam(t, m, 1e-3)
 	for _, c := range []SCSTConfig{{Samples: 1}, {Samples: 3, MaxLen: 99}, {Samples: 3, ClipNorm: -1}} {
-		if _, err := NewSCST(m, opt, c, nil); !errors.Is(err, ErrSCST) {
+		if _, err := newSCST(m, opt, c, nil); !errors.Is(err, ErrSCST) {
 			t.Errorf("config %+v: %v, want ErrSCST", c, err)
 		}
 	}
-	s, err := NewSCST(m, opt, SCSTConfig{Samples: 2}, nil)
+	s, err := newSCST(m, opt, SCSTConfig{Samples: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestSCSTErrors(t *testing.T) {
 		t.Errorf("study without references: %v", err)
 	}
 	short := func(context.Context, [][][]int, [][]int) ([]float64, error) { return []float64{1}, nil }
-	s2, _ := NewSCST(m, opt, SCSTConfig{Samples: 2}, short)
+	s2, _ := newSCST(m, opt, SCSTConfig{Samples: 2}, short)
 	if _, err := s2.Step(ctx, feats, refs); !errors.Is(err, ErrSCST) {
 		t.Errorf("reward of the wrong length: %v", err)
 	}

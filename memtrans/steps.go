@@ -25,7 +25,7 @@ import (
 // A moduleDecoding belongs to one goroutine; the Transformer may serve many
 // concurrently.
 type moduleDecoding struct {
-	m       *Transformer
+	m       *r2genModel
 	g       *radgen.Graph
 	studies int
 	t       int   // positions consumed
@@ -50,7 +50,7 @@ var (
 // startAnyDecoding returns the hand-written CPU Decoding when the
 // Transformer's weights are float32 on the CPU, and the modules' decoding
 // anywhere else.
-func (m *Transformer) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
+func (m *r2genModel) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
 	if onCPU(m.Logit.Weight) {
 		return m.startCPUDecoding(toDevice(feats, radgen.CPU))
 	}
@@ -60,7 +60,7 @@ func (m *Transformer) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRe
 // startModuleDecoding encodes visual features (B, N, d_vf), on the device
 // of the Transformer's parameters, and returns a decoding state with one
 // row per study.
-func (m *Transformer) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding, error) {
+func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding, error) {
 	c := m.Config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)

@@ -46,7 +46,7 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for name, c := range moduleStepConfigs() {
 			t.Run(dev.String()+"/"+name, func(t *testing.T) {
-				m, err := NewTransformer(c, 3)
+				m, err := newR2GenModel(c, 3)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -17,7 +17,7 @@ import (
 //
 // A Transformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs; training mutates it and must be exclusive.
-type Transformer struct {
+type r2genModel struct {
 	Config   Config
 	AttEmbed *radgen.Linear // att_embed.0: d_vf → D, followed by ReLU and dropout
 	Encoder  *r2Encoder
@@ -36,12 +36,12 @@ type Transformer struct {
 
 // NewTransformer returns a Transformer initialised as R2Gen's make_model
 // does, drawing from a PCG generator seeded with seed.
-func NewTransformer(c Config, seed uint64) (*Transformer, error) {
+func newR2GenModel(c Config, seed uint64) (*r2genModel, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x52324765))
-	m := &Transformer{
+	m := &r2genModel{
 		Config:   c,
 		AttEmbed: radgen.NewLinear(c.DVisual, c.DModel, true, rng),
 		Encoder:  newEncoder(c, rng),
@@ -70,11 +70,11 @@ func NewTransformer(c Config, seed uint64) (*Transformer, error) {
 }
 
 // hasMemory reports whether the decoder gets memory states.
-func (m *Transformer) hasMemory() bool { return m.Memory != nil || m.Mem2Mem != nil }
+func (m *r2genModel) hasMemory() bool { return m.Memory != nil || m.Mem2Mem != nil }
 
 // VisitParams implements radgen.Module with R2Gen's names (relative to
 // "encoder_decoder.").
-func (m *Transformer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (m *r2genModel) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.AttEmbed.VisitParams(radgen.Prefixed("att_embed.0.", visit))
 	m.Encoder.VisitParams(radgen.Prefixed("model.encoder.", visit))
 	m.Decoder.VisitParams(radgen.Prefixed("model.decoder.", visit))
@@ -87,7 +87,7 @@ func (m *Transformer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // visitVariant visits the parameters the variants add to R2Gen.
-func (m *Transformer) visitVariant(visit func(string, *radgen.Tensor)) {
+func (m *r2genModel) visitVariant(visit func(string, *radgen.Tensor)) {
 	for i, v := range m.Views {
 		v.VisitParams(radgen.Prefixed(fmt.Sprintf("model.views.%d.", i), visit))
 	}
@@ -135,7 +135,7 @@ func (e *r2Encoded) rows(g *radgen.Graph, idx []int) *r2Encoded {
 }
 
 // Encode embeds visual patch features (B, N, d_vf) and runs the encoder.
-func (m *Transformer) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
+func (m *r2genModel) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
 	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual {
 		panic(fmt.Sprintf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual))
 	}
@@ -181,7 +181,7 @@ type teacherForced struct {
 // (B·T ids, row-major: targets[:, :-1] of a batch), as R2Gen's forward does:
 // the self-attention mask hides future positions and padding (id 0) except
 // at position 0, which is bos.
-func (m *Transformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*teacherForced, error) {
+func (m *r2genModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*teacherForced, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -230,7 +230,7 @@ func (m *Transformer) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens
 // it returns the initial memory, the state after each position
 // (B, T, S·D) and the decoder's input, x itself or Mem2Mem's
 // W_m[x_t; m_t]. Without memory all but x are nil.
-func (m *Transformer) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
+func (m *r2genModel) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
 	switch {
 	case m.Memory != nil:
 		init = m.Memory.InitMemory(x.Dim(0)).To(x.Device())
@@ -246,7 +246,7 @@ func (m *Transformer) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *ra
 // pass f on graph g, to be added to the language-model loss: Mem2Mem's
 // Config.Mem2MemPenalty · ‖AAᵀ − I‖²_F (Eq. 12, averaged over the batch).
 // It is nil when the configuration has none.
-func (m *Transformer) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
+func (m *r2genModel) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
 	if m.Mem2Mem == nil || m.Config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
 		return nil
 	}
@@ -260,12 +260,12 @@ func (m *Transformer) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor 
 // model is fine-tuned with its new routing. Tensors a variant does not use
 // (the relational memory under Mem2Mem) are ignored. On error m is
 // unchanged.
-func (m *Transformer) ContinueFrom(src radgen.TensorSource, prefix string) error {
+func (m *r2genModel) continueFrom(src radgen.TensorSource, prefix string) error {
 	return radgen.LoadParams(singleView{m}, src, prefix)
 }
 
 // singleView is the part of a Transformer that an R2Gen checkpoint holds.
-type singleView struct{ m *Transformer }
+type singleView struct{ m *r2genModel }
 
 func (s singleView) VisitParams(visit func(string, *radgen.Tensor)) {
 	skip := map[*radgen.Tensor]bool{}

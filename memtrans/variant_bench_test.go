@@ -27,7 +27,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 	} {
 		c := iuXRayTransformer(761)
 		v.edit(&c)
-		m, err := NewTransformer(c, 1)
+		m, err := newR2GenModel(c, 1)
 		if err != nil {
 			b.Fatal(err)
 		}

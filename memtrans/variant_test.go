@@ -57,7 +57,7 @@ func variantBatch(c Config, b, t int, seed uint64) (*radgen.Tensor, []int) {
 func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
 	for name, c := range variantConfigs() {
 		t.Run(name, func(t *testing.T) {
-			m, err := NewTransformer(c, 3)
+			m, err := newR2GenModel(c, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,11 +131,11 @@ func TestVariantsShareR2GenInitialisation(t *testing.T) {
 	c := variantConfigs()["r2gen+gca"]
 	r2 := c
 	r2.Routing = ""
-	a, err := NewTransformer(r2, 9)
+	a, err := newR2GenModel(r2, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewTransformer(c, 9)
+	b, err := newR2GenModel(c, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +166,19 @@ func TestContinueFromSingleView(t *testing.T) {
 		if c.Memory == MemoryMem2Mem {
 			single.MemorySlots = c.MemorySlots
 		}
-		src, err := NewTransformer(single, 1)
+		src, err := newR2GenModel(single, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dst, err := NewTransformer(c, 2)
+		dst, err := newR2GenModel(c, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fresh, err := NewTransformer(c, 2)
+		fresh, err := newR2GenModel(c, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dst.ContinueFrom(radgen.StateDict(src, "encoder_decoder."), "encoder_decoder."); err != nil {
+		if err := dst.continueFrom(radgen.StateDict(src, "encoder_decoder."), "encoder_decoder."); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sd, fd := radgen.StateDict(src, ""), radgen.StateDict(fresh, "")
@@ -205,10 +205,10 @@ func TestContinueFromSingleView(t *testing.T) {
 	c := variantConfigs()["r2gen+gca"]
 	other := c
 	other.Routing, other.DModel, other.DFF = "", 8, 8
-	src, _ := NewTransformer(other, 1)
-	dst, _ := NewTransformer(c, 2)
+	src, _ := newR2GenModel(other, 1)
+	dst, _ := newR2GenModel(c, 2)
 	before := radgen.StateDict(dst, "")["logit.weight"].Data()[0]
-	if err := dst.ContinueFrom(radgen.StateDict(src, ""), ""); !errors.Is(err, radgen.ErrShapeMismatch) {
+	if err := dst.continueFrom(radgen.StateDict(src, ""), ""); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("width mismatch: %v", err)
 	}
 	if radgen.StateDict(dst, "")["logit.weight"].Data()[0] != before {
@@ -221,7 +221,7 @@ func TestContinueFromSingleView(t *testing.T) {
 func TestVariantsTrain(t *testing.T) {
 	for name, c := range variantConfigs() {
 		t.Run(name, func(t *testing.T) {
-			m, err := NewTransformer(c, 5)
+			m, err := newR2GenModel(c, 5)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.Transformer().Config; got != cfg.Transformer {
+	if got := m2.transformer.Config; got != cfg.Transformer {
 		t.Fatalf("config after load: %+v", got)
 	}
 	feats := randomFeats(2, 4, cfg.Transformer.DVisual, 8)
@@ -368,7 +368,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 func TestInferVariantConfig(t *testing.T) {
 	for _, name := range []string{"r2gen+mem2mem", "base+rm+mem2mem", "r2gen+fma", "r2gen+mem2mem+ama", "r2gen+gca"} {
 		c := variantConfigs()[name]
-		m, err := NewTransformer(c, 1)
+		m, err := newR2GenModel(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

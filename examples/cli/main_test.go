@@ -72,7 +72,7 @@ func TestTrainAndGenerateM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.M2() == nil || m.Config().M2.Routing != mesh.RoutingGCA {
+	if m.Config().M2 == nil || m.Config().M2.Routing != mesh.RoutingGCA {
 		t.Fatalf("trained %s, routing %v", m.Config().Architecture(), m.Config().M2)
 	}
 	m.Close()

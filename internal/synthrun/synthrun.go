@@ -251,14 +251,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // continueFrom copies prev's extractor and single-view encoder–decoder
 // into m.
 func continueFrom(m, prev *memtrans.Model) error {
-	if err := radgen.LoadParams(m.Extractor(), radgen.StateDict(prev.Extractor(), ""), ""); err != nil {
-		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
-	}
-	m.Extractor().ResNet.Refold()
-	if m.Transformer() == nil || prev.Transformer() == nil {
-		return fmt.Errorf("synthrun: continued learning needs two R2Gen models")
-	}
-	if err := m.Transformer().ContinueFrom(radgen.StateDict(prev.Transformer(), ""), ""); err != nil {
+	if err := m.ContinueFrom(prev); err != nil {
 		return fmt.Errorf("synthrun: continuing from a trained model: %w", err)
 	}
 	return nil
