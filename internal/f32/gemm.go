@@ -171,13 +171,14 @@ const (
 // plain products pass nil and false.
 type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool)
 
-// dotKernel computes r×4 dot products along k (r fixed by the kernel):
+// dotKernel computes r×n dot products along k (r fixed by the kernel),
+// taking the rows of b four at a time:
 //
-//	for i < r, j < 4: dst[i*4+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
+//	for i < r, j < n: dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
 //
-// k is a positive multiple of 8. It serves op(B) = Bᵀ in the skinny path,
-// where B's rows are contiguous along k.
-type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, dst []float32)
+// k is a positive multiple of 8 and n of 4. It serves op(B) = Bᵀ in the
+// skinny path, where B's rows are contiguous along k.
+type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int)
 
 // axpyKernel updates r rows of C with four rows of B (r fixed by the
 // kernel):
@@ -193,7 +194,7 @@ type kernelSet struct {
 	name   string
 	mr, nr int           // largest tile
 	kern   []microKernel // kern[r-1] computes r×nr tiles, 1 ≤ r ≤ mr
-	dot    []dotKernel   // dot[r-1] computes r×4 dot products; nil if none
+	dot    []dotKernel   // dot[r-1] computes r rows of dot products; nil if none
 	axpy   []axpyKernel  // axpy[r-1] updates r rows of C; nil if none
 	// Packing kernels, nil where the Go loops serve: packRows6 transposes six
 	// rows of A into a panel of ldd rows (see packRows6AVX2), packCols copies
@@ -778,51 +779,69 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 	workspaces.Put(w0)
 }
 
+// Chunks of the dot path: one kernel call computes up to dotChunk columns
+// of a group of rows. With more rows than one kernel takes, the chunk's rows
+// of B (at most dotReuseBytes) are read from memory for the first group
+// and from cache for the others.
+const (
+	dotChunk      = 64
+	dotReuseBytes = 24 << 10
+)
+
 // dot computes the columns [4·lo, min(4·hi, n)) of C.
 func (s *skinny) dot(lo, hi int) {
 	const nb = 4
 	m, k, a, b, c, lda, ldb, ldc := s.m, s.k, s.a, s.b, s.c, s.lda, s.ldb, s.ldc
 	mr := len(s.ks.dot)
 	k8 := k &^ 7
+	width := dotChunk
+	if m > mr {
+		width = min(max(dotReuseBytes/(4*k)&^3, nb), dotChunk)
+	}
 	w := workspaces.Get().(*workspace)
 	defer workspaces.Put(w)
-	w.t = grow(w.t, 2*nb*mr)
-	out, out1 := w.t[:nb*mr], w.t[nb*mr:]
-	for g := lo; g < hi; g++ {
-		j0 := g * nb
-		cols := min(nb, s.n-j0)
+	w.t = grow(w.t, mr*dotChunk+nb*mr)
+	tile, one := w.t[:mr*dotChunk], w.t[mr*dotChunk:]
+	j1 := min(nb*hi, s.n)
+	whole := s.n &^ 3 // the columns that come in whole groups of four
+	for jc := nb * lo; jc < j1; jc += width {
+		cols := min(width, j1-jc)
+		full := min(cols, max(whole-jc, 0))
 		for i0 := 0; i0 < m; i0 += mr {
 			r := min(mr, m-i0)
 			ai := a[i0*lda:]
-			o := out[:r*nb]
-			if cols == nb {
+			if full > 0 {
 				if k8 > 0 {
-					s.ks.dot[r-1](k8, ai, lda, b[j0*ldb:], ldb, o)
+					s.ks.dot[r-1](k8, ai, lda, b[jc*ldb:], ldb, full, tile, dotChunk)
 				} else {
-					clear(o)
-				}
-			} else {
-				// Fewer than four rows of B left: a stride of 0 reads one
-				// row four times, and we keep the first column.
-				for j := 0; j < cols; j++ {
-					o1 := out1[:r*nb]
-					clear(o1)
-					if k8 > 0 {
-						s.ks.dot[r-1](k8, ai, lda, b[(j0+j)*ldb:], 0, o1)
-					}
 					for i := 0; i < r; i++ {
-						o[i*nb+j] = o1[i*nb]
+						clear(tile[i*dotChunk:][:full])
 					}
+				}
+			}
+			// Fewer than four rows of B left: a stride of 0 reads one row
+			// four times, and we keep the first column.
+			for j := full; j < cols; j++ {
+				o := one[:r*nb]
+				clear(o)
+				if k8 > 0 {
+					s.ks.dot[r-1](k8, ai, lda, b[(jc+j)*ldb:], 0, nb, o, nb)
+				}
+				for i := 0; i < r; i++ {
+					tile[i*dotChunk+j] = o[i*nb]
 				}
 			}
 			for i := 0; i < r; i++ {
 				ar := a[(i0+i)*lda:][:k]
-				cr := c[(i0+i)*ldc+j0:][:cols]
+				cr := c[(i0+i)*ldc+jc:][:cols]
+				tr := tile[i*dotChunk:][:cols]
 				for j := range cr {
-					sum := o[i*nb+j]
-					br := b[(j0+j)*ldb:][:k]
-					for p := k8; p < k; p++ {
-						sum += ar[p] * br[p]
+					sum := tr[j]
+					if k8 < k {
+						br := b[(jc+j)*ldb:][:k]
+						for p := k8; p < k; p++ {
+							sum += ar[p] * br[p]
+						}
 					}
 					if s.beta == 0 {
 						cr[j] = sum

@@ -262,24 +262,33 @@ var kernelsAVX512 = []microKernel{
 	},
 }
 
-// gemmDot1x4AVX2 computes 1×4 dot products; see dotKernel and goDot for the loop.
+// gemmDot1x4AVX2 computes 1 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
 //
 //go:noescape
-func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, dst *float32)
+func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
 
-// gemmDot2x4AVX2 computes 2×4 dot products; see dotKernel and goDot for the loop.
+// gemmDot2x4AVX2 computes 2 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
 //
 //go:noescape
-func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, dst *float32)
+func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+
+// gemmDot3x4AVX2 computes 3 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
+//
+//go:noescape
+func gemmDot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
 
 var dotsAVX2 = []dotKernel{
-	func(k int, a []float32, lda int, b []float32, ldb int, dst []float32) {
-		_, _, _ = a[0*lda+k-1], b[3*ldb+k-1], dst[3]
-		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, &dst[0])
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[0*lda+k-1], b[(n-1)*ldb+k-1], dst[0*ldd+n-1]
+		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
 	},
-	func(k int, a []float32, lda int, b []float32, ldb int, dst []float32) {
-		_, _, _ = a[1*lda+k-1], b[3*ldb+k-1], dst[7]
-		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, &dst[0])
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[1*lda+k-1], b[(n-1)*ldb+k-1], dst[1*ldd+n-1]
+		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	},
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[2*lda+k-1], b[(n-1)*ldb+k-1], dst[2*ldd+n-1]
+		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
 	},
 }
 

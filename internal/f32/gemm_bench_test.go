@@ -40,7 +40,10 @@ var benchShapes = [][3]int{
 	// Decoding: beams × d_model by a weight matrix, in cache and (the
 	// 128 MB ones) from memory.
 	{1, 2048, 512},
+	{3, 512, 512},
+	{3, 761, 512},
 	{3, 512, 2048},
+	{48, 512, 512},
 	{16, 2048, 512},
 	{1, 8192, 4096},
 	{3, 8192, 4096},

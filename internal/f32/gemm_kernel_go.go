@@ -91,16 +91,16 @@ func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float
 // goDot is the pure-Go twin of the dot kernels (see dotKernel) for r rows;
 // the tests check the assembly against it.
 func goDot(r int) dotKernel {
-	return func(k int, a []float32, lda int, b []float32, ldb int, dst []float32) {
+	return func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
 		for i := 0; i < r; i++ {
 			ar := a[i*lda:][:k]
-			for j := 0; j < 4; j++ {
+			for j := 0; j < n; j++ {
 				br := b[j*ldb:][:k]
 				var s float32
 				for p, v := range ar {
 					s += v * br[p]
 				}
-				dst[i*4+j] = s
+				dst[i*ldd+j] = s
 			}
 		}
 	}

@@ -464,16 +464,17 @@ func TestDotKernels(t *testing.T) {
 		for _, k := range []int{8, 16, 24, 800} {
 			lda, ldb := k+3, k+5
 			a := make([]float32, r*lda)
-			b := make([]float32, 4*ldb)
+			const n, ldd = 12, 13
+			b := make([]float32, n*ldb)
 			for i := range a {
 				a[i] = float32(rng.NormFloat64())
 			}
 			for i := range b {
 				b[i] = float32(rng.NormFloat64())
 			}
-			got, want := make([]float32, 4*r), make([]float32, 4*r)
-			ks.dot[r-1](k, a, lda, b, ldb, got)
-			goDot(r)(k, a, lda, b, ldb, want)
+			got, want := make([]float32, r*ldd), make([]float32, r*ldd)
+			ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd)
+			goDot(r)(k, a, lda, b, ldb, n, want, ldd)
 			for i := range got {
 				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
 					t.Errorf("r=%d k=%d: dst[%d] = %g, want %g", r, k, i, got[i], want[i])

@@ -194,27 +194,36 @@ func kernel(g *gen, s isa, mr int) {
 	g.p("")
 }
 
+// maxDotRows is the most rows of a that one dot kernel takes: three rows of
+// four accumulators each fill the sixteen AVX2 registers with one row of a
+// each and one row of b.
+const maxDotRows = 3
+
 // dot emits gemmDot{mr}x4AVX2, the kernel of the skinny path with Bᵀ stored
-// row-major (a weight matrix n×k read once, as in y = x·Wᵀ):
+// row-major (a weight matrix n×k read once, as in y = x·Wᵀ), over n
+// columns in groups of four rows of b:
 //
 //	for i := 0; i < mr; i++ {
-//		for j := 0; j < 4; j++ {
-//			dst[i*4+j] = Σ_{p<k} a[i*lda+p] * b[j*ldb+p]   // k a multiple of 8, k ≥ 8
+//		for j := 0; j < n; j++ {   // n a positive multiple of 4
+//			dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] * b[j*ldb+p]   // k a multiple of 8, k ≥ 8
 //		}
 //	}
+//
+// Each dot product sums in eight lanes along k, then adds the lanes.
 func dot(g *gen, mr int) {
 	const nb = 4
 	name := fmt.Sprintf("gemmDot%dx%dAVX2", mr, nb)
 	acc := func(i, j int) string { return fmt.Sprintf("Y%d", i*nb+j) }
 	breg := func(j int) string { return fmt.Sprintf("Y%d", 8+j) }
 	areg := func(i int) string { return fmt.Sprintf("Y%d", 12+i) }
-	brow := []string{"(DX)", "(DX)(R11*1)", "(DX)(R11*2)", "(DX)(R12*1)"}
-	arow := []string{"(SI)", "(SI)(R10*1)"}
+	brow := []string{"(R13)", "(R13)(R11*1)", "(R13)(R11*2)", "(R13)(R12*1)"}
+	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
+	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
 
-	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, dst *float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
-	g.p("\tMOVQ k+0(FP), CX")
-	g.p("\tSHRQ $3, CX")
+	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("\tMOVQ k+0(FP), BX")
+	g.p("\tSHRQ $3, BX")
 	g.p("\tMOVQ a+8(FP), SI")
 	g.p("\tMOVQ lda+16(FP), R10")
 	g.p("\tSHLQ $2, R10")
@@ -222,24 +231,47 @@ func dot(g *gen, mr int) {
 	g.p("\tMOVQ ldb+32(FP), R11")
 	g.p("\tSHLQ $2, R11")
 	g.p("\tLEAQ (R11)(R11*2), R12")
-	g.p("\tMOVQ dst+40(FP), DI")
+	g.p("\tMOVQ n+40(FP), R8")
+	g.p("\tSHRQ $2, R8")
+	g.p("\tMOVQ dst+48(FP), DI")
+	g.p("\tMOVQ ldd+56(FP), R9")
+	g.p("\tSHLQ $2, R9")
+	g.p("%s_group:", name)
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nb; j++ {
 			g.p("\tVXORPS %s, %s, %s", acc(i, j), acc(i, j), acc(i, j))
 		}
 	}
+	g.p("\tMOVQ SI, R14")
+	g.p("\tMOVQ DX, R13")
+	g.p("\tMOVQ BX, CX")
 	g.p("%s_loop:", name)
-	for j := 0; j < nb; j++ {
-		g.p("\tVMOVUPS %s, %s", brow[j], breg(j))
-	}
-	for i := 0; i < mr; i++ {
-		g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+	if mr <= 2 {
 		for j := 0; j < nb; j++ {
-			g.p("\tVFMADD231PS %s, %s, %s", breg(j), areg(i), acc(i, j))
+			g.p("\tVMOVUPS %s, %s", brow[j], breg(j))
+		}
+		for i := 0; i < mr; i++ {
+			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+			for j := 0; j < nb; j++ {
+				g.p("\tVFMADD231PS %s, %s, %s", breg(j), areg(i), acc(i, j))
+			}
+		}
+	} else {
+		// Twelve accumulators leave four registers: the rows of a in
+		// Y12–Y14 and one row of b at a time in Y15. Every accumulator
+		// sums the same products in the same order as above.
+		for i := 0; i < mr; i++ {
+			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+		}
+		for j := 0; j < nb; j++ {
+			g.p("\tVMOVUPS %s, Y15", brow[j])
+			for i := 0; i < mr; i++ {
+				g.p("\tVFMADD231PS Y15, %s, %s", areg(i), acc(i, j))
+			}
 		}
 	}
-	g.p("\tADDQ $32, SI")
-	g.p("\tADDQ $32, DX")
+	g.p("\tADDQ $32, R14")
+	g.p("\tADDQ $32, R13")
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	for i := 0; i < mr; i++ {
@@ -250,9 +282,17 @@ func dot(g *gen, mr int) {
 			g.p("\tVADDPS %s, X15, X15", x)
 			g.p("\tVHADDPS X15, X15, X15")
 			g.p("\tVHADDPS X15, X15, X15")
-			g.p("\tVMOVSS X15, %d(DI)", 4*(i*nb+j))
+			if j == 0 {
+				g.p("\tVMOVSS X15, %s", drow[i])
+			} else {
+				g.p("\tVMOVSS X15, %d%s", 4*j, drow[i])
+			}
 		}
 	}
+	g.p("\tLEAQ (DX)(R11*4), DX")
+	g.p("\tADDQ $%d, DI", 4*nb)
+	g.p("\tDECQ R8")
+	g.p("\tJNZ %s_group", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 	g.p("")
@@ -294,20 +334,20 @@ func decls() []byte {
 		g.p("}")
 		g.p("")
 	}
-	for mr := 1; mr <= 2; mr++ {
+	for mr := 1; mr <= maxDotRows; mr++ {
 		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
-		g.p("// %s computes %d×4 dot products; see dotKernel and goDot for the loop.", name, mr)
+		g.p("// %s computes %d row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.", name, mr)
 		g.p("//")
 		g.p("//go:noescape")
-		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, dst *float32)", name)
+		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
 		g.p("")
 	}
 	g.p("var dotsAVX2 = []dotKernel{")
-	for mr := 1; mr <= 2; mr++ {
+	for mr := 1; mr <= maxDotRows; mr++ {
 		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
-		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, dst []float32) {")
-		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[3*ldb+k-1], dst[%d]", mr-1, 4*mr-1)
-		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, &dst[0])", name)
+		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {")
+		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
+		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)", name)
 		g.p("\t},")
 	}
 	g.p("}")
@@ -744,7 +784,7 @@ func main() {
 	for mr := 1; mr <= avx512.maxMR; mr++ {
 		kernel(g, avx512, mr)
 	}
-	for mr := 1; mr <= 2; mr++ {
+	for mr := 1; mr <= maxDotRows; mr++ {
 		dot(g, mr)
 	}
 	for r := 1; r <= 3; r++ {
