@@ -12,7 +12,7 @@ import (
 // ViewAttention returns the attention of token t over the patches of view
 // v, a Grid×Grid raster (row-major), from a report generated with
 // WithAttention.
-func (r Report) ViewAttention(t, v int) ([]float32, error) {
+func (r Report) viewAttention(t, v int) ([]float32, error) {
 	if t < 0 || t >= len(r.Attention) {
 		return nil, fmt.Errorf("memtrans: token %d of %d has no attention (generate WithAttention)", t, len(r.Attention))
 	}
@@ -28,7 +28,7 @@ func (r Report) ViewAttention(t, v int) ([]float32, error) {
 // as a heatmap, as in R2Gen's Figure 6: weights are normalised to [0, 1],
 // upsampled bilinearly to the image size and blended (alpha 0.5) in a
 // blue-to-red colour map over the gray image.
-func RenderAttention(view image.Image, weights []float32, grid int) (*image.RGBA, error) {
+func renderAttention(view image.Image, weights []float32, grid int) (*image.RGBA, error) {
 	if grid <= 0 || len(weights) != grid*grid {
 		return nil, fmt.Errorf("memtrans: %d weights for a %d×%d grid", len(weights), grid, grid)
 	}
@@ -76,11 +76,11 @@ func heat(v float64) (r, g, b uint8) {
 // WriteAttentionPNG renders the attention of token t over view v of a study
 // and writes it as PNG.
 func WriteAttentionPNG(w io.Writer, view image.Image, r Report, t, v int) error {
-	weights, err := r.ViewAttention(t, v)
+	weights, err := r.viewAttention(t, v)
 	if err != nil {
 		return err
 	}
-	img, err := RenderAttention(view, weights, r.Grid)
+	img, err := renderAttention(view, weights, r.Grid)
 	if err != nil {
 		return err
 	}

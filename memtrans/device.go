@@ -53,21 +53,3 @@ func toDevice(x *radgen.Tensor, dev radgen.Device) *radgen.Tensor {
 	}
 	return x.To(dev)
 }
-
-// SyncDevice refreshes the half-precision snapshot of WithHalfWeights from
-// the model's weights. Call it after changing the weights other than
-// through a Trainer or a loader (which see to it). It is a no-op for a
-// model without one. It takes the model exclusively, waiting for
-// generations in flight.
-func (m *Model) SyncDevice() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	if m.half != nil && m.transformer != nil {
-		m.half.markStale()
-		m.half.current(m.transformer)
-	}
-	return nil
-}

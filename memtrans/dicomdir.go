@@ -28,51 +28,6 @@ var (
 	ErrNoDICOM = errors.New("memtrans: no DICOM images")
 )
 
-// ViewKind is the projection of a chest film.
-type ViewKind int
-
-// Views StudiesFromDICOMDir tells apart.
-const (
-	ViewOther   ViewKind = iota // neither, or not stated
-	ViewFrontal                 // postero-anterior (PA) or antero-posterior (AP)
-	ViewLateral                 // left or right lateral
-)
-
-// String returns "frontal", "lateral" or "other".
-func (k ViewKind) String() string {
-	switch k {
-	case ViewFrontal:
-		return "frontal"
-	case ViewLateral:
-		return "lateral"
-	}
-	return "other"
-}
-
-// DICOMView is one image of a study read from DICOM: its file, its header
-// and its projection.
-type DICOMView struct {
-	Path string
-	Kind ViewKind
-	Info *vision.DICOMInfo
-}
-
-// DICOMSource is where a Study read from DICOM files came from: the views
-// in Study.Views, in the same order, and the study's other images (not
-// used: a third view, an oblique, a decubitus film). The patient and study
-// attributes (PatientID, AccessionNumber, StudyDate, …) are those of
-// Views[0].Info; StudiesFromDICOMDir checks that every image of the study
-// agrees on the patient.
-type DICOMSource struct {
-	StudyInstanceUID string
-	Views            []DICOMView
-	Others           []DICOMView
-}
-
-// Header returns the header of the study's first view, which holds its
-// patient and study attributes.
-func (s *DICOMSource) Header() *vision.DICOMInfo { return s.Views[0].Info }
-
 // DICOMDirOption configures StudiesFromDICOMDir.
 type DICOMDirOption func(*dicomDirOptions) error
 
@@ -164,7 +119,7 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 
 	type group struct {
 		uid   string
-		views []DICOMView
+		views []vision.DICOMView
 	}
 	var groups []*group
 	byUID := map[string]*group{}
@@ -191,7 +146,7 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 			byUID[g.uid] = g
 			groups = append(groups, g)
 		}
-		g.views = append(g.views, DICOMView{Path: p, Kind: viewKind(info), Info: info})
+		g.views = append(g.views, vision.DICOMView{Path: p, Kind: info.View(), Info: info})
 	}
 	if len(groups) == 0 {
 		return nil, errors.Join(append([]error{fmt.Errorf("%w under %s", ErrNoDICOM, dir)}, errs...)...)
@@ -208,7 +163,7 @@ func StudiesFromDICOMDir(ctx context.Context, dir string, views int, opts ...DIC
 			for i, v := range src.Views {
 				paths[i] = v.Path
 			}
-			if s, err = StudyFromFilesWith(g.uid, paths, o.decode...); err == nil {
+			if s, err = studyFromFilesWith(g.uid, paths, o.decode...); err == nil {
 				s.DICOM = src
 				studies = append(studies, s)
 				continue
@@ -244,7 +199,7 @@ func readDICOMHeader(p string) (*vision.DICOMInfo, bool, error) {
 }
 
 // chooseViews picks a study's frontal (and lateral) view.
-func chooseViews(uid string, all []DICOMView, views int) (*DICOMSource, error) {
+func chooseViews(uid string, all []vision.DICOMView, views int) (*vision.DICOMStudy, error) {
 	fail := func(err error, format string, args ...any) error {
 		return fmt.Errorf("%w: study %s: %w"+format, append([]any{ErrStudy, uid, err}, args...)...)
 	}
@@ -254,7 +209,7 @@ func chooseViews(uid string, all []DICOMView, views int) (*DICOMSource, error) {
 		}
 	}
 	ranked := slices.Clone(all)
-	slices.SortStableFunc(ranked, func(a, b DICOMView) int {
+	slices.SortStableFunc(ranked, func(a, b vision.DICOMView) int {
 		return cmp.Or(
 			cmp.Compare(viewPreference(a), viewPreference(b)),
 			cmp.Compare(atoiOr(a.Info.SeriesNumber), atoiOr(b.Info.SeriesNumber)),
@@ -262,31 +217,31 @@ func chooseViews(uid string, all []DICOMView, views int) (*DICOMSource, error) {
 			strings.Compare(a.Path, b.Path),
 		)
 	})
-	pick := func(k ViewKind) int {
-		return slices.IndexFunc(ranked, func(v DICOMView) bool { return v.Kind == k })
+	pick := func(k vision.ViewKind) int {
+		return slices.IndexFunc(ranked, func(v vision.DICOMView) bool { return v.Kind == k })
 	}
-	src := &DICOMSource{StudyInstanceUID: uid}
-	f := pick(ViewFrontal)
+	src := &vision.DICOMStudy{StudyInstanceUID: uid}
+	f := pick(vision.ViewFrontal)
 	if f < 0 {
 		return nil, fail(ErrNoFrontalView, " (%d images: %s)", len(all), describeViews(all))
 	}
 	src.Views = append(src.Views, ranked[f])
 	if views == 2 {
-		l := pick(ViewLateral)
+		l := pick(vision.ViewLateral)
 		if l < 0 {
 			return nil, fail(ErrNoLateralView, " (%d images: %s)", len(all), describeViews(all))
 		}
 		src.Views = append(src.Views, ranked[l])
 	}
 	for _, v := range all {
-		if !slices.ContainsFunc(src.Views, func(u DICOMView) bool { return u.Path == v.Path }) {
+		if !slices.ContainsFunc(src.Views, func(u vision.DICOMView) bool { return u.Path == v.Path }) {
 			src.Others = append(src.Others, v)
 		}
 	}
 	return src, nil
 }
 
-func describeViews(all []DICOMView) string {
+func describeViews(all []vision.DICOMView) string {
 	parts := make([]string, len(all))
 	for i, v := range all {
 		vp := v.Info.ViewPosition
@@ -299,7 +254,7 @@ func describeViews(all []DICOMView) string {
 }
 
 // viewPreference ranks views of one kind: PA before AP, LL before RL.
-func viewPreference(v DICOMView) int {
+func viewPreference(v vision.DICOMView) int {
 	switch strings.ToUpper(v.Info.ViewPosition) {
 	case "PA", "LL":
 		return 0
@@ -315,56 +270,4 @@ func atoiOr(s string) int {
 		return int(^uint(0) >> 1) // absent numbers sort last
 	}
 	return n
-}
-
-// SNOMED CT codes of CID 4010 (DX View) for chest projections.
-var viewCodes = map[string]ViewKind{
-	"272479007": ViewFrontal, // postero-anterior
-	"399348003": ViewFrontal, // antero-posterior
-	"399033003": ViewFrontal, // frontal
-	"399067008": ViewLateral, // lateral
-	"399198007": ViewLateral, // right lateral
-	"399173006": ViewLateral, // left lateral
-	"399260004": ViewLateral, // medial-lateral
-	"399352003": ViewLateral, // lateral-medial
-}
-
-// Code Meanings of the same projections, for other coding schemes.
-var viewMeanings = map[string]ViewKind{
-	"postero-anterior": ViewFrontal, "posteroanterior": ViewFrontal, "pa": ViewFrontal,
-	"antero-posterior": ViewFrontal, "anteroposterior": ViewFrontal, "ap": ViewFrontal, "frontal": ViewFrontal,
-	"lateral": ViewLateral, "left lateral": ViewLateral, "right lateral": ViewLateral,
-	"medial-lateral": ViewLateral, "lateral-medial": ViewLateral,
-}
-
-// viewKind tells an image's projection from View Position and View Code
-// Sequence; when both state one and they differ, the image is ViewOther.
-func viewKind(info *vision.DICOMInfo) ViewKind {
-	byPosition := ViewOther
-	switch strings.ToUpper(strings.TrimSpace(info.ViewPosition)) {
-	case "PA", "AP":
-		byPosition = ViewFrontal
-	case "LL", "RL", "LATERAL", "LAT":
-		byPosition = ViewLateral
-	}
-	byCode := ViewOther
-	for _, c := range info.ViewCodes {
-		k := ViewOther
-		if c.Scheme == "SCT" {
-			k = viewCodes[c.Value]
-		} else {
-			k = viewMeanings[strings.ToLower(strings.TrimSpace(c.Meaning))]
-		}
-		if k != ViewOther {
-			byCode = k
-			break
-		}
-	}
-	switch {
-	case byPosition == ViewOther:
-		return byCode
-	case byCode == ViewOther || byCode == byPosition:
-		return byPosition
-	}
-	return ViewOther
 }

@@ -176,7 +176,7 @@ func TestStudiesFromDICOMDir(t *testing.T) {
 		t.Errorf("lateral is %v, want 30×40", b)
 	}
 	v := s.DICOM.Views
-	if v[0].Path != pa || v[0].Kind != ViewFrontal || v[1].Path != latPath || v[1].Kind != ViewLateral {
+	if v[0].Path != pa || v[0].Kind != vision.ViewFrontal || v[1].Path != latPath || v[1].Kind != vision.ViewLateral {
 		t.Errorf("views %s (%v), %s (%v)", v[0].Path, v[0].Kind, v[1].Path, v[1].Kind)
 	}
 	if v[0].Info.SOPInstanceUID != "1.1.1" || s.DICOM.Header().PatientID != "P1" {
@@ -252,23 +252,23 @@ func TestViewKind(t *testing.T) {
 	for _, c := range []struct {
 		vp   string
 		code [3]string
-		want ViewKind
+		want vision.ViewKind
 	}{
-		{"PA", [3]string{}, ViewFrontal},
-		{"AP", [3]string{}, ViewFrontal},
-		{"LL", [3]string{}, ViewLateral},
-		{"RL", [3]string{}, ViewLateral},
-		{"LATERAL", [3]string{}, ViewLateral},
-		{"RLD", [3]string{}, ViewOther}, // decubitus
-		{"", [3]string{"272479007", "SCT", "postero-anterior"}, ViewFrontal},
-		{"", [3]string{"399348003", "SCT", "antero-posterior"}, ViewFrontal},
-		{"", [3]string{"399173006", "SCT", "left lateral"}, ViewLateral},
-		{"", [3]string{"399182000", "SCT", "oblique"}, ViewOther},
-		{"", [3]string{"R-10214", "SRT", "postero-anterior"}, ViewFrontal},
-		{"", [3]string{"X", "99LOCAL", "Left Lateral"}, ViewLateral},
-		{"PA", [3]string{"272479007", "SCT", "postero-anterior"}, ViewFrontal},
-		{"PA", [3]string{"399067008", "SCT", "lateral"}, ViewOther}, // disagree
-		{"", [3]string{}, ViewOther},
+		{"PA", [3]string{}, vision.ViewFrontal},
+		{"AP", [3]string{}, vision.ViewFrontal},
+		{"LL", [3]string{}, vision.ViewLateral},
+		{"RL", [3]string{}, vision.ViewLateral},
+		{"LATERAL", [3]string{}, vision.ViewLateral},
+		{"RLD", [3]string{}, vision.ViewOther}, // decubitus
+		{"", [3]string{"272479007", "SCT", "postero-anterior"}, vision.ViewFrontal},
+		{"", [3]string{"399348003", "SCT", "antero-posterior"}, vision.ViewFrontal},
+		{"", [3]string{"399173006", "SCT", "left lateral"}, vision.ViewLateral},
+		{"", [3]string{"399182000", "SCT", "oblique"}, vision.ViewOther},
+		{"", [3]string{"R-10214", "SRT", "postero-anterior"}, vision.ViewFrontal},
+		{"", [3]string{"X", "99LOCAL", "Left Lateral"}, vision.ViewLateral},
+		{"PA", [3]string{"272479007", "SCT", "postero-anterior"}, vision.ViewFrontal},
+		{"PA", [3]string{"399067008", "SCT", "lateral"}, vision.ViewOther}, // disagree
+		{"", [3]string{}, vision.ViewOther},
 	} {
 		dir := t.TempDir()
 		f := testFilmOf("x.dcm", "3.1", "3.1.1", c.vp, 8, 8)
@@ -277,7 +277,7 @@ func TestViewKind(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		if got := viewKind(info); got != c.want {
+		if got := info.View(); got != c.want {
 			t.Errorf("view position %q, code %v: %v, want %v", c.vp, c.code, got, c.want)
 		}
 	}
@@ -301,7 +301,7 @@ func TestStudiesFromDICOMDirReal(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		if viewKind(info) == ViewFrontal {
+		if info.View() == vision.ViewFrontal {
 			want = append(want, info.StudyInstanceUID)
 		}
 	}

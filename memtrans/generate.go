@@ -25,7 +25,7 @@ type Study struct {
 	// DICOM, for a study read from DICOM files (StudiesFromDICOMDir),
 	// identifies the files of its views, so that reports can refer back
 	// to the source study, series and instances; nil otherwise.
-	DICOM *DICOMSource
+	DICOM *vision.DICOMStudy
 }
 
 // StudyFromFiles decodes image files into a Study: PNG or JPEG (8- or
@@ -36,14 +36,14 @@ type Study struct {
 // vision.DefaultMaxFileBytes bytes a file, FIFOs and devices refused (see
 // [StudyFromFilesWith]).
 func StudyFromFiles(id string, paths ...string) (Study, error) {
-	return StudyFromFilesWith(id, paths)
+	return studyFromFilesWith(id, paths)
 }
 
 // StudyFromFilesWith is StudyFromFiles with decoding options
 // (vision.WithMaxPixels, vision.WithMaxFileBytes,
 // vision.WithNonRegularFiles). Views are decoded one at a time and keep 8
 // bits a sample (1 byte a pixel for gray films, 3 for colour).
-func StudyFromFilesWith(id string, paths []string, opts ...vision.Option) (Study, error) {
+func studyFromFilesWith(id string, paths []string, opts ...vision.Option) (Study, error) {
 	return studyFromFiles(id, paths, opts, 0)
 }
 

@@ -9,16 +9,15 @@ import (
 )
 
 // WithHalfWeights makes the model decode with half-precision (IEEE binary16)
-// copies of the decoder's weight matrices ([WithHalfWeights]):
-// about 55% of the bytes each step reads, so memory-bound small-batch
+// copies of the decoder's weight matrices: about 55% of the bytes each step reads, so memory-bound small-batch
 // decoding on the CPU runs faster (beam 3, one IU study: 266 against 448
 // ms on two cores). Log-probabilities move by up to about 2e-3; the
 // relational memory's matrices stay in float32 because the recurrence
 // would compound the rounding. It applies to R2Gen's Transformer on the
 // CPU; other architectures and WithDevice ignore it.
 //
-// The snapshot is taken at the first generation and again after Trainer
-// steps; after changing the weights in another way, call SyncDevice.
+// The snapshot is taken at the first generation and again after the
+// weights change through the model (a Trainer, SCST, ContinueFrom).
 func WithHalfWeights() Option {
 	return func(m *Model) error {
 		m.half = &halfState{}

@@ -315,7 +315,7 @@ func (m *r2genModel) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seq
 // form Step takes: example i's ids without the leading BOS (R2Gen's
 // [0, w1 … wn, 0] becomes [w1 … wn, 0]). A study with several reports
 // should pass them all to Step instead.
-func SCSTReferences(b *data.Batch) [][][]int {
+func scstReferences(b *data.Batch) [][][]int {
 	out := make([][][]int, len(b.Examples))
 	for i, e := range b.Examples {
 		ids := e.IDs

@@ -257,7 +257,7 @@ func TestRewards(t *testing.T) {
 
 func TestSCSTReferences(t *testing.T) {
 	b := &data.Batch{Examples: []*data.Example{{IDs: []int{0, 4, 5, 0}}, {IDs: []int{0, 7}}}}
-	refs := SCSTReferences(b)
+	refs := scstReferences(b)
 	if len(refs) != 2 || len(refs[0]) != 1 || len(refs[0][0]) != 3 || refs[0][0][0] != 4 || refs[0][0][2] != 0 ||
 		len(refs[1][0]) != 1 || refs[1][0][0] != 7 {
 		t.Fatalf("references %v", refs)

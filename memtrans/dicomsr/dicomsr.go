@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/vision"
 )
 
 // ErrInput is wrapped by the errors New returns for input that cannot
@@ -135,7 +136,7 @@ func (d *Document) Bytes() []byte { return d.file }
 // SOP Instance or Series Instance UID, when the model has no name, or
 // when a value cannot be carried by its VR (a UID that is not a UID, a
 // control character in a name).
-func New(r memtrans.Report, src *memtrans.DICOMSource, m Model, t time.Time, opts ...Option) (*Document, error) {
+func New(r memtrans.Report, src *vision.DICOMStudy, m Model, t time.Time, opts ...Option) (*Document, error) {
 	o := options{seriesNumber: 999, lang: Code{"en", "RFC5646", "English"}, random: rand.Reader}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -325,7 +326,7 @@ func characterSet(values ...string) (string, func(string) string) {
 
 // evidence lists the source study, its series and the instances of the
 // views used (Hierarchical SOP Instance Reference Macro, PS3.3 C.17.2.1).
-func evidence(src *memtrans.DICOMSource) dataset {
+func evidence(src *vision.DICOMStudy) dataset {
 	var series []dataset
 	index := map[string]int{}
 	var refs [][]dataset

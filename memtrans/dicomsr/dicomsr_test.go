@@ -24,7 +24,7 @@ var (
 )
 
 // testSource is a two-view study: a PA and a lateral in two series.
-func testSource() *memtrans.DICOMSource {
+func testSource() *vision.DICOMStudy {
 	head := vision.DICOMInfo{
 		StudyInstanceUID: "1.2.826.0.1.3680043.8.498.1", PatientName: "Müller^Jörg", PatientID: "PID-7",
 		PatientBirthDate: "19700101", PatientSex: "M", StudyDate: "20261123", StudyTime: "140500",
@@ -33,9 +33,9 @@ func testSource() *memtrans.DICOMSource {
 	pa, lat := head, head
 	pa.SOPClassUID, pa.SOPInstanceUID, pa.SeriesInstanceUID, pa.ViewPosition = "1.2.840.10008.5.1.4.1.1.1.1", "1.2.826.0.1.3680043.8.498.1.1.1", "1.2.826.0.1.3680043.8.498.1.1", "PA"
 	lat.SOPClassUID, lat.SOPInstanceUID, lat.SeriesInstanceUID, lat.ViewPosition = "1.2.840.10008.5.1.4.1.1.1.1", "1.2.826.0.1.3680043.8.498.1.2.1", "1.2.826.0.1.3680043.8.498.1.2", "LL"
-	return &memtrans.DICOMSource{
+	return &vision.DICOMStudy{
 		StudyInstanceUID: head.StudyInstanceUID,
-		Views:            []memtrans.DICOMView{{Path: "pa.dcm", Kind: memtrans.ViewFrontal, Info: &pa}, {Path: "lat.dcm", Kind: memtrans.ViewLateral, Info: &lat}},
+		Views:            []vision.DICOMView{{Path: "pa.dcm", Kind: vision.ViewFrontal, Info: &pa}, {Path: "lat.dcm", Kind: vision.ViewLateral, Info: &lat}},
 	}
 }
 
@@ -336,7 +336,7 @@ func TestBadInput(t *testing.T) {
 	cases := []struct {
 		name string
 		r    memtrans.Report
-		src  *memtrans.DICOMSource
+		src  *vision.DICOMStudy
 		m    dicomsr.Model
 		t    time.Time
 		opts []dicomsr.Option
@@ -344,7 +344,7 @@ func TestBadInput(t *testing.T) {
 		{"empty text", memtrans.Report{Text: " "}, testSource(), srModel, srTime, nil},
 		{"invalid utf-8", memtrans.Report{Text: "a\xffb"}, testSource(), srModel, srTime, nil},
 		{"nil source", good, nil, srModel, srTime, nil},
-		{"no views", good, &memtrans.DICOMSource{}, srModel, srTime, nil},
+		{"no views", good, &vision.DICOMStudy{}, srModel, srTime, nil},
 		{"view without SOP class", good, noClass, srModel, srTime, nil},
 		{"view of another study", good, otherStudy, srModel, srTime, nil},
 		{"control character in a name", good, badName, srModel, srTime, nil},

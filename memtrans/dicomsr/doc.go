@@ -4,7 +4,7 @@
 // store beside the images it describes.
 //
 // [New] builds the document from a [memtrans.Report] and the
-// [memtrans.DICOMSource] of the study (what [memtrans.StudiesFromDICOMDir]
+// [vision.DICOMStudy] of the study (what [memtrans.StudiesFromDICOMDir]
 // keeps in Study.DICOM); [Document.WriteTo] writes it.
 //
 // # What the document holds

@@ -21,7 +21,7 @@ func ExampleNew() {
 		SOPClassUID: "1.2.840.10008.5.1.4.1.1.1.1", SOPInstanceUID: "1.2.826.0.1.3680043.8.498.1.1.1",
 		PatientID: "PID-7", PatientName: "Doe^Jane", AccessionNumber: "A42", ViewPosition: "PA",
 	}
-	src := &memtrans.DICOMSource{StudyInstanceUID: pa.StudyInstanceUID, Views: []memtrans.DICOMView{{Path: "pa.dcm", Kind: memtrans.ViewFrontal, Info: pa}}}
+	src := &vision.DICOMStudy{StudyInstanceUID: pa.StudyInstanceUID, Views: []vision.DICOMView{{Path: "pa.dcm", Kind: vision.ViewFrontal, Info: pa}}}
 	rep := memtrans.Report{StudyID: pa.StudyInstanceUID, Text: "the lungs are clear . no pneumothorax ."}
 	doc, err := dicomsr.New(rep, src, dicomsr.Model{Name: "radgen R2Gen", Version: "0.1.0"}, time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/dicomsr"
+	"github.com/radgen/radgen/vision"
 )
 
 // tool returns the path of an installed DICOM tool, or skips the test.
@@ -27,9 +28,9 @@ func tool(t *testing.T, name, pkg string) string {
 // real DICOM files are present, of the real SIIM chest film found by
 // StudiesFromDICOMDir, and returns the files with the source each refers
 // to.
-func srFiles(t *testing.T) map[string]*memtrans.DICOMSource {
+func srFiles(t *testing.T) map[string]*vision.DICOMStudy {
 	dir := t.TempDir()
-	out := map[string]*memtrans.DICOMSource{}
+	out := map[string]*vision.DICOMStudy{}
 	src := testSource()
 	p := filepath.Join(dir, "synthetic.dcm")
 	if err := os.WriteFile(p, newDoc(t).Bytes(), 0o644); err != nil {

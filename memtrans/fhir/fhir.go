@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/vision"
 )
 
 // ErrInput is wrapped by the errors NewDiagnosticReport returns for input
@@ -255,7 +256,7 @@ func instant(t time.Time) (string, error) {
 // PatientID, and its time from StudyDate and StudyTime read in loc, the
 // zone of the site that took the images (DICOM times carry none; nil
 // leaves Time zero, so that effectiveDateTime is the issue time).
-func StudyFromDICOM(src *memtrans.DICOMSource, loc *time.Location) Study {
+func StudyFromDICOM(src *vision.DICOMStudy, loc *time.Location) Study {
 	if src == nil || len(src.Views) == 0 || src.Views[0].Info == nil {
 		return Study{}
 	}

@@ -232,7 +232,7 @@ func TestBadInput(t *testing.T) {
 
 func TestStudyFromDICOM(t *testing.T) {
 	info := &vision.DICOMInfo{StudyInstanceUID: "1.2.3", AccessionNumber: "A1", PatientID: "P1", StudyDate: "20240102", StudyTime: "1015"}
-	src := &memtrans.DICOMSource{StudyInstanceUID: "1.2.3", Views: []memtrans.DICOMView{{Info: info}}}
+	src := &vision.DICOMStudy{StudyInstanceUID: "1.2.3", Views: []vision.DICOMView{{Info: info}}}
 	s := fhir.StudyFromDICOM(src, time.UTC)
 	if s.InstanceUID != "1.2.3" || s.AccessionNumber != "A1" || s.PatientID != "P1" || !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 0, 0, time.UTC)) {
 		t.Errorf("%+v", s)

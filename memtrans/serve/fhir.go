@@ -9,6 +9,7 @@ import (
 
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
+	"github.com/radgen/radgen/vision"
 )
 
 // fhirReport writes the report as a FHIR R4 DiagnosticReport about the
@@ -19,7 +20,7 @@ import (
 func (h *Handler) fhirReport(rep memtrans.Report, up *upload, issued time.Time) (any, *apiError) {
 	var st fhir.Study
 	if up.dicom != nil {
-		st = fhir.StudyFromDICOM(&memtrans.DICOMSource{StudyInstanceUID: up.dicom.StudyInstanceUID, Views: []memtrans.DICOMView{{Info: up.dicom}}}, nil)
+		st = fhir.StudyFromDICOM(&vision.DICOMStudy{StudyInstanceUID: up.dicom.StudyInstanceUID, Views: []vision.DICOMView{{Info: up.dicom}}}, nil)
 	}
 	if up.studyUID != "" {
 		st.InstanceUID = up.studyUID
