@@ -60,7 +60,9 @@ func reshapeGrad(t *Tensor, shape []int) *Tensor {
 }
 
 // Permute returns x with its axes reordered: dimension i of the result is
-// dimension perm[i] of x. The result is a new, contiguous tensor.
+// dimension perm[i] of x. The result is contiguous: a new tensor, or, when
+// the permutation moves only axes of size 1 (so that the values keep their
+// order), a view of x's storage as Reshape returns.
 func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 	if len(perm) != x.Rank() {
 		panic(fmt.Sprintf("radgen: Permute %v of %v", perm, x.shape))
@@ -75,6 +77,9 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 		seen[p] = true
 		oshape[i] = x.shape[p]
 		inv[p] = i
+	}
+	if keepsOrder(x.shape, perm) {
+		return g.Reshape(x, oshape...)
 	}
 	if x.device != CPU {
 		return devPermute(g, x, perm, oshape, inv)
@@ -100,6 +105,22 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 		})
 	}
 	return out
+}
+
+// keepsOrder reports whether permuting the axes of shape by perm leaves the
+// values in the same order: the axes of size greater than 1 stay in order.
+func keepsOrder(shape, perm []int) bool {
+	last := -1
+	for _, p := range perm {
+		if shape[p] == 1 {
+			continue
+		}
+		if p < last {
+			return false
+		}
+		last = p
+	}
+	return true
 }
 
 // Transpose swaps dimensions i and j (negative counts from the end).
@@ -271,11 +292,10 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 			panic(fmt.Sprintf("radgen: IndexSelect index %d out of range [0,%d)", i, n))
 		}
 	}
-	idx = append([]int(nil), idx...)
 	oshape := append([]int(nil), x.shape...)
 	oshape[axis] = len(idx)
 	if x.device != CPU {
-		return devIndexSelect(g, x, axis, idx, oshape)
+		return devIndexSelect(g, x, axis, append([]int(nil), idx...), oshape)
 	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
@@ -287,6 +307,7 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 		}
 	}
 	if g.needs(x) {
+		idx := append([]int(nil), idx...) // the caller may reuse its slice
 		g.push(out, func() {
 			if out.grad == nil {
 				return

@@ -25,8 +25,12 @@ type Float interface{ ~float32 | ~float64 }
 // Parameters are Tensors with RequiresGrad set. A Tensor is not safe for
 // concurrent mutation; concurrent reads (a loaded model's weights) are safe.
 type Tensor struct {
+	// dense is the storage of a tensor on a device or made from a Dense;
+	// a CPU tensor made from a slice leaves it nil, and Dense makes one on
+	// demand (a Dense costs a dozen allocations, which an op's result
+	// would pay at every decoding step).
 	dense *tensor.Dense
-	// host caches the dense's backing slice ([]float32 or []float64): the
+	// host is the backing slice on the CPU ([]float32 or []float64): the
 	// Dense's own Data method boxes it through reflection on every call,
 	// which would allocate on every access in a decoding step.
 	host         any
@@ -154,14 +158,7 @@ func fromSlice[T Float](data []T, dt tensor.Dtype, shape []int) *Tensor {
 	if len(data) != n {
 		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), shape))
 	}
-	s := append([]int(nil), shape...)
-	// tensor.Dense wants at least one dimension; a scalar is stored as [1].
-	ds := s
-	if len(ds) == 0 {
-		ds = []int{1}
-	}
-	d := tensor.New(tensor.WithShape(ds...), tensor.WithBacking(data), tensor.Of(dt))
-	return &Tensor{dense: d, host: data, shape: s, device: CPU}
+	return &Tensor{host: data, shape: append([]int(nil), shape...), device: CPU}
 }
 
 func checkShape(shape []int) int {
@@ -179,11 +176,33 @@ func checkShape(shape []int) int {
 }
 
 // like returns a zero tensor with t's dtype and the given shape.
-func like(t *Tensor, shape []int) *Tensor { return newTensor(t.dense.Dtype(), shape) }
+func like(t *Tensor, shape []int) *Tensor { return newTensor(t.dtype(), shape) }
+
+// dtype returns the element type of t.
+func (t *Tensor) dtype() tensor.Dtype {
+	switch t.host.(type) {
+	case []float32:
+		return tensor.Float32
+	case []float64:
+		return tensor.Float64
+	}
+	return t.dense.Dtype()
+}
 
 // Dense returns the underlying storage. Its shape is t's shape, except that
-// a scalar is stored as shape [1].
-func (t *Tensor) Dense() *tensor.Dense { return t.dense }
+// a scalar is stored as shape [1]. On the CPU it shares t's values; a
+// tensor made from a slice gets a new Dense over them at each call.
+func (t *Tensor) Dense() *tensor.Dense {
+	if t.dense != nil {
+		return t.dense
+	}
+	// tensor.Dense wants at least one dimension; a scalar is stored as [1].
+	ds := append([]int(nil), t.shape...)
+	if len(ds) == 0 {
+		ds = []int{1}
+	}
+	return tensor.New(tensor.WithShape(ds...), tensor.WithBacking(t.host), tensor.Of(t.dtype()))
+}
 
 // Shape returns the dimensions of t. The caller must not modify it.
 func (t *Tensor) Shape() []int { return t.shape }
@@ -206,7 +225,7 @@ func (t *Tensor) Len() int { return numel(t.shape) }
 func (t *Tensor) Device() Device { return t.device }
 
 // Is64 reports whether t holds float64 values.
-func (t *Tensor) Is64() bool { return t.dense.Dtype() == tensor.Float64 }
+func (t *Tensor) Is64() bool { return t.dtype() == tensor.Float64 }
 
 // Data returns the float32 values of t (shared, not copied). It panics if t
 // holds float64 or lives off the CPU (To(CPU) copies it there).
@@ -297,7 +316,7 @@ func (t *Tensor) To32() *Tensor {
 
 // String describes t's shape and dtype.
 func (t *Tensor) String() string {
-	return fmt.Sprintf("Tensor%v(%v, %v)", t.shape, t.dense.Dtype(), t.device)
+	return fmt.Sprintf("Tensor%v(%v, %v)", t.shape, t.dtype(), t.device)
 }
 
 func values[T Float](t *Tensor) []T {
@@ -307,7 +326,7 @@ func values[T Float](t *Tensor) []T {
 	v, ok := t.host.([]T)
 	if !ok {
 		var z T
-		panic(fmt.Sprintf("radgen: tensor of %v accessed as %T", t.dense.Dtype(), z))
+		panic(fmt.Sprintf("radgen: tensor of %v accessed as %T", t.dtype(), z))
 	}
 	return v
 }
