@@ -405,10 +405,10 @@ func (m *metransModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, 
 	}
 	// The experts vote by sentence BLEU-4 against the study's other
 	// candidates, which depends on the study alone: a study's report is the
-	// same alone and in any batch. CIDEr-D (CIDErDReward) would take its
+	// same alone and in any batch. CIDEr-D (metrics.CIDErDOfIDs) would take its
 	// document frequencies from the whole batch, and gives every candidate
 	// of a study scored alone 0.
-	score, err := BLEUReward(4)
+	score, err := bleuReward(4)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -36,13 +36,14 @@ var ErrBudget = errors.New("memtrans: model exceeds the size budget")
 // Budget bounds the size of a model that input can describe (see
 // [WithBudget]). The zero value of a field means its default.
 type Budget struct {
-	MaxParams      int64 // parameter values; default 2^28
-	MaxActivations int64 // float32 activation values per study; default 2^28
+	MaxParams          int64 // parameter values; default 2^28
+	MaxActivations     int64 // float32 activation values per study; default 2^28
+	MaxCheckpointBytes int64 // decompressed bytes of a checkpoint the loaders read; default 8 GiB
 }
 
 // DefaultBudget returns the budget used when none is given.
 func DefaultBudget() Budget {
-	return Budget{MaxParams: defaultMaxParams, MaxActivations: defaultMaxActivations}
+	return Budget{MaxParams: defaultMaxParams, MaxActivations: defaultMaxActivations, MaxCheckpointBytes: defaultMaxCheckpointBytes}
 }
 
 func (b Budget) orDefault() Budget {
@@ -52,6 +53,9 @@ func (b Budget) orDefault() Budget {
 	if b.MaxActivations <= 0 {
 		b.MaxActivations = defaultMaxActivations
 	}
+	if b.MaxCheckpointBytes <= 0 {
+		b.MaxCheckpointBytes = defaultMaxCheckpointBytes
+	}
 	return b
 }
 
@@ -60,8 +64,8 @@ func (b Budget) orDefault() Budget {
 // (default DefaultBudget). Raise it for models larger than the papers'.
 func WithBudget(b Budget) Option {
 	return func(m *Model) error {
-		if b.MaxParams < 0 || b.MaxActivations < 0 {
-			return fmt.Errorf("memtrans: budget of %d parameters, %d activations", b.MaxParams, b.MaxActivations)
+		if b.MaxParams < 0 || b.MaxActivations < 0 || b.MaxCheckpointBytes < 0 {
+			return fmt.Errorf("memtrans: budget of %d parameters, %d activations, %d checkpoint bytes", b.MaxParams, b.MaxActivations, b.MaxCheckpointBytes)
 		}
 		m.budget = b.orDefault()
 		return nil

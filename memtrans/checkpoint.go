@@ -41,9 +41,9 @@ const (
 // ErrCheckpoint is wrapped by every error about a malformed checkpoint.
 var ErrCheckpoint = errors.New("memtrans: bad checkpoint")
 
-// DefaultMaxCheckpointBytes bounds the decompressed size of a checkpoint
-// that Load accepts (see WithMaxCheckpointBytes).
-const DefaultMaxCheckpointBytes = 8 << 30
+// defaultMaxCheckpointBytes bounds the decompressed size of a checkpoint
+// the loaders accept (Budget.MaxCheckpointBytes).
+const defaultMaxCheckpointBytes = 8 << 30
 
 // checkpoint is the decoded payload of a native file.
 type checkpoint struct {
@@ -98,7 +98,7 @@ func readCheckpoint(r io.Reader, maxBytes int64, check func(*safetensors.File) e
 	}
 	n := binary.LittleEndian.Uint64(hdr[len(checkpointMagic):])
 	if n > uint64(maxBytes) {
-		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d (WithMaxCheckpointBytes)", ErrCheckpoint, n, maxBytes)
+		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d (Budget.MaxCheckpointBytes)", ErrCheckpoint, n, maxBytes)
 	}
 	if n < 8+2 {
 		return nil, fmt.Errorf("%w: payload of %d bytes", ErrCheckpoint, n)
@@ -308,18 +308,6 @@ func WithNonRegularCheckpoint() LoadOption {
 	return func(o *loadOptions) error { o.nonRegular = true; return nil }
 }
 
-// WithMaxCheckpointBytes bounds the decompressed size of a checkpoint
-// (default DefaultMaxCheckpointBytes).
-func WithMaxCheckpointBytes(n int64) LoadOption {
-	return func(o *loadOptions) error {
-		if n <= 0 {
-			return fmt.Errorf("memtrans: checkpoint limit %d", n)
-		}
-		o.maxBytes = n
-		return nil
-	}
-}
-
 // WithModelOptions passes options to the loaded Model.
 func WithModelOptions(opts ...Option) LoadOption {
 	return func(o *loadOptions) error { o.model = append(o.model, opts...); return nil }
@@ -353,7 +341,7 @@ func LoadFile(path string, opts ...LoadOption) (*Model, error) {
 }
 
 func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
-	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
+	var o loadOptions
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, nil, err
@@ -363,6 +351,7 @@ func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	o.maxBytes = b.MaxCheckpointBytes
 	// The configuration and vocabulary are checked, and the model built,
 	// from the header alone, before the tensor data is read.
 	var m *Model

@@ -243,7 +243,9 @@ func FuzzCheckpointPayload(f *testing.F) {
 		b := seal(t, p, uint64(len(p)))
 		var m *Model
 		var err error
-		n := allocated(func() { m, err = Load(bytes.NewReader(b), WithMaxCheckpointBytes(8<<20)) })
+		n := allocated(func() {
+			m, err = Load(bytes.NewReader(b), WithModelOptions(WithBudget(Budget{MaxCheckpointBytes: 8 << 20})))
+		})
 		if err == nil {
 			if m == nil {
 				t.Fatal("nil model without error")

@@ -106,3 +106,40 @@ func TestMETransModelOnDevice(t *testing.T) {
 		}
 	}
 }
+
+// A frozen-extractor Trainer on a device — batch-norm calibration, features
+// cached in memory and on disk, a second run reading the disk cache — trains
+// as the CPU does: the same epoch losses within 1e-4 relative.
+func TestFrozenTrainerWithCacheOnDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains four tiny models")
+	}
+	dev := testDevice(t)
+	ctx := context.Background()
+	cpu, loader, _, _ := synthSetup(t, 16, 4)
+	defer cpu.Close()
+	on, err := New(cpu.cfg, cpu.tokenizer, 4, WithDevice(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Close()
+	run := func(m *Model, cache string) float64 {
+		tr, err := NewTrainer(m, TrainConfig{Epochs: 1, LR: 2e-3, Seed: 3, FreezeExtractor: true, CalibrateBatches: 1, FeatureCache: cache}, loader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := tr.History()
+		return h[len(h)-1].Loss
+	}
+	cpuDir, devDir := t.TempDir(), t.TempDir()
+	for round := range 2 { // the second round reads the caches the first wrote
+		a, b := run(cpu, cpuDir), run(on, devDir)
+		t.Logf("round %d: loss %.6f on the CPU, %.6f on %v", round, a, b, dev)
+		if math.Abs(a-b) > 1e-4*math.Abs(a) {
+			t.Fatalf("round %d: loss %v on the CPU, %v on %v", round, a, b, dev)
+		}
+	}
+}

@@ -3,24 +3,26 @@
 //
 // # Models
 //
-// [Transformer] is R2Gen's encoder–decoder (Chen et al., EMNLP 2020): the
-// visual patch features are embedded and encoded by a pre-norm Transformer;
-// a relational memory (package relmem) follows the report tokens; every
-// decoder layer norm is conditioned on the memory through MCLN (package
-// mcln). [Config.Variant] selects the ablations of the paper's Table 2
-// (BASE, BASE+RM, BASE+RM+MCLN) and the other fields the sizes; parameter
-// names equal the published state_dict's, so R2Gen weights load as they are
-// ([LoadR2Gen], which infers the configuration from the names and shapes).
-// The other seeds are assembled here too: the Meshed-Memory Transformer
-// ([M2Transformer]), METransformer, layer-wise multi-view routing and Mem2Mem
-// (Config fields), each citing its equations.
+// R2Gen's encoder–decoder (Chen et al., EMNLP 2020) is the default
+// architecture: the visual patch features are embedded and encoded by a
+// pre-norm Transformer; a relational memory (package relmem) follows the
+// report tokens; every decoder layer norm is conditioned on the memory
+// through MCLN (package mcln). [Config.Variant] selects the ablations of the
+// paper's Table 2 (BASE, BASE+RM, BASE+RM+MCLN) and the other fields the
+// sizes; parameter names equal the published state_dict's, so R2Gen weights
+// load as they are ([LoadR2Gen], which infers the configuration from the
+// names and shapes). The other seeds are configurations too: the
+// Meshed-Memory Transformer ([M2Config]), METransformer ([METransConfig]),
+// layer-wise multi-view routing and Mem2Mem (Config fields), each citing its
+// equations. The modules themselves — attention, memories, MCLN, their
+// decoding steps — are the packages mesh, relmem and mcln.
 //
 // [Model] adds the visual extractor (package vision) and the tokenizer
 // (package memtrans/data): [New], [Load] / [Model.Save] in the native format
 // (zstd-compressed safetensors with the configuration and vocabulary inside,
 // written atomically, checksummed), and [Model.Generate], which takes images
 // and returns reports with their tokens, log-probability and, on request,
-// each word's attention over the image patches ([RenderAttention]).
+// each word's attention over the image patches ([WriteAttentionPNG]).
 // A Model is safe for concurrent use.
 //
 // A Model's encoder–decoder is any of the three architectures
@@ -82,7 +84,7 @@
 // checkpoint is streamed: its header, configuration and tensor table are
 // checked against the budget and the model before any tensor byte is read,
 // and its data never exceeds what the header declared
-// ([WithMaxCheckpointBytes] bounds the declaration). Annotation files
+// (the Budget's MaxCheckpointBytes bounds the declaration). Annotation files
 // (data.DefaultMaxAnnotationBytes) and image files
 // (vision.DefaultMaxFileBytes, vision.DefaultMaxPixels: 4096², the largest
 // radiographs) have size limits, and FIFOs and devices are refused unless

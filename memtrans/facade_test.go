@@ -176,7 +176,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if _, err := Load(bytes.NewReader(bad)); err == nil {
 		t.Error("corrupted checkpoint loaded")
 	}
-	if _, err := Load(bytes.NewReader(full), WithMaxCheckpointBytes(1000)); !errors.Is(err, ErrCheckpoint) {
+	if _, err := Load(bytes.NewReader(full), WithModelOptions(WithBudget(Budget{MaxCheckpointBytes: 1000}))); !errors.Is(err, ErrCheckpoint) {
 		t.Errorf("size limit: %v", err)
 	}
 	if m.Close() != nil || m.Close() != nil {
@@ -208,7 +208,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(checkpointMagic))
 	f.Add(append([]byte(checkpointMagic), make([]byte, 40)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Load(bytes.NewReader(b), WithMaxCheckpointBytes(64<<20))
+		m, err := Load(bytes.NewReader(b), WithModelOptions(WithBudget(Budget{MaxCheckpointBytes: 64 << 20})))
 		if err == nil && m == nil {
 			t.Fatal("nil model without error")
 		}

@@ -37,7 +37,7 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext := devModel.Extractor()
+	ext := devModel.extractor
 	if w := ext.ResNet.Stem.Weight; w.Device() != dev {
 		t.Fatalf("WithDevice(%v) left the extractor on %v", dev, w.Device())
 	}
@@ -53,7 +53,7 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 	}
 	g := radgen.NoGrad()
 	for i, s := range studies {
-		if err := WriteFeatureCache(cpuDir, s.ID, g.Slice(want, 0, i, i+1)); err != nil {
+		if err := data.WriteFeatureCache(cpuDir, s.ID, g.Slice(want, 0, i, i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 		t.Fatalf("Model.Features on %v returned features on %v, want the CPU", dev, fromModel.Device())
 	}
 	for i, s := range studies {
-		if err := WriteFeatureCache(featDir, s.ID, g.Slice(fromModel, 0, i, i+1)); err != nil {
+		if err := data.WriteFeatureCache(featDir, s.ID, g.Slice(fromModel, 0, i, i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,13 +89,13 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 		t.Fatalf("the extractor on %v returned features on %v", dev, got.Device())
 	}
 	for i, s := range studies {
-		if err := WriteFeatureCache(devDir, s.ID, g.Slice(got, 0, i, i+1)); err != nil {
+		if err := data.WriteFeatureCache(devDir, s.ID, g.Slice(got, 0, i, i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	for _, s := range studies {
-		w, ok := ReadFeatureCache(cpuDir, s.ID)
+		w, ok := data.ReadFeatureCache(cpuDir, s.ID)
 		if !ok {
 			t.Fatalf("study %s: no features cached from the CPU", s.ID)
 		}
@@ -108,7 +108,7 @@ func TestFeatureCacheFromDeviceExtractor(t *testing.T) {
 			t.Fatalf("study %s: the CPU's features are all zero", s.ID)
 		}
 		for _, c := range []struct{ how, dir string }{{"Model.Features", featDir}, {"the device's output", devDir}} {
-			d, ok := ReadFeatureCache(c.dir, s.ID)
+			d, ok := data.ReadFeatureCache(c.dir, s.ID)
 			if !ok {
 				t.Fatalf("study %s: no features cached from %s on %v", s.ID, c.how, dev)
 			}

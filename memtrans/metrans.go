@@ -441,7 +441,7 @@ type metransReport struct {
 // Generate decodes every expert's candidate report for each study of feats
 // (B, N, d_in) with strategy (a decode strategy with BOS and EOS 0), then
 // chooses one per study by metric-based expert voting (vote.Score, for
-// example CIDErDReward, scores each candidate against the other experts'
+// example cidErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
 // report is returned.
 func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]metransReport, error) {

@@ -27,13 +27,12 @@ func (m *metransModel) save(w io.Writer) error {
 }
 
 // loadMETransformer reads a model written by [METransformer.Save]. Of the
-// options only WithMaxCheckpointBytes and a WithBudget given through
-// WithModelOptions apply. Before any parameter is
+// options only a WithBudget given through WithModelOptions applies. Before any parameter is
 // allocated, the configuration must be valid and the file must hold as
 // many values as the model has, so a forged header cannot make it allocate
 // more than the file's size. Errors wrap ErrCheckpoint.
 func loadMETransformer(r io.Reader, opts ...LoadOption) (*metransModel, error) {
-	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
+	var o loadOptions
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -43,6 +42,7 @@ func loadMETransformer(r io.Reader, opts ...LoadOption) (*metransModel, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.maxBytes = b.MaxCheckpointBytes
 	var m *metransModel
 	ck, err := readCheckpoint(r, o.maxBytes, func(f *safetensors.File) error {
 		raw, ok := f.Metadata()[metaMETransConfig]

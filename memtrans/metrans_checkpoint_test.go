@@ -89,7 +89,7 @@ func FuzzLoadMETransformer(f *testing.F) {
 	f.Add([]byte(checkpointMagic))
 	f.Add(append([]byte(checkpointMagic), make([]byte, 40)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := loadMETransformer(bytes.NewReader(b), WithMaxCheckpointBytes(16<<20))
+		got, err := loadMETransformer(bytes.NewReader(b), WithModelOptions(WithBudget(Budget{MaxCheckpointBytes: 16 << 20})))
 		if err != nil {
 			if got != nil {
 				t.Fatal("model with an error")

@@ -206,7 +206,7 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 func TestMETransGenerateVotes(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	feats, _, _, _, _ := metransBatch(3, 3, 3, 5)
-	reports, err := m.generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{Score: CIDErDReward})
+	reports, err := m.generate(context.Background(), feats, decode.BeamSearch{Size: 2, MaxLen: 6}, decode.Vote{Score: cidErDReward})
 	if err != nil {
 		t.Fatal(err)
 	}

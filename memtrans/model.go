@@ -246,9 +246,6 @@ func (m *Model) ContinueFrom(prev *Model) error {
 // "encoder_decoder." in the model's state_dict.
 func (m *Model) EncoderDecoder() radgen.Module { return m.net }
 
-// Extractor returns the visual extractor.
-func (m *Model) Extractor() *vision.Extractor { return m.extractor }
-
 // VisitParams implements radgen.Module with the names of R2Gen's full
 // state_dict: "visual_extractor.model.…" and "encoder_decoder.…" (for M²
 // and METransformer, their own names under the same prefix).

@@ -24,19 +24,24 @@ import (
 // being read; float16, bfloat16 and float64 weights are converted to
 // float32.
 //
-// The options apply as for [Load]: [WithMaxCheckpointBytes] bounds the
-// float32 size of a PyTorch state_dict (default
-// DefaultMaxCheckpointBytes), [WithModelOptions] configures the model; a
+// The options apply as for [Load]: the Budget's MaxCheckpointBytes bounds
+// the float32 size of a PyTorch state_dict, [WithModelOptions] configures
+// the model; a
 // logger given with WithLogger receives the checkpoint's epoch and
 // monitor_best.
 // A malformed file gives an error wrapping [ErrCheckpoint].
 func LoadR2GenFile(path string, tok *data.Tokenizer, views, heads, memoryHeads int, opts ...LoadOption) (*Model, error) {
-	o := loadOptions{maxBytes: DefaultMaxCheckpointBytes}
+	var o loadOptions
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
+	b, err := budgetOf(o.model)
+	if err != nil {
+		return nil, err
+	}
+	o.maxBytes = b.MaxCheckpointBytes
 	f, err := boundedio.Open(path, false)
 	if err != nil {
 		return nil, err

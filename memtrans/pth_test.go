@@ -125,7 +125,7 @@ func TestLoadR2GenFile(t *testing.T) {
 			t.Errorf("%d bytes of garbage: %v", len(b), err)
 		}
 	}
-	if _, err := LoadR2GenFile(pthPath, tok, 2, 2, 2, WithMaxCheckpointBytes(1000)); !errors.Is(err, ErrCheckpoint) || !errors.Is(err, pth.ErrLimit) {
+	if _, err := LoadR2GenFile(pthPath, tok, 2, 2, 2, WithModelOptions(WithBudget(Budget{MaxCheckpointBytes: 1000}))); !errors.Is(err, ErrCheckpoint) || !errors.Is(err, pth.ErrLimit) {
 		t.Errorf("limit: %v", err)
 	}
 }

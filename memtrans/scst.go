@@ -68,7 +68,7 @@ type SCST struct {
 	opt    *optim.Adam
 	cfg    SCSTConfig
 	reward decode.Scorer
-	steps  int
+	taken  int
 }
 
 // SCSTResult reports one step.
@@ -83,7 +83,7 @@ type SCSTResult struct {
 // NewSCST prepares self-critical training of an R2Gen model m with the
 // optimiser opt (built over radgen.Trainable(m.EncoderDecoder()), typically
 // at a small fixed rate: M² uses 5e-6) and the reward, nil for
-// [CIDErDReward]. Each Step takes m exclusively while it updates the
+// metrics.CIDErDOfIDs. Each Step takes m exclusively while it updates the
 // weights, as a Trainer does.
 func NewSCST(m *Model, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
 	if m == nil || m.transformer == nil {
@@ -116,13 +116,13 @@ func newSCST(m *r2genModel, opt *optim.Adam, cfg SCSTConfig, reward decode.Score
 		cfg.Strategy = decode.BeamSearch{Size: cfg.Samples, N: cfg.Samples, MaxLen: cfg.MaxLen}
 	}
 	if reward == nil {
-		reward = CIDErDReward
+		reward = cidErDReward
 	}
 	return &SCST{model: m, opt: opt, cfg: cfg, reward: reward}, nil
 }
 
 // Steps returns the number of completed steps.
-func (s *SCST) Steps() int { return s.steps }
+func (s *SCST) steps() int { return s.taken }
 
 // Step runs one self-critical update on a batch: visual features (B, N,
 // d_vf) and refs[i], the reference reports of study i as token ids (at least
@@ -212,7 +212,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	loss := scstLoss(g, logp, res.Advantages)
 	res.Loss = loss.To(radgen.CPU).At()
 	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-		return res, fmt.Errorf("memtrans: SCST loss is %v at step %d", res.Loss, s.steps)
+		return res, fmt.Errorf("memtrans: SCST loss is %v at step %d", res.Loss, s.taken)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
@@ -237,13 +237,13 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	for _, p := range radgen.Trainable(m) {
 		p.Tensor.ZeroGrad()
 	}
-	s.steps++
+	s.taken++
 	return res, nil
 }
 
 func (s *SCST) stepSeed() uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "radgen-scst/%d/%d", s.cfg.Seed, s.steps)
+	fmt.Fprintf(h, "radgen-scst/%d/%d", s.cfg.Seed, s.taken)
 	return h.Sum64()
 }
 

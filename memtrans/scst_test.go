@@ -121,8 +121,8 @@ func TestSCSTStepIsCorrectSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Sequences) != 4*k || len(res.Rewards) != 4*k || s.Steps() != 1 {
-		t.Fatalf("%d sequences, %d rewards, %d steps; want %d, %d, 1", len(res.Sequences), len(res.Rewards), s.Steps(), 4*k, 4*k)
+	if len(res.Sequences) != 4*k || len(res.Rewards) != 4*k || s.steps() != 1 {
+		t.Fatalf("%d sequences, %d rewards, %d steps; want %d, %d, 1", len(res.Sequences), len(res.Rewards), s.steps(), 4*k, 4*k)
 	}
 	var nonzero bool
 	for i := 0; i < len(res.Advantages); i += k {
@@ -227,22 +227,22 @@ func TestSCSTErrors(t *testing.T) {
 	if _, err := s.Step(cctx, feats, refs); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
-	if s.Steps() != 0 {
-		t.Errorf("failed steps counted: %d", s.Steps())
+	if s.steps() != 0 {
+		t.Errorf("failed steps counted: %d", s.steps())
 	}
 }
 
 func TestRewards(t *testing.T) {
 	ctx := context.Background()
 	refs := [][][]int{{{1, 2, 3, 4}}, {{5, 6, 7, 8}}, {{1, 6, 3, 8}}}
-	got, err := CIDErDReward(ctx, refs, [][]int{{1, 2, 3, 4}, {9, 9}, {1, 6, 3}})
+	got, err := cidErDReward(ctx, refs, [][]int{{1, 2, 3, 4}, {9, 9}, {1, 6, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !(got[0] > got[2] && got[2] > got[1] && got[1] == 0) {
 		t.Fatalf("CIDEr-D rewards %v: want exact > partial > unrelated = 0", got)
 	}
-	b4, err := BLEUReward(4)
+	b4, err := bleuReward(4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRewards(t *testing.T) {
 	if err != nil || math.Abs(bl[0]-1) > 1e-6 {
 		t.Fatalf("BLEU-4 of an exact copy = %v (%v), want 1", bl, err)
 	}
-	if _, err := BLEUReward(5); err == nil {
+	if _, err := bleuReward(5); err == nil {
 		t.Fatal("BLEU-5 accepted")
 	}
 }

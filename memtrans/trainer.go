@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -300,7 +299,7 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 				if b.Images == nil || b.Views != m.cfg.Views {
 					return fmt.Errorf("memtrans: calibration batch has %d views, the model takes %d", b.Views, m.cfg.Views)
 				}
-				m.extractor.Forward(g, radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width))
+				m.extractor.Forward(g, toDevice(radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width), m.device))
 				n++
 				seen++
 			}
@@ -474,7 +473,7 @@ func (t *Trainer) frozenFeatures(ctx context.Context, b *data.Batch) (*radgen.Te
 	var miss []int
 	for i := 0; i < B; i++ {
 		if x, ok := t.cache.get(b.Examples[i].ID); ok {
-			rows[i] = x
+			rows[i] = toDevice(x, m.device) // a cache read from disk is on the CPU
 		} else {
 			miss = append(miss, i)
 		}
@@ -594,34 +593,15 @@ type featureCache struct {
 	mem map[string]*radgen.Tensor
 }
 
-func (c *featureCache) path(key string) string {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return filepath.Join(c.dir, fmt.Sprintf("%016x.safetensors", h.Sum64()))
-}
-
 func (c *featureCache) get(key string) (*radgen.Tensor, bool) {
 	if x, ok := c.mem[key]; ok {
 		return x, true
 	}
-	if c.dir == "" {
-		return nil, false
+	x, ok := data.ReadFeatureCache(c.dir, key)
+	if ok {
+		c.mem[key] = x
 	}
-	sf, err := safetensors.OpenFile(c.path(key))
-	if err != nil {
-		return nil, false
-	}
-	defer sf.Close()
-	if sf.Metadata()["key"] != key {
-		return nil, false
-	}
-	v, shape, err := sf.Float32("patches")
-	if err != nil || len(shape) != 3 {
-		return nil, false
-	}
-	x := radgen.FromFloat32(v, shape...)
-	c.mem[key] = x
-	return x, true
+	return x, ok
 }
 
 func (c *featureCache) put(key string, x *radgen.Tensor) error {
@@ -629,10 +609,5 @@ func (c *featureCache) put(key string, x *radgen.Tensor) error {
 	if c.dir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return err
-	}
-	return writeFileAtomic(c.path(key), func(w io.Writer) error {
-		return safetensors.Write(w, []safetensors.Tensor{{Name: "patches", Dtype: safetensors.F32, Shape: x.Shape(), Data: safetensors.F32Bytes(x.Data())}}, map[string]string{"key": key})
-	})
+	return data.WriteFeatureCache(c.dir, key, x)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/data"
 )
 
 // FeaturesConfig configures the features pipeline.
@@ -35,7 +36,7 @@ type Feature struct {
 // keyed by batch → grouped → the frozen extractor's patch features of each
 // study, written where a frozen-extractor Trainer with
 // TrainConfig.FeatureCache = out reads them (one safetensors file per
-// study, memtrans.FeatureCachePath), with a sharded index
+// study, data.FeatureCachePath), with a sharded index
 // (out/index-*.jsonl) and the dead letters (out/deadletter-*.jsonl).
 // Studies whose entry exists are not recomputed (the extractor's features
 // of a study do not depend on its batch).
@@ -105,13 +106,13 @@ func (f *FeaturesFn) ProcessElement(ctx context.Context, _ string, studies func(
 	return nil
 }
 
-func entryName(id string) string { return filepath.Base(memtrans.FeatureCachePath("", id)) }
+func entryName(id string) string { return filepath.Base(data.FeatureCachePath("", id)) }
 
 func (f *FeaturesFn) cached(ctx context.Context, id string) bool {
 	if isRemote(f.Out) {
 		return exists(ctx, joinPath(f.Out, entryName(id)))
 	}
-	_, ok := memtrans.ReadFeatureCache(f.Out, id)
+	_, ok := data.ReadFeatureCache(f.Out, id)
 	return ok
 }
 
@@ -124,17 +125,17 @@ func (f *FeaturesFn) indexLine(id, sum string) string {
 // through a local temporary folder to the object store.
 func (f *FeaturesFn) write(ctx context.Context, id string, x *radgen.Tensor) error {
 	if !isRemote(f.Out) {
-		return memtrans.WriteFeatureCache(f.Out, id, x)
+		return data.WriteFeatureCache(f.Out, id, x)
 	}
 	tmp, err := os.MkdirTemp("", "radgen-features-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := memtrans.WriteFeatureCache(tmp, id, x); err != nil {
+	if err := data.WriteFeatureCache(tmp, id, x); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(memtrans.FeatureCachePath(tmp, id))
+	b, err := os.ReadFile(data.FeatureCachePath(tmp, id))
 	if err != nil {
 		return err
 	}

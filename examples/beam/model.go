@@ -13,7 +13,7 @@ import (
 )
 
 // maxModelBytes bounds a model file read from a path or URL.
-const maxModelBytes = memtrans.DefaultMaxCheckpointBytes
+var maxModelBytes = memtrans.DefaultBudget().MaxCheckpointBytes
 
 // loadedModel is a model loaded once per worker process.
 type loadedModel struct {

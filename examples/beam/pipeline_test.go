@@ -368,17 +368,17 @@ func TestFeaturesMatchTrainerCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range f.trainIDs {
-		want, err := os.ReadFile(memtrans.FeatureCachePath(cache, id))
+		want, err := os.ReadFile(data.FeatureCachePath(cache, id))
 		if err != nil {
 			t.Fatalf("trainer cache: %v", err)
 		}
-		got, err := os.ReadFile(memtrans.FeatureCachePath(out, id))
+		got, err := os.ReadFile(data.FeatureCachePath(out, id))
 		if err != nil {
 			t.Fatalf("pipeline: %v", err)
 		}
 		if !bytes.Equal(got, want) {
-			a, _ := memtrans.ReadFeatureCache(out, id)
-			b, _ := memtrans.ReadFeatureCache(cache, id)
+			a, _ := data.ReadFeatureCache(out, id)
+			b, _ := data.ReadFeatureCache(cache, id)
 			diff := math.Inf(1)
 			if a != nil && b != nil && a.Len() == b.Len() {
 				diff = 0

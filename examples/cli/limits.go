@@ -31,7 +31,7 @@ func limitFlags(fs *flag.FlagSet) *limits {
 	return &limits{
 		maxParams:      fs.Int64("max-params", memtrans.DefaultBudget().MaxParams, "largest model to build or load, in parameters"),
 		maxActivations: fs.Int64("max-activations", memtrans.DefaultBudget().MaxActivations, "largest activations per study of a model, in float32 values"),
-		maxModelBytes:  fs.Int64("max-model-bytes", memtrans.DefaultMaxCheckpointBytes, "largest decompressed checkpoint"),
+		maxModelBytes:  fs.Int64("max-model-bytes", memtrans.DefaultBudget().MaxCheckpointBytes, "largest decompressed checkpoint"),
 		maxAnnBytes:    fs.Int64("max-ann-bytes", data.DefaultMaxAnnotationBytes, "largest annotation.json"),
 		maxReportBytes: fs.Int64("max-reports-bytes", maxReportsBytes, "largest reports.json (eval)"),
 		maxImgBytes:    fs.Int64("max-image-bytes", vision.DefaultMaxFileBytes, "largest image file"),
@@ -55,7 +55,7 @@ func (l *limits) check() error {
 }
 
 func (l *limits) budget() memtrans.Budget {
-	return memtrans.Budget{MaxParams: *l.maxParams, MaxActivations: *l.maxActivations}
+	return memtrans.Budget{MaxParams: *l.maxParams, MaxActivations: *l.maxActivations, MaxCheckpointBytes: *l.maxModelBytes}
 }
 
 // modelOptions are the model options the limits set.
@@ -73,7 +73,7 @@ func (l *limits) imageOptions() []vision.Option {
 
 // loadOptions are the checkpoint options, with the model's.
 func (l *limits) loadOptions(model ...memtrans.Option) []memtrans.LoadOption {
-	opts := []memtrans.LoadOption{memtrans.WithMaxCheckpointBytes(*l.maxModelBytes), memtrans.WithModelOptions(append(l.modelOptions(), model...)...)}
+	opts := []memtrans.LoadOption{memtrans.WithModelOptions(append(l.modelOptions(), model...)...)}
 	if *l.nonRegular {
 		opts = append(opts, memtrans.WithNonRegularCheckpoint())
 	}

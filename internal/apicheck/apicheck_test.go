@@ -18,9 +18,9 @@ import (
 	"github.com/radgen/radgen/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite api/v0.1.0.txt from the current API")
+var update = flag.Bool("update", false, "rewrite api/v0.2.0.txt from the current API")
 
-const record = "api/v0.1.0.txt"
+const record = "api/v0.2.0.txt"
 
 // publicPackages returns the directories of the module's public packages.
 func publicPackages(t *testing.T, root string) []string {
@@ -284,4 +284,88 @@ func TestAPICompatibility(t *testing.T) {
 	if t.Failed() {
 		t.Log("if the change is intended, accept it with: go test ./internal/apicheck -run API -update")
 	}
+}
+
+// memtransBudget is the most exported identifiers package memtrans may
+// have: the facade reads as configurations, Model, Load/Save, Generate and
+// Trainer; decoding internals live in the modules or stay unexported.
+const memtransBudget = 110
+
+// TestMemtransAPISize counts memtrans's exported identifiers as go doc
+// lists them — types, functions, methods of exported types (interface
+// methods included), constants and variables — and fails above the budget.
+func TestMemtransAPISize(t *testing.T) {
+	root := testutil.ModuleRoot()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, filepath.Join(root, "memtrans"), func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if !d.Name.IsExported() {
+						continue
+					}
+					if d.Recv == nil {
+						names = append(names, d.Name.Name)
+						continue
+					}
+					if recv := receiverName(d.Recv.List[0].Type); ast.IsExported(recv) {
+						names = append(names, recv+"."+d.Name.Name)
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							if !s.Name.IsExported() {
+								continue
+							}
+							names = append(names, s.Name.Name)
+							if it, ok := s.Type.(*ast.InterfaceType); ok {
+								for _, m := range it.Methods.List {
+									for _, n := range m.Names {
+										if n.IsExported() {
+											names = append(names, s.Name.Name+"."+n.Name)
+										}
+									}
+								}
+							}
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() {
+									names = append(names, n.Name)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("memtrans exports %d identifiers (at most %d)", len(names), memtransBudget)
+	if len(names) > memtransBudget {
+		sort.Strings(names)
+		t.Errorf("memtrans exports %d identifiers, over its budget of %d:\n%s", len(names), memtransBudget, strings.Join(names, " "))
+	}
+}
+
+// receiverName returns the type name of a method receiver expression.
+func receiverName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return receiverName(e.X)
+	case *ast.IndexExpr:
+		return receiverName(e.X)
+	case *ast.IndexListExpr:
+		return receiverName(e.X)
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
 }
