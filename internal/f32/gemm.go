@@ -659,29 +659,38 @@ type skinny struct {
 }
 
 // start computes the column blocks [0, s.blocks) with s.dot or s.axpy, on
-// several goroutines when the product is large enough.
+// several goroutines when B is large enough that one core would not read
+// it as fast as several (skinnyParallelBytes) or the product is large.
+// The goroutines claim chunks of blocks as they come free, so that one
+// that starts late (its core taken by another process) leaves its share to
+// the others.
 func (s *skinny) start(procs int, dot bool) {
-	if procs == 1 || 2*s.m*s.n*s.k < parallelFlops || s.blocks == 1 {
+	if procs == 1 || s.blocks == 1 || 4*s.n*s.k < skinnyParallelBytes && 2*s.m*s.n*s.k < parallelFlops || !startHelpers() {
 		s.run(dot, 0, s.blocks)
 		return
 	}
-	t := skinnyTasks.Get().(*skinnyTask)
-	t.s, t.dot = *s, dot
-	runRanges(min(procs, s.blocks), s.blocks, t, &t.wg)
-	t.s = skinny{}
-	skinnyTasks.Put(t)
+	// Chunks of about skinnyChunkBytes of B for the dot kernels, which
+	// read whole rows of B; the axpy kernels read a strip of every row, so
+	// their chunks stay wide: four per goroutine.
+	chunk := max(1, skinnyChunkBytes/(16*s.k))
+	if !dot {
+		workers := min(procs, s.blocks)
+		chunk = (s.blocks + 4*workers - 1) / (4 * workers)
+	}
+	s.share(dot, chunk)
 }
 
-// skinnyTask is a pooled skinny product shared out by column blocks.
-type skinnyTask struct {
-	s   skinny
-	dot bool
-	wg  sync.WaitGroup
-}
+// Sharing of the skinny products.
+const (
+	// skinnyParallelBytes is the size of B from which a skinny product
+	// is shared out whatever its flops: its cost is reading B, and
+	// several cores read faster than one.
+	skinnyParallelBytes = 64 << 10
 
-var skinnyTasks = sync.Pool{New: func() any { return new(skinnyTask) }}
-
-func (t *skinnyTask) runRange(lo, hi int) { t.s.run(t.dot, lo, hi) }
+	// skinnyChunkBytes is the size of the rows of B in one chunk of the
+	// dot path.
+	skinnyChunkBytes = 64 << 10
+)
 
 func (s *skinny) run(dot bool, lo, hi int) {
 	if dot {

@@ -1,0 +1,192 @@
+package f32
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The skinny products of a decoding step (a few rows times a weight
+// matrix) take tens of microseconds each, a few dozen of them per step,
+// separated by microseconds of other work: less than it takes the
+// scheduler to wake a parked goroutine on another core. So they are shared
+// out among the calling goroutine and GOMAXPROCS−1 helpers that, after a
+// product, spin for up to helperSpin looking for the next one (yielding
+// their core at every turn to any thread that needs it) before they park.
+// The goroutines claim chunks of columns as they come free: a helper that
+// starts late, its core taken by another process, leaves its share to the
+// others, and the caller never waits for a helper that has claimed nothing.
+
+// helperSpin is how long an idle helper keeps looking for a posted product.
+const helperSpin = 100 * time.Microsecond
+
+// ownerSpin is how long the caller waits for the helpers' last chunks
+// before it blocks: a chunk takes a few microseconds, so a longer wait
+// means that the helper holding it lost its core.
+const ownerSpin = 20 * time.Microsecond
+
+var helpers struct {
+	once     sync.Once
+	n        int
+	wake     chan *skinnyRunner
+	posted   atomic.Pointer[skinnyRunner]
+	spinning atomic.Int32
+}
+
+// startHelpers starts the helpers on first use and reports whether there
+// are any.
+func startHelpers() bool {
+	helpers.once.Do(func() {
+		helpers.n = runtime.GOMAXPROCS(0) - 1
+		helpers.wake = make(chan *skinnyRunner, max(helpers.n, 1))
+		for range helpers.n {
+			go helperLoop()
+		}
+	})
+	return helpers.n > 0
+}
+
+func helperLoop() {
+	for r := range helpers.wake {
+		for r != nil {
+			r.work()
+			r = helperWait()
+		}
+	}
+}
+
+// helperWait waits up to helperSpin for a posted product with chunks left.
+func helperWait() *skinnyRunner {
+	helpers.spinning.Add(1)
+	start := time.Now()
+	for i := 1; ; i++ {
+		if r := helpers.posted.Load(); r != nil && r.open() {
+			helpers.spinning.Add(-1)
+			return r
+		}
+		if i%64 == 0 && time.Since(start) > helperSpin {
+			break
+		}
+		if i%16 == 0 {
+			runtime.Gosched()
+		} else {
+			yield()
+		}
+	}
+	helpers.spinning.Add(-1)
+	// A product posted while this helper still counted as spinning was
+	// not sent on the channel: look once more before parking.
+	if r := helpers.posted.Load(); r != nil && r.open() {
+		return r
+	}
+	return nil
+}
+
+// skinnyRunner is a skinny product shared out in chunks of column blocks.
+// Runners are pooled and live on: a helper holding a runner from an
+// earlier product can only claim chunks of the runner's current one, whose
+// operands are set before its state is published.
+type skinnyRunner struct {
+	s     skinny
+	dot   bool
+	chunk int // column blocks per chunk
+
+	// state is gen<<40 | chunks<<20 | next: the product's generation, its
+	// chunk count and the next chunk to claim, claimed by compare-and-swap
+	// on the whole word.
+	state   atomic.Uint64
+	done    atomic.Int64 // chunks completed
+	gen     uint64
+	waiting atomic.Bool
+	wake    chan struct{}
+}
+
+const (
+	stateBits = 20
+	stateMask = 1<<stateBits - 1
+	genMask   = 1<<(64-2*stateBits) - 1
+)
+
+var skinnyRunners = sync.Pool{New: func() any { return &skinnyRunner{wake: make(chan struct{}, 1)} }}
+
+// share computes s's column blocks in chunks of chunk blocks on the calling
+// goroutine and the helpers.
+func (s *skinny) share(dot bool, chunk int) {
+	chunks := (s.blocks + chunk - 1) / chunk
+	if chunks > stateMask {
+		chunk = (s.blocks + stateMask - 1) / stateMask
+		chunks = (s.blocks + chunk - 1) / chunk
+	}
+	r := skinnyRunners.Get().(*skinnyRunner)
+	r.s, r.dot, r.chunk = *s, dot, chunk
+	r.done.Store(0)
+	r.gen = (r.gen + 1) & genMask
+	r.state.Store(r.gen<<(2*stateBits) | uint64(chunks)<<stateBits)
+	helpers.posted.Store(r)
+	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
+		select {
+		case helpers.wake <- r:
+		default:
+			n = 0
+		}
+	}
+	r.work()
+	r.wait(int64(chunks))
+	helpers.posted.CompareAndSwap(r, nil)
+	r.s = skinny{} // drop the references to the operands
+	skinnyRunners.Put(r)
+}
+
+// open reports whether the current product has chunks left to claim.
+func (r *skinnyRunner) open() bool {
+	s := r.state.Load()
+	return s&stateMask < s>>stateBits&stateMask
+}
+
+// work claims and computes chunks of the current product until none is
+// left.
+func (r *skinnyRunner) work() {
+	for {
+		st := r.state.Load()
+		next, total := st&stateMask, st>>stateBits&stateMask
+		if next >= total {
+			return
+		}
+		if !r.state.CompareAndSwap(st, st+1) {
+			continue
+		}
+		// The product cannot end before this chunk is done: its operands
+		// are stable until done counts it.
+		lo := int(next) * r.chunk
+		r.s.run(r.dot, lo, min(lo+r.chunk, r.s.blocks))
+		if r.done.Add(1) == int64(total) && r.waiting.Load() {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// wait returns when all total chunks are done.
+func (r *skinnyRunner) wait(total int64) {
+	if r.done.Load() == total {
+		return
+	}
+	start := time.Now()
+	for i := 1; r.done.Load() < total; i++ {
+		if i%16 == 0 && time.Since(start) > ownerSpin {
+			// Block until the helper completing the product signals. A
+			// signal left over from an earlier product wakes this wait
+			// early, and the loop looks again.
+			r.waiting.Store(true)
+			for r.done.Load() < total {
+				<-r.wake
+			}
+			r.waiting.Store(false)
+			return
+		}
+		yield()
+	}
+}
