@@ -29,7 +29,7 @@ import (
 //
 //   - m ≤ 3, B not transposed (decoding with a weight stored k×n): B is read
 //     once, front to back, four rows at a time (axpy kernels);
-//   - m ≤ 16, B transposed (a weight stored n×k, y = x·Wᵀ): dot
+//   - m ≤ 48, B transposed (a weight stored n×k, y = x·Wᵀ): dot
 //     products along the rows of B, each row read once;
 //   - otherwise BLIS-style blocking: op(A) packed in row panels, op(B) packed
 //     in column strips, or read in place when op(B) = B and A fits one
@@ -130,12 +130,19 @@ const (
 	// more than they save under a couple of megaflops (20 µs).
 	parallelFlops = 1 << 21
 
-	// skinnyRows is the largest m for which a product with op(B) = Bᵀ takes
-	// the dot-product path: B (a weight matrix, when decoding) is streamed
-	// once from memory, along its rows, instead of being packed. (With
-	// op(B) = B, up to three rows take the axpy kernels, and more are served
-	// by the blocked product reading B in place.)
+	// skinnyRows is the largest m for which the blocked product reads
+	// op(B) = B in place whatever its row stride. (With op(B) = Bᵀ, up to
+	// skinnyDotRows rows take the dot-product path, where B, a weight
+	// matrix when decoding, is streamed once from memory along its rows
+	// instead of being packed; with op(B) = B, up to three rows take the
+	// axpy kernels.)
 	skinnyRows = 16
+
+	// skinnyDotRows is the largest m for which a product with op(B) = Bᵀ
+	// takes the dot-product path (a beam of three for sixteen studies):
+	// the groups of rows read each chunk of B from cache, where the
+	// blocked product would pack all of B at every call.
+	skinnyDotRows = 48
 
 	// directKC is the depth of the k blocks when the kernels read B in place
 	// for few rows: shallow blocks keep the rows of B that are being read
@@ -269,7 +276,7 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 	if beta == 0 {
 		beta = 0 // -0 becomes +0: the kernels test beta's bits
 	}
-	if m <= skinnyRows && transB && ks.dot != nil {
+	if m <= skinnyDotRows && transB && ks.dot != nil {
 		skinnyDot(ks, procs, transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}

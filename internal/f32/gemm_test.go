@@ -259,12 +259,17 @@ func TestGemmProcs(t *testing.T) {
 	}
 }
 
-// TestGemmSkinny covers the decoding shapes (m ≤ skinnyRows) with wide B,
+// TestGemmSkinny covers the decoding shapes (m ≤ skinnyRows, and around
+// skinnyDotRows) with wide B,
 // both layouts of B and both ways of running (one goroutine or several).
 func TestGemmSkinny(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	sets := kernelSets()
+	rows := []int{skinnyDotRows - 1, skinnyDotRows, skinnyDotRows + 1}
 	for m := 1; m <= skinnyRows+1; m++ {
+		rows = append(rows, m)
+	}
+	for _, m := range rows {
 		for _, nk := range [][2]int{{1000, 700}, {33, 9}, {64, 256}, {1023, 1025}, {3, 2}} {
 			big := nk[0]*nk[1] > 1<<19
 			if testing.Short() && (big || m%4 == 3) || big && m%5 != 1 && m%3 != 0 {
