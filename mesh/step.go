@@ -39,6 +39,10 @@ type KVCache struct {
 	hostKeys, hostValues []float32
 	host                 bool
 	idx                  []int // gatherHeads's indices, reused
+	// gathered[0] and gathered[1] hold the last keys and values that
+	// gatherHeads returned outside any recording graph; the next call
+	// overwrites them.
+	gathered [2][]float32
 }
 
 // NewKVCache returns an empty cache for rows decoding rows.
@@ -124,14 +128,35 @@ func onHost(x *radgen.Tensor) bool {
 
 // gatherHeads returns every row's history of the keys (or the values)
 // split into h heads, (Rows(), h, Len(), W/h): [KVCache.gather] followed by
-// the split, in one pass over the cached vectors.
+// the split, in one pass over the cached vectors. Outside a recording
+// graph, on the CPU, the result lives in a buffer of the cache that the
+// next call for the keys (or the values) overwrites: it serves one step.
 func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tensor {
-	xs, buf := c.keys, c.hostKeys
+	xs, buf, which := c.keys, c.hostKeys, 0
 	if values {
-		xs, buf = c.values, c.hostValues
+		xs, buf, which = c.values, c.hostValues, 1
 	}
 	t, w := len(xs), xs[0].Dim(1)
 	dk := w / h
+	if c.host && !g.Recording() {
+		n := c.rows * h * t * dk
+		out := c.gathered[which]
+		if cap(out) < n {
+			out = make([]float32, n, n+n/2) // room for a few more positions
+		}
+		out = out[:n]
+		c.gathered[which] = out
+		o := 0
+		for _, a := range c.anc {
+			for hd := range h {
+				for j, r := range a {
+					copy(out[o:o+dk], buf[(c.first[j]+r)*w+hd*dk:])
+					o += dk
+				}
+			}
+		}
+		return radgen.FromFloat32(out, c.rows, h, t, dk)
+	}
 	var all *radgen.Tensor // every position's rows stacked, (total·h, d_k)
 	switch {
 	case c.host:
