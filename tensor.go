@@ -42,11 +42,14 @@ type Tensor struct {
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor
-// holding it (views from Reshape share it) becomes unreachable.
+// holding it (views from Reshape share it) becomes unreachable, or at once
+// by Release.
 type devBuf struct {
-	e     *engine
-	ptr   accel.Ptr
-	bytes int64
+	e       *engine
+	ptr     accel.Ptr
+	bytes   int64
+	cleanup runtime.Cleanup
+	freed   bool
 }
 
 type devFree struct {
@@ -64,7 +67,7 @@ func newDevBuf(e *engine, n int) *devBuf {
 	}
 	e.live.Add(bytes)
 	b := &devBuf{e: e, ptr: p, bytes: bytes}
-	runtime.AddCleanup(b, func(f devFree) {
+	b.cleanup = runtime.AddCleanup(b, func(f devFree) {
 		_ = f.e.e.FreePtr(f.ptr) // an engine closed under it has freed it already
 		f.e.live.Add(-f.bytes)
 	}, devFree{e, p, bytes})

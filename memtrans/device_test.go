@@ -216,6 +216,11 @@ func TestDeviceRefusals(t *testing.T) {
 			t.Errorf("%s: parameters on %v, want all on the reference device", name, where)
 		}
 		m.Close()
+		m.VisitParams(func(p string, x *radgen.Tensor) {
+			if x.Device() != radgen.CPU || x.Len() != 0 {
+				t.Errorf("%s: %s still holds %d values on %v after Close", name, p, x.Len(), x.Device())
+			}
+		})
 	}
 	if err := radgen.CUDA(0).Check(); err != nil {
 		if _, err := New(R2GenTiny(v), tok, 1, WithDevice(radgen.CUDA(0))); err == nil {

@@ -254,8 +254,9 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.net.VisitParams(radgen.Prefixed("encoder_decoder.", visit))
 }
 
-// Close releases the model. It waits for Generate calls in flight; later
-// calls return ErrClosed. Close is idempotent.
+// Close releases the model: it waits for Generate calls in flight, frees
+// the weights' device memory (WithDevice), and later calls return
+// ErrClosed. Close is idempotent.
 func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -263,6 +264,9 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.device != radgen.CPU {
+		radgen.Release(m) // device memory goes back now, not at the next GC
+	}
 	return nil
 }
 
