@@ -19,7 +19,7 @@ func (t *Tensor) SetGrad(g *Tensor) {
 		panic(fmt.Sprintf("radgen: SetGrad of shape %v on a tensor of shape %v", g.shape, t.shape))
 	}
 	if g.Is64() != t.Is64() {
-		panic(fmt.Sprintf("radgen: SetGrad of %v on a tensor of %v", g.dense.Dtype(), t.dense.Dtype()))
+		panic(fmt.Sprintf("radgen: SetGrad of %v on a tensor of %v", g.dtype(), t.dtype()))
 	}
 	if g.device != t.device {
 		panic(fmt.Sprintf("radgen: SetGrad of a tensor on %v on a tensor on %v", g.device, t.device))
