@@ -108,22 +108,22 @@ func TestMETransModelOnDevice(t *testing.T) {
 }
 
 // A frozen-extractor Trainer on a device — batch-norm calibration, features
-// cached in memory and on disk, a second run reading the disk cache — trains
-// as the CPU does: the same epoch losses within 1e-4 relative.
+// cached in memory and on disk — trains as the CPU does, and fresh models
+// that read the disk caches back train as the first ones did.
 func TestFrozenTrainerWithCacheOnDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains four tiny models")
 	}
 	dev := testDevice(t)
 	ctx := context.Background()
-	cpu, loader, _, _ := synthSetup(t, 16, 4)
-	defer cpu.Close()
-	on, err := New(cpu.cfg, cpu.tokenizer, 4, WithDevice(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer on.Close()
-	run := func(m *Model, cache string) float64 {
+	first, loader, _, _ := synthSetup(t, 16, 4)
+	first.Close()
+	run := func(on radgen.Device, cache string) float64 {
+		m, err := New(first.cfg, first.tokenizer, 4, WithDevice(on)) // the same weights each time
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
 		tr, err := NewTrainer(m, TrainConfig{Epochs: 1, LR: 2e-3, Seed: 3, FreezeExtractor: true, CalibrateBatches: 1, FeatureCache: cache}, loader)
 		if err != nil {
 			t.Fatal(err)
@@ -135,11 +135,17 @@ func TestFrozenTrainerWithCacheOnDevice(t *testing.T) {
 		return h[len(h)-1].Loss
 	}
 	cpuDir, devDir := t.TempDir(), t.TempDir()
+	var cpu0, dev0 float64
 	for round := range 2 { // the second round reads the caches the first wrote
-		a, b := run(cpu, cpuDir), run(on, devDir)
-		t.Logf("round %d: loss %.6f on the CPU, %.6f on %v", round, a, b, dev)
+		a, b := run(radgen.CPU, cpuDir), run(dev, devDir)
+		t.Logf("round %d: loss %.7f on the CPU, %.7f on %v", round, a, b, dev)
 		if math.Abs(a-b) > 1e-4*math.Abs(a) {
 			t.Fatalf("round %d: loss %v on the CPU, %v on %v", round, a, b, dev)
+		}
+		if round == 0 {
+			cpu0, dev0 = a, b
+		} else if math.Abs(a-cpu0) > 1e-6*math.Abs(a) || math.Abs(b-dev0) > 1e-6*math.Abs(b) {
+			t.Fatalf("from the disk caches: loss %v (CPU) and %v (%v), first %v and %v", a, b, dev, cpu0, dev0)
 		}
 	}
 }
