@@ -1,23 +1,14 @@
 package accel
 
-import "math"
+import (
+	"math"
 
-// AdamConsts are one parameter's scalars for an Adam step, rounded to
-// float32 where ATen rounds a Python scalar to the tensor's dtype
-// (memtrans/optim computes them; see its Adam.Step for the update).
-type AdamConsts struct {
-	WD         float32 // L2 penalty: grad + WD·param (0: none)
-	Decay      float32 // decoupled weight decay: param·Decay first
-	Decoupled  bool    // AdamW
-	Beta1      float32 // exp_avg.mul_(β1)
-	OneMinusB1 float32 // .add_(grad, alpha=1−β1)
-	Beta2      float32 // exp_avg_sq.mul_(β2)
-	OneMinusB2 float32 // .addcmul_(grad, grad, value=1−β2)
-	BC2Sqrt    float32 // denom = sqrt(v̂)/BC2Sqrt + Eps
-	Eps        float32
-	NegStepLen float32 // param.addcdiv_(exp_avg, denom, value=NegStepLen)
-	AMSGrad    bool    // v̂ is the running maximum kept at vmax
-}
+	"github.com/radgen/radgen/internal/kernels"
+)
+
+// AdamConsts are one parameter's scalars for an Adam step (see
+// [kernels.AdamConsts]).
+type AdamConsts = kernels.AdamConsts
 
 // Optimizer is the part of an engine that updates parameters in place.
 type Optimizer interface {

@@ -114,13 +114,13 @@ func (c cudaEngine) Axpy(dst, src Ptr, alpha float32, n int) error {
 	return c.e.Axpy(cuda.Ptr(dst), cuda.Ptr(src), alpha, n)
 }
 func (c cudaEngine) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error {
-	return c.e.Binary(cudaBinaryOp(op), cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), shape, strideA, strideB, value)
+	return c.e.Binary(op, cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), shape, strideA, strideB, value)
 }
 func (c cudaEngine) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) error {
 	return c.e.ReduceSum(cuda.Ptr(dst), cuda.Ptr(src), shape, strideDst, accumulate)
 }
 func (c cudaEngine) ActivationBackward(act Activation, dx, dy, y Ptr, n int) error {
-	return c.e.ActivationBackward(cudaActivation(act), cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), n)
+	return c.e.ActivationBackward(act, cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), n)
 }
 func (c cudaEngine) SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error {
 	return c.e.SoftmaxBackward(cuda.Ptr(dx), cuda.Ptr(dy), cuda.Ptr(y), rows, cols, log)
@@ -156,35 +156,9 @@ func (c cudaEngine) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut i
 }
 
 func (c cudaEngine) AdamStep(p, g, m, v, vmax Ptr, n int, k AdamConsts) error {
-	return c.e.AdamStep(cuda.Ptr(p), cuda.Ptr(g), cuda.Ptr(m), cuda.Ptr(v), cuda.Ptr(vmax), n, cuda.AdamConsts(k))
+	return c.e.AdamStep(cuda.Ptr(p), cuda.Ptr(g), cuda.Ptr(m), cuda.Ptr(v), cuda.Ptr(vmax), n, k)
 }
 func (c cudaEngine) Clamp(dst Ptr, v float32, n int) error { return c.e.Clamp(cuda.Ptr(dst), v, n) }
-
-func cudaBinaryOp(op BinaryOp) cuda.BinaryOp {
-	switch op {
-	case OpAdd:
-		return cuda.OpAdd
-	case OpSub:
-		return cuda.OpSub
-	case OpMul:
-		return cuda.OpMul
-	case OpMaskFill:
-		return cuda.OpMaskFill
-	}
-	panic(fmt.Sprintf("accel: Binary: op %d", op))
-}
-
-func cudaActivation(act Activation) cuda.Activation {
-	switch act {
-	case ActReLU:
-		return cuda.ActReLU
-	case ActTanh:
-		return cuda.ActTanh
-	case ActSigmoid:
-		return cuda.ActSigmoid
-	}
-	panic(fmt.Sprintf("accel: ActivationBackward: activation %d", act))
-}
 
 func cudaNormKind(k NormKind) cuda.NormKind {
 	check(k == NormR2Gen || k == NormStandard, "norm kind %d", k)

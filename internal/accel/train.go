@@ -8,30 +8,24 @@ import (
 )
 
 // BinaryOp picks the elementwise operation of [Engine.Binary].
-type BinaryOp int
+type BinaryOp = kernels.BinaryOp
 
+// The operations of [Engine.Binary].
 const (
-	// OpAdd is a + b.
-	OpAdd BinaryOp = iota
-	// OpSub is a − b.
-	OpSub
-	// OpMul is a ⊙ b.
-	OpMul
-	// OpMaskFill is a where b ≠ 0, value elsewhere (with value 0 it is the
-	// backward pass of a masked fill).
-	OpMaskFill
+	OpAdd      = kernels.OpAdd      // a + b
+	OpSub      = kernels.OpSub      // a − b
+	OpMul      = kernels.OpMul      // a ⊙ b
+	OpMaskFill = kernels.OpMaskFill // a where b ≠ 0, value elsewhere
 )
 
 // Activation picks the function of [Engine.ActivationBackward].
-type Activation int
+type Activation = kernels.Activation
 
+// The functions of [Engine.ActivationBackward].
 const (
-	// ActReLU is max(x, 0).
-	ActReLU Activation = iota
-	// ActTanh is tanh(x).
-	ActTanh
-	// ActSigmoid is 1/(1 + exp(−x)).
-	ActSigmoid
+	ActReLU    = kernels.ActReLU    // max(x, 0)
+	ActTanh    = kernels.ActTanh    // tanh(x)
+	ActSigmoid = kernels.ActSigmoid // 1/(1 + exp(−x))
 )
 
 // Trainer is the part of an engine that runs the forward and backward

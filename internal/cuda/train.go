@@ -21,50 +21,33 @@ import (
 const MaxRank = 8
 
 // BinaryOp picks the element-wise operation of Binary.
-type BinaryOp int
+type BinaryOp = kernels.BinaryOp
 
+// The operations of Binary.
 const (
-	// OpAdd is a + b.
-	OpAdd BinaryOp = iota
-	// OpSub is a − b.
-	OpSub
-	// OpMul is a ⊙ b.
-	OpMul
-	// OpMaskFill is a where b ≠ 0, value elsewhere.
-	OpMaskFill
+	OpAdd      = kernels.OpAdd      // a + b
+	OpSub      = kernels.OpSub      // a − b
+	OpMul      = kernels.OpMul      // a ⊙ b
+	OpMaskFill = kernels.OpMaskFill // a where b ≠ 0, value elsewhere
 )
 
 // Activation picks the function of ActivationBackward.
-type Activation int
+type Activation = kernels.Activation
 
+// The functions of ActivationBackward.
 const (
-	// ActReLU is max(x, 0).
-	ActReLU Activation = iota
-	// ActTanh is tanh(x).
-	ActTanh
-	// ActSigmoid is 1/(1 + exp(−x)).
-	ActSigmoid
+	ActReLU    = kernels.ActReLU    // max(x, 0)
+	ActTanh    = kernels.ActTanh    // tanh(x)
+	ActSigmoid = kernels.ActSigmoid // 1/(1 + exp(−x))
 )
 
 // ConvGeom is the geometry of a convolution or pooling window over one
 // channel plane (internal/kernels.ConvGeom: PyTorch's convention).
 type ConvGeom = kernels.ConvGeom
 
-// AdamConsts are one parameter's scalars for AdamStep, as
-// internal/accel.AdamConsts (memtrans/optim computes them).
-type AdamConsts struct {
-	WD         float32 // L2 penalty: grad + WD·param (0: none)
-	Decay      float32 // decoupled weight decay: param·Decay first
-	Decoupled  bool    // AdamW
-	Beta1      float32 // exp_avg.mul_(β1)
-	OneMinusB1 float32 // .add_(grad, alpha=1−β1)
-	Beta2      float32 // exp_avg_sq.mul_(β2)
-	OneMinusB2 float32 // .addcmul_(grad, grad, value=1−β2)
-	BC2Sqrt    float32 // denom = sqrt(v̂)/BC2Sqrt + Eps
-	Eps        float32
-	NegStepLen float32 // param.addcdiv_(exp_avg, denom, value=NegStepLen)
-	AMSGrad    bool    // v̂ is the running maximum kept at vmax
-}
+// AdamConsts are one parameter's scalars for AdamStep (see
+// [kernels.AdamConsts]).
+type AdamConsts = kernels.AdamConsts
 
 // dims is radgen.cu's rg_dims: a shape with two stride sets.
 type dims struct {
