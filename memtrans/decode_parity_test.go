@@ -56,8 +56,18 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 func TestParityR2GenDecoding(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
+	checkGoldenDecoding(t, g, m.Config.MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
+		return m.startCPUDecoding(feats)
+	})
+}
+
+// checkGoldenDecoding decodes the golden case's studies with every
+// strategy of the golden (greedy, greedy with trigram blocking, beam 3,
+// beam 2) through the decoding start returns, and requires the published
+// tokens and their log-probabilities within 1e-4. label prefixes the
+// subtests' names.
+func checkGoldenDecoding(t *testing.T, g *golden, maxLen int, label string, start func(feats *radgen.Tensor) (decode.Model, error)) {
 	feats := g.tensor(t, "att_feats")
-	maxLen := m.Config.MaxSeqLen
 	strategies := []struct {
 		name string
 		s    decode.Strategy
@@ -68,10 +78,10 @@ func TestParityR2GenDecoding(t *testing.T) {
 		{"beam2", decode.BeamSearch{Size: 2, MaxLen: maxLen}},
 	}
 	for _, st := range strategies {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(label+st.name, func(t *testing.T) {
 			seq, shape := g.ints(t, st.name+"_seq")
 			wantLP := g.tensor(t, st.name+"_token_logprob").Data()
-			dec, err := m.startCPUDecoding(feats)
+			dec, err := start(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +106,7 @@ func TestParityR2GenDecoding(t *testing.T) {
 					worst = math.Max(worst, math.Abs(float64(lp-wantLP[i*L+j])))
 				}
 			}
-			t.Logf("%s: %d studies, identical tokens; max |Δ log p| = %.3g", st.name, shape[0], worst)
+			t.Logf("%s%s: %d studies, identical tokens; max |Δ log p| = %.3g", label, st.name, shape[0], worst)
 			if worst > 1e-4 {
 				t.Errorf("token log-probabilities: max |Δ| = %.3g > 1e-4", worst)
 			}

@@ -111,63 +111,14 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 // log-probabilities within 1e-4.
 func TestModuleDecodingParityR2Gen(t *testing.T) {
 	g := loadGolden(t)
-	maxLen := 0
-	strategies := func() []struct {
-		name string
-		s    decode.Strategy
-	} {
-		return []struct {
-			name string
-			s    decode.Strategy
-		}{
-			{"greedy", decode.Greedy{MaxLen: maxLen}},
-			{"greedy_block3", decode.Greedy{MaxLen: maxLen, BlockTrigrams: true}},
-			{"beam3", decode.BeamSearch{Size: 3, MaxLen: maxLen}},
-			{"beam2", decode.BeamSearch{Size: 2, MaxLen: maxLen}},
-		}
-	}
 	for _, dev := range stepDevices(t) {
 		m := g.transformer(t)
-		maxLen = m.Config.MaxSeqLen
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		feats := g.tensor(t, "att_feats")
-		for _, st := range strategies() {
-			t.Run(dev.String()+"/"+st.name, func(t *testing.T) {
-				seq, shape := g.ints(t, st.name+"_seq")
-				wantLP := g.tensor(t, st.name+"_token_logprob").Data()
-				dec, err := m.startModuleDecoding(feats)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hyps, err := st.s.Decode(context.Background(), dec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				L := shape[1]
-				var worst float64
-				for i := 0; i < shape[0]; i++ {
-					h := hyps[i][0]
-					got := make([]int, L)
-					copy(got, h.Tokens)
-					for j := 0; j < L; j++ {
-						if got[j] != seq[i*L+j] {
-							t.Fatalf("study %d: tokens differ at %d:\n got %v\nwant %v", i, j, got, seq[i*L:(i+1)*L])
-						}
-						var lp float32
-						if j < len(h.LogProbs) {
-							lp = h.LogProbs[j]
-						}
-						worst = math.Max(worst, math.Abs(float64(lp-wantLP[i*L+j])))
-					}
-				}
-				t.Logf("%s on %v: %d studies, identical tokens; max |Δ log p| = %.3g", st.name, dev, shape[0], worst)
-				if worst > 1e-4 {
-					t.Errorf("token log-probabilities: max |Δ| = %.3g > 1e-4", worst)
-				}
-			})
-		}
+		checkGoldenDecoding(t, g, m.Config.MaxSeqLen, dev.String()+"/", func(feats *radgen.Tensor) (decode.Model, error) {
+			return m.startModuleDecoding(feats)
+		})
 	}
 }
 
