@@ -3,6 +3,7 @@ package memtrans
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -36,7 +37,7 @@ func TestSCSTOnDeviceMatchesCPU(t *testing.T) {
 		t.Fatalf("%d sequences on the CPU, %d on %v", len(a.Sequences), len(b.Sequences), dev)
 	}
 	for i := range a.Sequences {
-		if !equalInts(a.Sequences[i], b.Sequences[i]) || math.Abs(a.Rewards[i]-b.Rewards[i]) > 1e-9 {
+		if !slices.Equal(a.Sequences[i], b.Sequences[i]) || math.Abs(a.Rewards[i]-b.Rewards[i]) > 1e-9 {
 			t.Fatalf("sample %d: CPU %v (reward %v), %v %v (reward %v)", i, a.Sequences[i], a.Rewards[i], dev, b.Sequences[i], b.Rewards[i])
 		}
 	}
@@ -55,18 +56,6 @@ func TestSCSTOnDeviceMatchesCPU(t *testing.T) {
 	if worst > 1e-5 {
 		t.Errorf("weights after the step differ from the CPU's by %.3g", worst)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Through the facade, a METransformer writes the same reports, experts and

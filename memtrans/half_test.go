@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -209,7 +210,7 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 	want, got := decodeWith(nil), decodeWith(hw)
 	same := 0
 	for b := range want {
-		if equalTokens(want[b][0].Tokens, got[b][0].Tokens) {
+		if slices.Equal(want[b][0].Tokens, got[b][0].Tokens) {
 			same++
 		}
 	}
@@ -245,18 +246,6 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 	if worst > 5e-3 {
 		t.Errorf("max |Δ log p| = %.3g", worst)
 	}
-}
-
-func equalTokens(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkHalfWeights times taking the snapshot of the paper's model.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -101,7 +102,7 @@ func TestBatchIndependence(t *testing.T) {
 			check := func(got Report, i int, where string) {
 				want := alone[i]
 				compared++
-				if got.StudyID != want.StudyID || !equalTokens(got.Tokens, want.Tokens) || len(got.TokenLogProbs) != len(want.TokenLogProbs) {
+				if got.StudyID != want.StudyID || !slices.Equal(got.Tokens, want.Tokens) || len(got.TokenLogProbs) != len(want.TokenLogProbs) {
 					t.Fatalf("study %d %s: tokens %v, alone %v", i, where, got.Tokens, want.Tokens)
 				}
 				for p, v := range got.TokenLogProbs {
