@@ -39,7 +39,7 @@ type moduleDecoding struct {
 	// W_k H (B, N, d_a).
 	m2mH, m2mKeys *radgen.Tensor
 
-	attn []float32 // the last layer's source attention, averaged over heads (rows, N)
+	probs *radgen.Tensor // the last step's last-layer source attention (rows, h, N); nil after Reorder
 }
 
 var (
@@ -111,12 +111,27 @@ func (s *moduleDecoding) Rows() int { return len(s.study) }
 func (s *moduleDecoding) AttentionWidth() int { return s.n }
 
 // Attention implements decode.AttentionRecorder: after a Step, the last
-// layer's source attention of every row, averaged over heads.
+// layer's source attention of every row, averaged over heads. It is
+// computed (and copied from the device) only when asked for.
 func (s *moduleDecoding) Attention(dst []float32) error {
-	if len(dst) < len(s.attn) {
-		return fmt.Errorf("%w: attention of %d values into %d", decode.ErrShape, len(s.attn), len(dst))
+	if s.probs == nil {
+		return nil
 	}
-	copy(dst, s.attn)
+	R, h, n := s.probs.Dim(0), s.probs.Dim(1), s.probs.Dim(2)
+	if len(dst) < R*n {
+		return fmt.Errorf("%w: attention of %d values into %d", decode.ErrShape, R*n, len(dst))
+	}
+	p := s.probs.To(radgen.CPU).Float64s()
+	for r := 0; r < R; r++ {
+		row := dst[r*n : (r+1)*n]
+		for j := range row {
+			var sum float64
+			for k := 0; k < h; k++ {
+				sum += p[(r*h+k)*n+j]
+			}
+			row[j] = float32(sum / float64(h))
+		}
+	}
 	return nil
 }
 
@@ -144,7 +159,7 @@ func (s *moduleDecoding) Reorder(src []int) error {
 		study[i] = s.study[r]
 	}
 	s.study = study
-	s.attn = nil
+	s.probs = nil
 	return nil
 }
 
@@ -191,31 +206,7 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	} else {
 		copy(dst[:R*V], logp.Data())
 	}
-	s.recordAttention(probs)
+	s.probs = probs
 	s.t++
 	return nil
-}
-
-// recordAttention keeps probs (R, h, N) averaged over the heads.
-func (s *moduleDecoding) recordAttention(probs *radgen.Tensor) {
-	if probs == nil {
-		s.attn = nil
-		return
-	}
-	R, h, n := probs.Dim(0), probs.Dim(1), probs.Dim(2)
-	p := probs.To(radgen.CPU).Float64s()
-	if cap(s.attn) < R*n {
-		s.attn = make([]float32, R*n)
-	}
-	s.attn = s.attn[:R*n]
-	for r := 0; r < R; r++ {
-		row := s.attn[r*n : (r+1)*n]
-		for j := range row {
-			var sum float64
-			for k := 0; k < h; k++ {
-				sum += p[(r*h+k)*n+j]
-			}
-			row[j] = float32(sum / float64(h))
-		}
-	}
 }
