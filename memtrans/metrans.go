@@ -417,15 +417,7 @@ func (m *metransModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, 
 		if err != nil {
 			return err
 		}
-		last := g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab).To(radgen.CPU)
-		if last.Is64() {
-			for i, v := range last.Data64() {
-				dst[i] = float32(v)
-			}
-		} else {
-			copy(dst, last.Data())
-		}
-		return nil
+		return copyToHost(dst, g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab))
 	}
 	return decode.NewRecompute(feats.Dim(0)*m.Config.Experts, m.Config.Vocab, score)
 }

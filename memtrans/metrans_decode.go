@@ -111,13 +111,8 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 			x = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, x, ec)), x)) // Eq. 13
 		}
 	}
-	lp := g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel))).To(radgen.CPU)
-	if lp.Is64() {
-		for i, v := range lp.Data64() {
-			dst[i] = float32(v)
-		}
-	} else {
-		copy(dst, lp.Data())
+	if err := copyToHost(dst, g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))); err != nil {
+		return err
 	}
 	s.t++
 	return nil

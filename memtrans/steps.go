@@ -198,13 +198,8 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	if c.Variant == VariantBaseRM {
 		out = g.Concat(1, out, memory)
 	}
-	logp := g.LogSoftmax(m.Logit.Forward(g, out)).To(radgen.CPU)
-	if logp.Is64() {
-		for i, v := range logp.Data64() {
-			dst[i] = float32(v)
-		}
-	} else {
-		copy(dst[:R*V], logp.Data())
+	if err := copyToHost(dst, g.LogSoftmax(m.Logit.Forward(g, out))); err != nil {
+		return err
 	}
 	s.probs = probs
 	s.t++
