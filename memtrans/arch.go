@@ -351,7 +351,7 @@ func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o gen
 	var dec decode.AttentionRecorder
 	var err error
 	if onCPU(f.Decoder.WordEmb) {
-		dec, err = f.startCPUDecoding(toDevice(feats, radgen.CPU))
+		dec, err = f.startCPUDecoding(feats.To(radgen.CPU))
 	} else {
 		dec, err = f.startModuleDecoding(feats)
 	}

@@ -45,11 +45,3 @@ func (m *Model) moveToDevice() error {
 // onCPU reports whether a module's parameters are float32 tensors on the
 // CPU, where the hand-tuned CPU decoders read them in place.
 func onCPU(w *radgen.Tensor) bool { return w.Device() == radgen.CPU && !w.Is64() }
-
-// toDevice returns x on dev (x itself when it is there).
-func toDevice(x *radgen.Tensor, dev radgen.Device) *radgen.Tensor {
-	if x.Device() == dev {
-		return x
-	}
-	return x.To(dev)
-}

@@ -369,7 +369,7 @@ func (m *Model) encodeImages(ctx context.Context, studies []Study) (*radgen.Tens
 	if err != nil {
 		return nil, err
 	}
-	patches, _, err := m.extractor.Extract(ctx, toDevice(imgs, m.device))
+	patches, _, err := m.extractor.Extract(ctx, imgs.To(m.device))
 	return patches, err
 }
 
@@ -395,7 +395,7 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	var res []studyResult
 	var width int
 	var err error
-	feats = toDevice(feats, m.device)
+	feats = feats.To(m.device)
 	switch {
 	case m.half != nil && m.transformer != nil && m.device == radgen.CPU:
 		res, width, err = m.decodeHalf(ctx, feats, o)

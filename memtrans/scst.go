@@ -152,7 +152,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 			return res, fmt.Errorf("%w: study %d has no reference", ErrSCST, i)
 		}
 	}
-	feats = toDevice(feats, m.Logit.Weight.Device()) // sampling and the update run where the model is
+	feats = feats.To(m.Logit.Weight.Device()) // sampling and the update run where the model is
 	dec, err := m.startAnyDecoding(feats)
 	if err != nil {
 		return res, err

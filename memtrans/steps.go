@@ -52,7 +52,7 @@ var (
 // anywhere else.
 func (m *r2genModel) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
 	if onCPU(m.Logit.Weight) {
-		return m.startCPUDecoding(toDevice(feats, radgen.CPU))
+		return m.startCPUDecoding(feats.To(radgen.CPU))
 	}
 	return m.startModuleDecoding(feats)
 }

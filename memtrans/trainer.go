@@ -299,7 +299,7 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 				if b.Images == nil || b.Views != m.cfg.Views {
 					return fmt.Errorf("memtrans: calibration batch has %d views, the model takes %d", b.Views, m.cfg.Views)
 				}
-				m.extractor.Forward(g, toDevice(radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width), m.device))
+				m.extractor.Forward(g, radgen.FromFloat32(b.Images, b.Size(), b.Views, 3, b.Height, b.Width).To(m.device))
 				n++
 				seen++
 			}
@@ -473,7 +473,7 @@ func (t *Trainer) frozenFeatures(ctx context.Context, b *data.Batch) (*radgen.Te
 	var miss []int
 	for i := 0; i < B; i++ {
 		if x, ok := t.cache.get(b.Examples[i].ID); ok {
-			rows[i] = toDevice(x, m.device) // a cache read from disk is on the CPU
+			rows[i] = x.To(m.device) // a cache read from disk is on the CPU
 		} else {
 			miss = append(miss, i)
 		}
@@ -483,7 +483,7 @@ func (t *Trainer) frozenFeatures(ctx context.Context, b *data.Batch) (*radgen.Te
 		for j, i := range miss {
 			copy(imgs.Data()[j*per:(j+1)*per], b.Images[i*per:(i+1)*per])
 		}
-		x, _, err := m.extractor.Extract(ctx, toDevice(imgs, m.device))
+		x, _, err := m.extractor.Extract(ctx, imgs.To(m.device))
 		if err != nil {
 			return nil, err
 		}
