@@ -9,7 +9,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -121,29 +121,13 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-// benchDevice returns the device the benchmarks run on, as RADGEN_DEVICE
-// names it (the CPU when unset), and skips the benchmark when that device
-// cannot be used here: a CUDA device without a GPU or without the cuda
-// build tag.
-func benchDevice(b *testing.B) radgen.Device {
-	b.Helper()
-	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := dev.Check(); err != nil {
-		b.Skipf("no %v to benchmark on here (%v): run it on a machine with that GPU, built with -tags cuda", dev, err)
-	}
-	return dev
-}
-
 // BenchmarkTrainStep is one optimiser step of the paper's IU configuration
 // without the extractor (features given): batch 16, 60 tokens, forward,
 // backward, clipping and Adam, on the device of RADGEN_DEVICE (the CPU by
 // default; the model and the features are moved there before the timer
 // starts). It reports tokens/s.
 func BenchmarkTrainStep(b *testing.B) {
-	dev := benchDevice(b)
+	dev := testdevice.Benched(b)
 	m := paperModel(b)
 	if err := radgen.ToDevice(m, dev); err != nil {
 		b.Fatal(err)
@@ -185,7 +169,7 @@ func BenchmarkTrainStep(b *testing.B) {
 // before the timer starts). It reports tokens/s, the teacher-forced
 // positions of the batch.
 func BenchmarkTrainStepTiny(b *testing.B) {
-	dev := benchDevice(b)
+	dev := testdevice.Benched(b)
 	m, loader, _, _ := synthSetup(b, 16, 1)
 	if err := radgen.ToDevice(m, dev); err != nil {
 		b.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/accel"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 )
 
 // BenchmarkGenerateDevice decodes beam-3, 60-token IU X-Ray reports (eos
@@ -21,15 +21,9 @@ import (
 //
 //	RADGEN_DEVICE=cuda:0 go test -tags cuda ./memtrans -run '^$' -bench GenerateDevice
 func BenchmarkGenerateDevice(b *testing.B) {
-	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
-	if err != nil {
-		b.Fatal(err)
-	}
+	dev := testdevice.Benched(b)
 	if dev == radgen.CPU || dev == radgen.Reference() {
 		b.Skip("set RADGEN_DEVICE=cuda:N (and build with -tags cuda) to benchmark a GPU")
-	}
-	if err := dev.Check(); err != nil {
-		b.Skipf("%v: %v", dev, err)
 	}
 	m := paperModel(b)
 	var weightBytes float64

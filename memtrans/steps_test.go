@@ -8,7 +8,6 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
-	"github.com/radgen/radgen/internal/testdevice"
 )
 
 // stepDevices are the devices the module decoding runs on in these tests:
@@ -16,11 +15,7 @@ import (
 // is the CPU).
 func stepDevices(t *testing.T) []radgen.Device {
 	t.Helper()
-	dev, err := testdevice.Compared(t)
-	if err != nil {
-		t.Skip(err)
-	}
-	return []radgen.Device{radgen.CPU, dev}
+	return []radgen.Device{radgen.CPU, testDevice(t)}
 }
 
 // moduleStepConfigs are every Transformer configuration: the variants of

@@ -6,24 +6,8 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/internal/testdevice"
 )
-
-// benchDevice returns the device the benchmarks run on, as RADGEN_DEVICE
-// names it (the CPU when unset), and skips the benchmark when that device
-// cannot be used here: a CUDA device without a GPU or without the cuda
-// build tag.
-func benchDevice(b *testing.B) radgen.Device {
-	b.Helper()
-	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := dev.Check(); err != nil {
-		b.Skipf("no %v to benchmark on here (%v): run it on a machine with that GPU, built with -tags cuda", dev, err)
-	}
-	return dev
-}
 
 // convFLOPs returns 2·MACs of the convolutions of r on an h×w image.
 func convFLOPs(r *ResNet, h, w int) float64 {
@@ -60,7 +44,7 @@ func convFLOPs(r *ResNet, h, w int) float64 {
 // weights and the study are moved there before the timer starts). It
 // reports images/s and the convolutions' GFLOP/s.
 func BenchmarkExtractor(b *testing.B) {
-	dev := benchDevice(b)
+	dev := testdevice.Benched(b)
 	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)
@@ -101,7 +85,7 @@ func BenchmarkExtractorTrain(b *testing.B) {
 	if testing.Short() {
 		b.Skip("slow")
 	}
-	dev := benchDevice(b)
+	dev := testdevice.Benched(b)
 	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
 		b.Fatal(err)

@@ -54,3 +54,18 @@ func FailOnPanic(t testing.TB) {
 		t.Fatalf("panic: %v\n%s", r, debug.Stack())
 	}
 }
+
+// Benched returns the device of RADGEN_DEVICE (the CPU when it is unset)
+// for a benchmark: a malformed name fails it, a device that cannot be used
+// here skips it with the reason.
+func Benched(b *testing.B) radgen.Device {
+	b.Helper()
+	dev, err := radgen.ParseDevice(testutil.DeviceName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := dev.Check(); err != nil {
+		b.Skipf("no %v to benchmark on here (%v): run it on a machine with that GPU, built with -tags cuda", dev, err)
+	}
+	return dev
+}
