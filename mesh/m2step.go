@@ -42,9 +42,15 @@ func (a *ScaledDotProductAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *K
 func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache, unmasked *radgen.Tensor) *radgen.Tensor {
 	r := x.Dim(0)
 	c.append(a.FCK.Forward(g, x), a.FCV.Forward(g, x))
-	k, v := a.withSlots(g, c.gather(g, c.keys), c.gather(g, c.values))
+	var kh, vh *radgen.Tensor
+	if a.Slots() == 0 {
+		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)
+	} else {
+		k, v := a.withSlots(g, c.gather(g, c.keys), c.gather(g, c.values))
+		kh, vh = a.heads(g, k, a.DK), a.heads(g, v, a.DV)
+	}
 	q := g.Reshape(a.FCQ.Forward(g, x), r, 1, a.Heads*a.DK)
-	out, _ := a.attendProjected(g, q, a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, false)
+	out, _ := a.attendProjected(g, q, kh, vh, unmasked, false)
 	return g.Reshape(out, r, a.Width())
 }
 

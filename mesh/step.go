@@ -85,7 +85,7 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	c.values = append(c.values, v)
 	c.first = append(c.first, c.total)
 	c.total += c.rows
-	c.host = c.host && onHost(k) && onHost(v) && k.Dim(1) == v.Dim(1)
+	c.host = c.host && onHost(k) && onHost(v)
 	if c.host {
 		c.hostKeys = append(c.hostKeys, k.Data()...)
 		c.hostValues = append(c.hostValues, v.Data()...)
