@@ -21,6 +21,7 @@ type Graph struct {
 	train  bool
 	rng    *rand.Rand
 	tape   []func()
+	stored map[*Tensor]*Tensor // SubstituteWeights
 }
 
 // GraphOption configures a Graph.

@@ -85,6 +85,12 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 // Linear returns x·Wᵀ + bias for x [..., in], W [out, in] and bias [out]
 // (bias may be nil): PyTorch's nn.Linear.
 func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
+	if s, ok := g.stored[w]; ok {
+		w = s
+	}
+	if w.IsHalf() {
+		return halfLinear(g, x, w, bias)
+	}
 	if deviceOf("Linear", x, w, bias) != CPU {
 		return devLinear(g, x, w, bias)
 	}

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/internal/half"
 )
 
 // Float is the set of element types a Tensor may hold. Models run in
@@ -188,6 +189,8 @@ func (t *Tensor) dtype() tensor.Dtype {
 		return tensor.Float32
 	case []float64:
 		return tensor.Float64
+	case *half.Weights:
+		return tensor.Uint16 // binary16 bits (ToHalf)
 	}
 	return t.dense.Dtype()
 }
@@ -196,6 +199,9 @@ func (t *Tensor) dtype() tensor.Dtype {
 // a scalar is stored as shape [1]. On the CPU it shares t's values; a
 // tensor made from a slice gets a new Dense over them at each call.
 func (t *Tensor) Dense() *tensor.Dense {
+	if t.IsHalf() {
+		panic("radgen: Dense of a half-precision tensor (To32 widens it)")
+	}
 	if t.dense != nil {
 		return t.dense
 	}
@@ -260,6 +266,9 @@ func (t *Tensor) At(idx ...int) float64 {
 
 // Float64s returns a float64 copy of t's values, whatever its dtype.
 func (t *Tensor) Float64s() []float64 {
+	if t.IsHalf() {
+		return FromFloat32(t.halfValues(), t.shape...).Float64s()
+	}
 	if t.Is64() {
 		return append([]float64(nil), t.Data64()...)
 	}
@@ -303,6 +312,9 @@ func (t *Tensor) To64() *Tensor { return FromFloat64(t.Float64s(), t.shape...) }
 
 // To32 returns a float32 copy of t on the CPU.
 func (t *Tensor) To32() *Tensor {
+	if t.IsHalf() {
+		return FromFloat32(t.halfValues(), t.shape...)
+	}
 	if !t.Is64() {
 		if t.device != CPU {
 			return FromFloat32(t.hostCopy(), t.shape...)
@@ -319,6 +331,9 @@ func (t *Tensor) To32() *Tensor {
 
 // String describes t's shape and dtype.
 func (t *Tensor) String() string {
+	if t.IsHalf() {
+		return fmt.Sprintf("Tensor%v(float16, %v)", t.shape, t.device)
+	}
 	return fmt.Sprintf("Tensor%v(%v, %v)", t.shape, t.dtype(), t.device)
 }
 
@@ -329,6 +344,9 @@ func values[T Float](t *Tensor) []T {
 	v, ok := t.host.([]T)
 	if !ok {
 		var z T
+		if t.IsHalf() {
+			panic(fmt.Sprintf("radgen: half-precision tensor accessed as %T: only Linear reads it as its weight (To32 widens it)", z))
+		}
 		panic(fmt.Sprintf("radgen: tensor of %v accessed as %T", t.dtype(), z))
 	}
 	return v

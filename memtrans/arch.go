@@ -203,6 +203,11 @@ type encoderDecoder interface {
 	// visualEmbedding returns the first linear map over the visual
 	// features, which calibration standardises.
 	visualEmbedding() *radgen.Linear
+
+	// stepMatrices returns the weight matrices that every decoding step
+	// reads and that may be stored in half precision (WithHalfWeights):
+	// neither what a decoding applies once per study nor a recurrence.
+	stepMatrices() []*radgen.Tensor
 }
 
 // studyResult is one study's decoded report.
@@ -299,7 +304,7 @@ func (m *r2genModel) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, tar
 }
 
 func (m *r2genModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	dec, err := m.startAnyDecoding(feats)
+	dec, err := m.startAnyDecoding(feats, o.stored)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -412,7 +417,7 @@ func (m *metransModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, 
 	if err != nil {
 		return nil, 0, err
 	}
-	reps, err := m.generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: score})
+	reps, err := m.generate(ctx, feats, strategyFor(o, 0, 0, decode.R2Gen), decode.Vote{Score: score}, radgen.SubstituteWeights(o.stored))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -74,7 +74,7 @@ func (n noEOS) Step(ctx context.Context, tokens []int, dst []float32) error {
 // recomputation, reporting ms per study and ns per token.
 func BenchmarkGenerate(b *testing.B) {
 	m := paperModel(b)
-	hw := m.halfSnapshot()
+	hw := halfSnapshot(m.stepMatrices())
 	const maxLen = 60
 	for _, mode := range []string{"incremental", "half", "recompute"} {
 		for _, strat := range []string{"greedy", "beam3"} {
@@ -95,9 +95,9 @@ func BenchmarkGenerate(b *testing.B) {
 						var err error
 						switch mode {
 						case "incremental":
-							model, err = m.startCPUDecoding(feats)
+							model, err = m.startModuleDecoding(feats)
 						case "half":
-							model, err = m.startDecodingWith(feats, hw)
+							model, err = m.startModuleDecoding(feats, radgen.SubstituteWeights(hw))
 						default:
 							model, err = m.startRecompute(feats)
 						}

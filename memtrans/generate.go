@@ -195,6 +195,10 @@ type genOptions struct {
 	topP      float32
 	seed      uint64
 	batch     int
+
+	// stored holds the half-precision copies of the step matrices that
+	// the decoding's Linear ops read in their place (WithHalfWeights).
+	stored map[*radgen.Tensor]*radgen.Tensor
 }
 
 // WithBeamSize decodes by beam search of width k (R2Gen's default, 3).
@@ -396,12 +400,10 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	var width int
 	var err error
 	feats = feats.To(m.device)
-	switch {
-	case m.half != nil && m.transformer != nil && m.device == radgen.CPU:
-		res, width, err = m.decodeHalf(ctx, feats, o)
-	default:
-		res, width, err = m.net.decodeStudies(ctx, feats, o)
+	if m.half != nil && m.device == radgen.CPU {
+		o.stored = m.half.current(m.net)
 	}
+	res, width, err = m.net.decodeStudies(ctx, feats, o)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -27,7 +28,7 @@ func halfTestModel(t testing.TB, variant Variant) *r2genModel {
 
 // stepAll feeds tokens[s] at step s to dec, reordering by src[s] after it,
 // and returns every step's log-probabilities.
-func stepAll(t testing.TB, dec *cpuDecoding, tokens [][]int, src [][]int) [][]float32 {
+func stepAll(t testing.TB, dec decode.Model, tokens [][]int, src [][]int) [][]float32 {
 	t.Helper()
 	var out [][]float32
 	V := dec.VocabSize()
@@ -46,6 +47,17 @@ func stepAll(t testing.TB, dec *cpuDecoding, tokens [][]int, src [][]int) [][]fl
 	return out
 }
 
+// halfDecoding starts m's module decoding of feats reading the
+// half-precision copies stored (nil: float32).
+func halfDecoding(t testing.TB, m *r2genModel, feats *radgen.Tensor, stored map[*radgen.Tensor]*radgen.Tensor) *moduleDecoding {
+	t.Helper()
+	dec, err := m.startModuleDecoding(feats, radgen.SubstituteWeights(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
+}
+
 // TestHalfWeightsDecoding decodes with a half-precision snapshot and with
 // float32 weights, through beams and reorders, for every variant: the
 // log-probabilities agree to the rounding of the weights.
@@ -54,21 +66,14 @@ func TestHalfWeightsDecoding(t *testing.T) {
 		t.Run(string(v), func(t *testing.T) {
 			m := halfTestModel(t, v)
 			feats := randomFeats(2, 5, m.Config.DVisual, 11)
-			hw := m.halfSnapshot()
-			if hw.stale() {
-				t.Fatal("a fresh snapshot reports stale")
+			stored := halfSnapshot(m.stepMatrices())
+			if len(stored) == 0 {
+				t.Fatal("empty snapshot")
 			}
 			tokens := [][]int{{0, 0}, {3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}, {1, 2, 3, 4, 5, 6}, {7, 7, 7, 7, 7, 7}}
 			src := [][]int{{0, 0, 0, 1, 1, 1}, {2, 0, 1, 3, 3, 5}, nil, {1, 1, 0, 5, 4, 3}, nil}
-			f32dec, err := m.startCPUDecoding(feats)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f16dec, err := m.startDecodingWith(feats, hw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, got := stepAll(t, f32dec, tokens, src), stepAll(t, f16dec, tokens, src)
+			want := stepAll(t, halfDecoding(t, m, feats, nil), tokens, src)
+			got := stepAll(t, halfDecoding(t, m, feats, stored), tokens, src)
 			var worst float64
 			for s := range want {
 				for i := range want[s] {
@@ -83,54 +88,61 @@ func TestHalfWeightsDecoding(t *testing.T) {
 	}
 }
 
+// The snapshot leaves out the recurrences and what a decoding applies
+// once per study, and covers every architecture.
+func TestHalfWeightsStepMatrices(t *testing.T) {
+	m := halfTestModel(t, VariantR2Gen)
+	stored := halfSnapshot(m.stepMatrices())
+	for name, w := range map[string]*radgen.Tensor{
+		"relational memory": m.Memory.W.Weight, "source keys": m.Decoder.Layers[0].SrcAttn.Linears[1].Weight,
+		"encoder": m.Encoder.Layers[0].FeedForward.W1.Weight,
+	} {
+		if stored[w] != nil {
+			t.Errorf("%s in the snapshot", name)
+		}
+	}
+	for name, w := range map[string]*radgen.Tensor{
+		"logit": m.Logit.Weight, "MCLN": m.Decoder.Layers[2].Norm(1).MLPBeta.L2.Weight,
+		"self-attention": m.Decoder.Layers[1].SelfAttn.Linears[2].Weight,
+	} {
+		if h := stored[w]; h == nil || !h.IsHalf() {
+			t.Errorf("%s not in the snapshot", name)
+		}
+	}
+	for _, c := range []ModelConfig{M2Tiny(30), METransTiny(30)} {
+		net, err := newEncoderDecoder(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(halfSnapshot(net.stepMatrices())); n < 5 {
+			t.Errorf("%s: %d matrices in the snapshot", c.Architecture(), n)
+		}
+	}
+}
+
+// A model's snapshot is taken once and again only after its weights
+// change; a decoding keeps the snapshot it started with.
 func TestHalfWeightsSnapshot(t *testing.T) {
 	m := halfTestModel(t, VariantR2Gen)
 	feats := randomFeats(1, 5, m.Config.DVisual, 12)
-	hw := m.halfSnapshot()
-	if n := hw.size(); n < 2*m.Logit.Weight.Len() {
-		t.Fatalf("%d bytes", n)
+	var h halfState
+	first := h.current(m)
+	if again := h.current(m); reflect.ValueOf(again).Pointer() != reflect.ValueOf(first).Pointer() {
+		t.Fatal("snapshot taken again without a change")
 	}
-	before, err := m.startDecodingWith(feats, hw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lpBefore := stepAll(t, before, [][]int{{0}, {5}}, [][]int{nil, nil})
-	// Change a weight as a training step would: the snapshot does not
-	// follow until refreshed.
+	before := stepAll(t, halfDecoding(t, m, feats, first), [][]int{{0}, {5}}, [][]int{nil, nil})
 	w := m.Decoder.Layers[1].FeedForward.W2.Weight.Data()
 	w[3] += 0.5
-	if !hw.stale() {
-		t.Fatal("changed weights not reported")
+	h.markStale()
+	second := h.current(m)
+	if reflect.ValueOf(second).Pointer() == reflect.ValueOf(first).Pointer() {
+		t.Fatal("no new snapshot after a change")
 	}
-	same, _ := m.startDecodingWith(feats, hw)
-	if lp := stepAll(t, same, [][]int{{0}, {5}}, [][]int{nil, nil}); !equalSteps(lp, lpBefore) {
-		t.Fatal("the snapshot changed with the weights")
+	if lp := stepAll(t, halfDecoding(t, m, feats, first), [][]int{{0}, {5}}, [][]int{nil, nil}); !equalSteps(lp, before) {
+		t.Fatal("the old snapshot changed with the weights")
 	}
-	hw.refresh()
-	if hw.stale() {
-		t.Fatal("stale after Refresh")
-	}
-	after, _ := m.startDecodingWith(feats, hw)
-	if lp := stepAll(t, after, [][]int{{0}, {5}}, [][]int{nil, nil}); equalSteps(lp, lpBefore) {
-		t.Fatal("Refresh did not take the new weights")
-	}
-	// Biases are part of the snapshot too.
-	m.Logit.Bias.Data()[0] += 1
-	if !hw.stale() {
-		t.Fatal("changed bias not reported")
-	}
-	w[3] -= 0.5
-	m.Logit.Bias.Data()[0] -= 1
-	if hw.refresh(); hw.stale() {
-		t.Fatal("stale after Refresh")
-	}
-
-	other := halfTestModel(t, VariantR2Gen)
-	if _, err := other.startDecodingWith(feats, hw); err == nil {
-		t.Fatal("another model's snapshot accepted")
-	}
-	if dec, err := m.startDecodingWith(feats, nil); err != nil || dec.w.logit.w.Half() {
-		t.Fatalf("nil snapshot: %v", err)
+	if lp := stepAll(t, halfDecoding(t, m, feats, second), [][]int{{0}, {5}}, [][]int{nil, nil}); equalSteps(lp, before) {
+		t.Fatal("the new snapshot did not take the new weights")
 	}
 }
 
@@ -145,43 +157,6 @@ func equalSteps(a, b [][]float32) bool {
 	return true
 }
 
-// After warm-up a step and a reorder allocate nothing, with float32 and
-// with half-precision weights.
-func TestDecodingStepAllocs(t *testing.T) {
-	if m2Race {
-		t.Skip("the race detector's instrumentation allocates")
-	}
-	m := halfTestModel(t, VariantR2Gen)
-	feats := randomFeats(2, 5, m.Config.DVisual, 13)
-	for _, hw := range []*halfWeights{nil, m.halfSnapshot()} {
-		dec, err := m.startDecodingWith(feats, hw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		V := m.Config.Vocab
-		lp := make([]float32, 6*V)
-		ctx := context.Background()
-		if err := dec.Step(ctx, []int{0, 0}, lp); err != nil {
-			t.Fatal(err)
-		}
-		if err := dec.Reorder([]int{0, 0, 0, 1, 1, 1}); err != nil {
-			t.Fatal(err)
-		}
-		tok := []int{5, 6, 7, 8, 9, 10}
-		allocs := testing.AllocsPerRun(5, func() {
-			if err := dec.Step(ctx, tok, lp); err != nil {
-				t.Fatal(err)
-			}
-			if err := dec.Reorder([]int{2, 0, 1, 5, 3, 4}); err != nil {
-				t.Fatal(err)
-			}
-		})
-		if allocs != 0 {
-			t.Errorf("half=%v: %v allocations per step", hw != nil, allocs)
-		}
-	}
-}
-
 // TestHalfWeightsPaperAccuracy measures the effect of half-precision
 // weights on the paper's IU X-Ray model (random weights): the largest
 // difference in log-probabilities from float32 weights along the float32
@@ -192,16 +167,12 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		t.Skip("decodes the paper-sized model")
 	}
 	m := paperModel(t)
-	hw := m.halfSnapshot()
+	hw := halfSnapshot(m.stepMatrices())
 	const studies, maxLen = 3, 60
 	feats := randomFeats(studies, 98, 2048, 21)
 	beam := decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
-	decodeWith := func(w *halfWeights) [][]decode.Hypothesis {
-		dec, err := m.startDecodingWith(feats, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hyps, err := beam.Decode(context.Background(), noEOS{dec})
+	decodeWith := func(w map[*radgen.Tensor]*radgen.Tensor) [][]decode.Hypothesis {
+		hyps, err := beam.Decode(context.Background(), noEOS{halfDecoding(t, m, feats, w)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,16 +192,12 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		toks := want[b][0].Tokens
 		one := radgen.FromFloat32(feats.Data()[b*98*2048:(b+1)*98*2048], 1, 98, 2048)
 		var lps [2][][]float32
-		for i, w := range []*halfWeights{nil, hw} {
-			dec, err := m.startDecodingWith(one, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for i, w := range []map[*radgen.Tensor]*radgen.Tensor{nil, hw} {
 			steps := [][]int{{0}}
 			for _, tok := range toks[:len(toks)-1] {
 				steps = append(steps, []int{tok})
 			}
-			lps[i] = stepAll(t, dec, steps, make([][]int, len(steps)))
+			lps[i] = stepAll(t, halfDecoding(t, m, one, w), steps, make([][]int, len(steps)))
 		}
 		for s := range lps[0] {
 			for v := range lps[0][s] {
@@ -253,7 +220,7 @@ func BenchmarkHalfWeights(b *testing.B) {
 	m := paperModel(b)
 	b.ResetTimer()
 	for range b.N {
-		m.halfSnapshot()
+		halfSnapshot(m.stepMatrices())
 	}
 }
 

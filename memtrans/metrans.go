@@ -435,12 +435,12 @@ type metransReport struct {
 // chooses one per study by metric-based expert voting (vote.Score, for
 // example cidErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
-// report is returned.
-func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote) ([]metransReport, error) {
+// report is returned. The decoding steps' graphs take opts.
+func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote, opts ...radgen.GraphOption) ([]metransReport, error) {
 	if strategy == nil {
 		return nil, fmt.Errorf("memtrans: nil decoding strategy")
 	}
-	dec, err := m.startDecoding(feats)
+	dec, err := m.startDecoding(feats, opts...)
 	if err != nil {
 		return nil, err
 	}

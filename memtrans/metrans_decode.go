@@ -34,21 +34,23 @@ type metransDecoding struct {
 	t      int   // steps taken
 	stream []int // row → stream (study·M + expert)
 	cross  []mesh.BilinearKeys
-	self   []mesh.BilinearKeys // per layer, (rows, t, D_B); nil before the first step
+	self   []mesh.BilinearKeys  // per layer, (rows, t, D_B); nil before the first step
+	opts   []radgen.GraphOption // of every step's graph
 }
 
 var _ decode.Model = (*metransDecoding)(nil)
 
-// startCPUDecoding encodes visual features (B, N, d_in) and returns an
+// startDecoding encodes visual features (B, N, d_in) and returns an
 // incremental decoding state with B·M rows, ready for a decode strategy.
-func (m *metransModel) startDecoding(feats *radgen.Tensor) (*metransDecoding, error) {
+// The steps' graphs take opts (radgen.SubstituteWeights, say).
+func (m *metransModel) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*metransDecoding, error) {
 	feats = m.matchDtype(feats)
 	g := radgen.NoGrad()
 	enc, err := m.encode(g, feats)
 	if err != nil {
 		return nil, err
 	}
-	s := &metransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0))}
+	s := &metransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0)), opts: opts}
 	for i := range s.stream {
 		s.stream[i] = i
 	}
@@ -91,7 +93,7 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 			return fmt.Errorf("%w: token %d in row %d, vocabulary %d", decode.ErrToken, id, i, c.Vocab)
 		}
 	}
-	g := radgen.NoGrad()
+	g := radgen.NoGrad(s.opts...)
 	x := g.Add(g.Embedding(s.m.Words, tokens, r, 1), g.Slice(s.m.Positions, 0, s.t, s.t+1)) // (R, 1, D)
 	var ec *radgen.Tensor
 	for i, l := range s.m.Decoder {

@@ -49,18 +49,19 @@ var (
 
 // startAnyDecoding returns the hand-written CPU Decoding when the
 // Transformer's weights are float32 on the CPU, and the modules' decoding
-// anywhere else.
-func (m *r2genModel) startAnyDecoding(feats *radgen.Tensor) (decode.AttentionRecorder, error) {
-	if onCPU(m.Logit.Weight) {
+// anywhere else or with half-precision copies of the step matrices
+// (stored, see radgen.SubstituteWeights).
+func (m *r2genModel) startAnyDecoding(feats *radgen.Tensor, stored map[*radgen.Tensor]*radgen.Tensor) (decode.AttentionRecorder, error) {
+	if onCPU(m.Logit.Weight) && stored == nil {
 		return m.startCPUDecoding(feats.To(radgen.CPU))
 	}
-	return m.startModuleDecoding(feats)
+	return m.startModuleDecoding(feats, radgen.SubstituteWeights(stored))
 }
 
 // startModuleDecoding encodes visual features (B, N, d_vf), on the device
 // of the Transformer's parameters, and returns a decoding state with one
-// row per study.
-func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding, error) {
+// row per study. The steps' graph takes opts.
+func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*moduleDecoding, error) {
 	c := m.Config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
@@ -76,7 +77,7 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor) (*moduleDecoding,
 	if feats.Device() != dev {
 		feats = feats.To(dev)
 	}
-	g := radgen.NoGrad()
+	g := radgen.NoGrad(opts...)
 	enc := m.encode(g, feats)
 	b := feats.Dim(0)
 	s := &moduleDecoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}

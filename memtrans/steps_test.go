@@ -124,7 +124,9 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 func BenchmarkModuleDecoding(b *testing.B) {
 	m := paperModel(b)
 	const maxLen = 60
-	for _, path := range []string{"handwritten", "modules"} {
+	hw := halfSnapshot(m.stepMatrices())
+	old := m.oldHalfSnapshot()
+	for _, path := range []string{"handwritten", "modules", "handwritten-half", "modules-half"} {
 		for _, run := range []struct {
 			strat string
 			batch int
@@ -140,9 +142,14 @@ func BenchmarkModuleDecoding(b *testing.B) {
 				for range b.N {
 					var model decode.Model
 					var err error
-					if path == "handwritten" {
+					switch path {
+					case "handwritten":
 						model, err = m.startCPUDecoding(feats)
-					} else {
+					case "handwritten-half":
+						model, err = m.startDecodingWith(feats, old)
+					case "modules-half":
+						model, err = m.startModuleDecoding(feats, radgen.SubstituteWeights(hw))
+					default:
 						model, err = m.startModuleDecoding(feats)
 					}
 					if err != nil {

@@ -1,0 +1,94 @@
+package radgen
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/radgen/radgen/internal/half"
+)
+
+// ToHalf returns a copy of the float32 weight matrix t (rank 2, on the CPU,
+// out × in as Linear stores it) in IEEE half precision (binary16: 11
+// significant bits, a relative rounding error of at most 2⁻¹¹), laid out
+// for the kernels that multiply a few rows of activations by it. The copy
+// takes half the bytes, which is most of the cost of a decoding step's
+// products at small batch sizes; the arithmetic stays float32.
+//
+// A half-precision tensor is a weight storage: Graph.Linear reads it as
+// its weight in a graph that records no gradient for it (a NoGrad graph,
+// or through SubstituteWeights), To32 and Float64s widen it back, and
+// every other op panics on it. It is a snapshot: later changes to t do not
+// reach it.
+func (t *Tensor) ToHalf() *Tensor {
+	if t.device != CPU || t.Rank() != 2 || t.Is64() || t.IsHalf() {
+		panic(fmt.Sprintf("radgen: ToHalf of %v: want a float32 matrix on the CPU", t))
+	}
+	w := half.NewWeights(t.Dim(0), t.Dim(1), t.Data())
+	return &Tensor{host: &w, shape: append([]int(nil), t.shape...), device: CPU}
+}
+
+// IsHalf reports whether t is a half-precision weight matrix made by
+// ToHalf.
+func (t *Tensor) IsHalf() bool {
+	_, ok := t.host.(*half.Weights)
+	return ok
+}
+
+// halfValues returns the values of a half-precision tensor widened to
+// float32, row-major.
+func (t *Tensor) halfValues() []float32 {
+	w := t.host.(*half.Weights)
+	out := make([]float32, w.N*w.K)
+	for j := range w.N {
+		for p := range w.K {
+			out[j*w.K+p] = w.At(j, p)
+		}
+	}
+	return out
+}
+
+// SubstituteWeights makes every Linear of the graph read its weight w from
+// stored[w] where the map has it: a copy of w in another storage, such as a
+// half-precision snapshot (Tensor.ToHalf) of a model's decoder. The model's
+// modules stay as they are; the graph decides which storage their products
+// read. Gradients never flow to a substitute, so the graph must not record
+// through one: use it with NoGrad. The graph reads stored, which must not
+// change while the graph is in use.
+func SubstituteWeights(stored map[*Tensor]*Tensor) GraphOption {
+	return func(g *Graph) { g.stored = stored }
+}
+
+// runners are the batch runners of half-precision products, one per
+// concurrent Linear.
+var runners = sync.Pool{New: func() any { return new(half.Runner) }}
+
+// halfLinear is Linear with a half-precision weight: x·Wᵀ + bias for float32
+// x on the CPU, through internal/half's kernels, which stream the weight
+// once for all rows and share its output columns out among the cores.
+func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
+	hw := w.host.(*half.Weights)
+	if x.device != CPU || x.Is64() || x.IsHalf() || x.Rank() < 1 || x.Dim(-1) != hw.K {
+		panic(fmt.Sprintf("radgen: Linear of %v with half-precision weight %v", x, w.shape))
+	}
+	if g.needs(x, bias) {
+		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
+	}
+	var bv []float32
+	if bias != nil {
+		if bias.Rank() != 1 || bias.Dim(0) != hw.N {
+			panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias.shape, w.shape))
+		}
+		bv = bias.Data()
+	}
+	rows := x.Len() / hw.K
+	oshape := append(append([]int(nil), x.shape[:x.Rank()-1]...), hw.N)
+	out := like(x, oshape)
+	if rows == 0 || hw.N == 0 {
+		return out
+	}
+	r := runners.Get().(*half.Runner)
+	r.Add(half.Op{M: rows, X: x.Data(), W: *hw, Bias: bv, Y: out.Data()})
+	r.Run()
+	runners.Put(r)
+	return out
+}

@@ -1,0 +1,81 @@
+package radgen
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestHalfWeightsLinear(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, size := range []struct{ rows, in, out int }{{1, 8, 4}, {3, 37, 13}, {5, 512, 96}, {48, 64, 761}} {
+		w, bias, x := Zeros(size.out, size.in), Zeros(size.out), Zeros(size.rows, size.in)
+		Uniform(w, r, 0.5)
+		Uniform(bias, r, 0.5)
+		Uniform(x, r, 1)
+		hw := w.ToHalf()
+		if !hw.IsHalf() || w.IsHalf() {
+			t.Fatal("IsHalf wrong")
+		}
+		if !strings.Contains(hw.String(), "float16") {
+			t.Errorf("String() = %q", hw.String())
+		}
+		// The stored values are w's rounded to binary16: a relative error
+		// of at most 2⁻¹¹, or half the subnormal spacing 2⁻²⁴ below 2⁻¹⁴.
+		wide := hw.To32()
+		for i, v := range w.Data() {
+			if d := math.Abs(float64(wide.Data()[i] - v)); d > max(math.Abs(float64(v))*0x1p-11, 0x1p-25) {
+				t.Fatalf("value %d: %v stored as %v", i, v, wide.Data()[i])
+			}
+		}
+		g := NoGrad()
+		got := g.Linear(x, hw, bias)
+		want := g.Linear(x, wide, bias)
+		if !slices.Equal(got.Shape(), want.Shape()) {
+			t.Fatalf("shape %v, want %v", got.Shape(), want.Shape())
+		}
+		for i, v := range want.Data() {
+			if d := math.Abs(float64(got.Data()[i] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
+				t.Fatalf("%v: y[%d] = %v, want %v (float32 product of the widened weights)", size, i, got.Data()[i], v)
+			}
+		}
+		// Through SubstituteWeights, the graph reads hw in place of w.
+		sub := NoGrad(SubstituteWeights(map[*Tensor]*Tensor{w: hw})).Linear(x, w, bias)
+		for i, v := range got.Data() {
+			if sub.Data()[i] != v {
+				t.Fatalf("substituted y[%d] = %v, direct %v", i, sub.Data()[i], v)
+			}
+		}
+	}
+}
+
+func TestHalfWeightsRefusals(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	w, x := Zeros(4, 8), Zeros(2, 8)
+	Uniform(w, r, 1)
+	Uniform(x, r, 1)
+	hw := w.ToHalf()
+	x.SetRequiresGrad(true)
+	for name, f := range map[string]func(){
+		"recording":   func() { NewGraph().Linear(x, hw, nil) },
+		"data":        func() { hw.Data() },
+		"vector":      func() { Zeros(4).ToHalf() },
+		"float64":     func() { Zeros64(2, 2).ToHalf() },
+		"twice":       func() { hw.ToHalf() },
+		"input width": func() { NoGrad().Linear(Zeros(2, 7), hw, nil) },
+	} {
+		func() {
+			defer func() {
+				p := recover()
+				if p == nil {
+					t.Errorf("%s: no panic", name)
+				} else if s, _ := p.(string); !strings.HasPrefix(s, "radgen: ") {
+					t.Errorf("%s: panic %v without the package prefix", name, p)
+				}
+			}()
+			f()
+		}()
+	}
+}
