@@ -126,8 +126,10 @@ func (a *ScaledDotProductAttention) attendSource(g *radgen.Graph, qp *radgen.Ten
 
 // Project returns the cross-attention's keys and values over the encoder
 // levels (B, N, R, D) that the layer reads, with the encoder mask (B|1, 1,
-// 1, R), nonzero = masked, or nil: one source of B·N studies, study b's
-// level i at b·N + i, for [MeshedLayer.Step].
+// 1, R), nonzero = masked, or nil: one source of N·B studies, level i of
+// study b at i·B + b, for [MeshedLayer.Step]. Level-major order lets the
+// step attend over every level in one product without reordering its
+// queries.
 func (l *MeshedLayer) Project(g *radgen.Graph, levels, encMask *radgen.Tensor) *M2Source {
 	n := len(l.Alpha)
 	if levels.Rank() != 4 || levels.Dim(1) != n {
@@ -136,13 +138,16 @@ func (l *MeshedLayer) Project(g *radgen.Graph, levels, encMask *radgen.Tensor) *
 	b, r, d := levels.Dim(0), levels.Dim(2), levels.Dim(3)
 	mask := encMask
 	if mask != nil && mask.Dim(0) > 1 {
-		idx := make([]int, b*n) // (B, 1, 1, R) → (B·N, 1, 1, R)
+		idx := make([]int, n*b) // (B, 1, 1, R) → (N·B, 1, 1, R)
 		for i := range idx {
-			idx[i] = i / n
+			idx[i] = i % b
 		}
 		mask = g.IndexSelect(mask, 0, idx)
 	}
-	return l.EncAtt.Attention.Project(g, g.Reshape(levels, b*n, r, d), mask)
+	if n > 1 {
+		levels = g.Permute(levels, 1, 0, 2, 3) // (N, B, R, D)
+	}
+	return l.EncAtt.Attention.Project(g, g.Reshape(levels, n*b, r, d), mask)
 }
 
 // Step is Forward (Eq. 9) for one new position per row. y (R, D) holds
@@ -180,73 +185,46 @@ func (l *MeshedLayer) step(g *radgen.Graph, y, pad *radgen.Tensor, self *KVCache
 		s = g.Mul(s, pad)
 	}
 	// C_i = AddNorm(C(X̃ⁱ, S)) ⊙ pad (Eq. 7), every level in one product:
-	// query j is row rowOf[j] over source srcOf[j]; at[i][r] is the query
-	// of row r over level i.
-	rowOf, srcOf, at := meshQueries(study, src.Studies()/n, n)
+	// query i·R + k is row k over level i, source i·B + study[k]. When the
+	// rows are grouped by study, so are the queries over each source.
+	b := src.Studies() / n
+	rowOf, srcOf := make([]int, n*r), make([]int, n*r)
+	for i := range n {
+		for k, st := range study {
+			if st < 0 || st >= b {
+				panic(fmt.Sprintf("mesh: row of study %d over a source of %d", st, b))
+			}
+			rowOf[i*r+k], srcOf[i*r+k] = k, i*b+st
+		}
+	}
 	el := l.EncAtt
-	qp := g.IndexSelect(el.Attention.FCQ.Forward(g, s), 0, rowOf)
+	qp := el.Attention.FCQ.Forward(g, s)
+	if n > 1 {
+		qp = g.IndexSelect(qp, 0, rowOf)
+	}
 	c, p := el.Attention.attendSource(g, qp, src, srcOf, weights)
-	c = el.Norm.Forward(g, g.Add(g.IndexSelect(s, 0, rowOf), g.Dropout(c, el.Dropout)))
+	// (N, R, D) + (1, R, D): every level's residual is S.
+	c = el.Norm.Forward(g, g.Add(g.Reshape(g.Dropout(c, el.Dropout), n, r, d), g.Reshape(s, 1, r, d)))
+	var pad3 *radgen.Tensor
+	if pad != nil {
+		pad3 = g.Reshape(pad, 1, r, 1)
+		c = g.Mul(c, pad3)
+		pad3 = g.Reshape(pad, r, 1, 1)
+	}
 	cs := make([]*radgen.Tensor, n)
 	for i := range n {
-		ci := g.IndexSelect(c, 0, at[i])
-		if pad != nil {
-			ci = g.Mul(ci, pad)
+		ci := c
+		if n > 1 {
+			ci = g.Slice(c, 0, i, i+1)
 		}
 		cs[i] = g.Reshape(ci, r, 1, d)
 	}
-	var pad3 *radgen.Tensor
-	if pad != nil {
-		pad3 = g.Reshape(pad, r, 1, 1)
-	}
 	out = g.Reshape(l.meshFeedForward(g, g.Reshape(s, r, 1, d), cs, pad3), r, d)
-	if p != nil {
-		idx := make([]int, 0, r*n) // (R·N, h, W) in query order → (R, N, h, W)
-		for row := range r {
-			for i := range n {
-				idx = append(idx, at[i][row])
-			}
-		}
-		p = g.Reshape(g.IndexSelect(p, 0, idx), r, n, p.Dim(1), p.Dim(2))
+	if p != nil { // (N·R, h, W) in query order → (R, N, h, W)
+		h, w := p.Dim(1), p.Dim(2)
+		p = g.Reshape(g.Permute(g.Reshape(p, n, r, h*w), 1, 0, 2), r, n, h, w)
 	}
 	return out, p
-}
-
-// meshQueries orders the R·N queries of rows (row i of study study[i])
-// over n levels of b studies. When the rows are grouped by study (per
-// rows each, in order), query (s·n + i)·per + k is row s·per + k over
-// level i, so that the queries over each (study, level) source are
-// consecutive and read its keys once; otherwise query r·n + i is row r
-// over level i. rowOf and srcOf give each query's row and source (s·n + i);
-// at[i][r] is the query of row r over level i.
-func meshQueries(study []int, b, n int) (rowOf, srcOf []int, at [][]int) {
-	r := len(study)
-	rowOf, srcOf = make([]int, 0, r*n), make([]int, 0, r*n)
-	at = make([][]int, n)
-	for i := range at {
-		at[i] = make([]int, r)
-	}
-	add := func(row, i int) {
-		at[i][row] = len(rowOf)
-		rowOf = append(rowOf, row)
-		srcOf = append(srcOf, study[row]*n+i)
-	}
-	if per, ok := grouped(study, b); ok {
-		for s := range b {
-			for i := range n {
-				for k := range per {
-					add(s*per+k, i)
-				}
-			}
-		}
-		return rowOf, srcOf, at
-	}
-	for row := range r {
-		for i := range n {
-			add(row, i)
-		}
-	}
-	return rowOf, srcOf, at
 }
 
 // MeshedSteps is the incremental decoding state of a batch of studies
