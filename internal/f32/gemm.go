@@ -183,8 +183,11 @@ type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta 
 //
 //	for i < r, j < n: dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
 //
-// k is a positive multiple of 8 and n of 4. It serves op(B) = Bᵀ in the
-// skinny path, where B's rows are contiguous along k.
+// k is a positive multiple of the set's dotK and n of 4. It serves op(B) =
+// Bᵀ in the skinny path, where B's rows are contiguous along k. Each kernel
+// of a set sums a row's products in the same order whatever its number of
+// rows, so that a row's results do not depend on the rows computed with
+// it.
 type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int)
 
 // axpyKernel updates r rows of C with four rows of B (r fixed by the
@@ -202,6 +205,7 @@ type kernelSet struct {
 	mr, nr int           // largest tile
 	kern   []microKernel // kern[r-1] computes r×nr tiles, 1 ≤ r ≤ mr
 	dot    []dotKernel   // dot[r-1] computes r rows of dot products; nil if none
+	dotK   int           // the dot kernels take k in multiples of dotK
 	axpy   []axpyKernel  // axpy[r-1] updates r rows of C; nil if none
 	// Packing kernels, nil where the Go loops serve: packRows6 transposes six
 	// rows of A into a panel of ldd rows (see packRows6AVX2), packCols copies
@@ -809,7 +813,7 @@ func (s *skinny) dot(lo, hi int) {
 	const nb = 4
 	m, k, a, b, c, lda, ldb, ldc := s.m, s.k, s.a, s.b, s.c, s.lda, s.ldb, s.ldc
 	mr := len(s.ks.dot)
-	k8 := k &^ 7
+	k8 := k &^ (s.ks.dotK - 1) // the kernels' share of k; the rest is summed here
 	width := dotChunk
 	if m > mr {
 		width = min(max(dotReuseBytes/(4*k)&^3, nb), dotChunk)
@@ -943,7 +947,7 @@ func selfCheck(ks *kernelSet) bool {
 	}
 	var shapes []shape
 	for r := 1; r <= max(ks.mr, len(ks.dot)); r++ {
-		shapes = append(shapes, shape{false, false, r, ks.nr + 3, 13}, shape{false, true, r, 7, 21})
+		shapes = append(shapes, shape{false, false, r, ks.nr + 3, 13}, shape{false, true, r, 7, 21}, shape{false, true, r, 13, 40})
 	}
 	shapes = append(shapes,
 		shape{false, false, ks.mc + 1, 2*ks.nr + 5, 19},

@@ -13,8 +13,8 @@ var (
 	avx2Kernels = kernelSet{
 		name: "avx2",
 		mr:   6, nr: 16,
-		kern:      kernelsAVX2,
-		dot:       dotsAVX2,
+		kern: kernelsAVX2,
+		dot:  dotsAVX2, dotK: 8,
 		axpy:      axpysAVX2,
 		packRows6: packRows6,
 		packCols:  packCols16,
@@ -25,8 +25,8 @@ var (
 	avx512Kernels = kernelSet{
 		name: "avx512",
 		mr:   12, nr: 32,
-		kern:      kernelsAVX512,
-		dot:       dotsAVX2,
+		kern: kernelsAVX512,
+		dot:  dotsAVX512, dotK: 16,
 		axpy:      axpysAVX2,
 		packRows6: packRows6,
 		packCols:  packCols32,

@@ -292,6 +292,36 @@ var dotsAVX2 = []dotKernel{
 	},
 }
 
+// gemmDot1x8AVX512 computes 1 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
+//
+//go:noescape
+func gemmDot1x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+
+// gemmDot2x8AVX512 computes 2 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
+//
+//go:noescape
+func gemmDot2x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+
+// gemmDot3x8AVX512 computes 3 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
+//
+//go:noescape
+func gemmDot3x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+
+var dotsAVX512 = []dotKernel{
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[0*lda+k-1], b[(n-1)*ldb+k-1], dst[0*ldd+n-1]
+		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	},
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[1*lda+k-1], b[(n-1)*ldb+k-1], dst[1*ldd+n-1]
+		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	},
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+		_, _, _ = a[2*lda+k-1], b[(n-1)*ldb+k-1], dst[2*ldd+n-1]
+		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	},
+}
+
 // packRows6AVX2 packs six rows of A; see packPanel.
 //
 //go:noescape

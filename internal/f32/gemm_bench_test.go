@@ -150,3 +150,50 @@ func BenchmarkGemmPacked(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSkinnyStream measures the rate at which the dot path streams a
+// 256 MB weight matrix from memory for one to three rows (y = x·Wᵀ, W
+// stored n×k): the bound on a decoding step's weight reads.
+func BenchmarkSkinnyStream(b *testing.B) {
+	const size = 64 << 20 // floats
+	w := make([]float32, size)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range w {
+		w[i] = float32(rng.Float64())
+	}
+	for _, k := range []int{512, 2048, 4096} {
+		n := size / k
+		for m := 1; m <= 3; m++ {
+			b.Run(fmt.Sprintf("m=%d/k=%d", m, k), func(b *testing.B) {
+				x, y := make([]float32, m*k), make([]float32, m*n)
+				for i := range x {
+					x[i] = 1
+				}
+				b.SetBytes(4 * size)
+				for b.Loop() {
+					Gemm(false, true, m, n, k, 1, x, k, w, k, 0, y, n)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSkinnyDispatch measures a decoding step's worth of small skinny
+// products: 112 products of three rows by a 512×512 weight matrix (1 MB
+// each, 112 MB in all, read from memory as a step reads its weights), each
+// shared out among the goroutines on its own.
+func BenchmarkSkinnyDispatch(b *testing.B) {
+	const m, n, k, calls = 3, 512, 512, 112
+	w := make([]float32, calls*n*k)
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := range w {
+		w[i] = float32(rng.Float64())
+	}
+	x, _, y := benchOperands(m, n, k)
+	b.SetBytes(int64(len(w)) * 4)
+	for b.Loop() {
+		for c := range calls {
+			Gemm(false, true, m, n, k, 1, x, k, w[c*n*k:][:n*k], k, 0, y, n)
+		}
+	}
+}

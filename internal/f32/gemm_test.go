@@ -458,34 +458,53 @@ func TestAxpyKernels(t *testing.T) {
 	}
 }
 
-// TestDotKernels checks the skinny path's dot kernels against goDot.
+// TestDotKernels checks the skinny path's dot kernels of every set here
+// against goDot, over column counts that end in whole groups and in a group
+// of four (the AVX-512 kernels take eight columns at a time), and requires
+// each row of an r-row kernel to equal, bit for bit, what the one-row
+// kernel returns for it: a row's results must not depend on its batch.
 func TestDotKernels(t *testing.T) {
-	ks := pickKernels()
-	if ks.dot == nil {
-		t.Skip("no dot kernels in this build")
-	}
 	rng := rand.New(rand.NewPCG(7, 7))
-	for r := 1; r <= len(ks.dot); r++ {
-		for _, k := range []int{8, 16, 24, 800} {
-			lda, ldb := k+3, k+5
-			a := make([]float32, r*lda)
-			const n, ldd = 12, 13
-			b := make([]float32, n*ldb)
-			for i := range a {
-				a[i] = float32(rng.NormFloat64())
-			}
-			for i := range b {
-				b[i] = float32(rng.NormFloat64())
-			}
-			got, want := make([]float32, r*ldd), make([]float32, r*ldd)
-			ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd)
-			goDot(r)(k, a, lda, b, ldb, n, want, ldd)
-			for i := range got {
-				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
-					t.Errorf("r=%d k=%d: dst[%d] = %g, want %g", r, k, i, got[i], want[i])
+	tested := false
+	for _, ks := range kernelSets() {
+		if ks.dot == nil {
+			continue
+		}
+		tested = true
+		for r := 1; r <= len(ks.dot); r++ {
+			for _, k := range []int{ks.dotK, 2 * ks.dotK, 3 * ks.dotK, 800} {
+				for _, n := range []int{4, 8, 12, 20, 36} {
+					lda, ldb, ldd := k+3, k+5, n+1
+					a := make([]float32, r*lda)
+					b := make([]float32, n*ldb)
+					for i := range a {
+						a[i] = float32(rng.NormFloat64())
+					}
+					for i := range b {
+						b[i] = float32(rng.NormFloat64())
+					}
+					got, want, one := make([]float32, r*ldd), make([]float32, r*ldd), make([]float32, ldd)
+					ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd)
+					goDot(r)(k, a, lda, b, ldb, n, want, ldd)
+					for i := range got {
+						if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
+							t.Fatalf("%s r=%d k=%d n=%d: dst[%d] = %g, want %g", ks.name, r, k, n, i, got[i], want[i])
+						}
+					}
+					for i := 0; i < r; i++ {
+						ks.dot[0](k, a[i*lda:], lda, b, ldb, n, one, ldd)
+						for j := 0; j < n; j++ {
+							if got[i*ldd+j] != one[j] {
+								t.Fatalf("%s r=%d k=%d n=%d: row %d column %d = %g, but %g computed alone", ks.name, r, k, n, i, j, got[i*ldd+j], one[j])
+							}
+						}
+					}
 				}
 			}
 		}
+	}
+	if !tested {
+		t.Skip("no dot kernels in this build")
 	}
 }
 
@@ -507,6 +526,25 @@ func TestSelfCheck(t *testing.T) {
 	}
 	if selfCheck(&bad) {
 		t.Error("self-check accepted a wrong 3-row kernel")
+	}
+	// A dot kernel wrong in the sixth column only (the second half of the
+	// AVX-512 kernels' group of eight).
+	for _, ks := range kernelSets() {
+		if ks.dot == nil {
+			continue
+		}
+		badDot := *ks
+		badDot.dot = append([]dotKernel(nil), ks.dot...)
+		goodDot := badDot.dot[len(badDot.dot)-1]
+		badDot.dot[len(badDot.dot)-1] = func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+			goodDot(k, a, lda, b, ldb, n, dst, ldd)
+			if n > 5 {
+				dst[ldd+5]++
+			}
+		}
+		if selfCheck(&badDot) {
+			t.Errorf("%s: self-check accepted a wrong dot kernel", ks.name)
+		}
 	}
 }
 

@@ -298,6 +298,159 @@ func dot(g *gen, mr int) {
 	g.p("")
 }
 
+// dot512Cols is the column group of the AVX-512 dot kernels: three rows of
+// eight accumulators take 24 of the 32 registers, with three rows of a, one
+// row of b and the two permutations of the final sums beside them.
+const dot512Cols = 8
+
+// dot512 emits gemmDot{mr}x8AVX512, the AVX-512 kernel of the skinny path
+// with Bᵀ stored row-major; it computes what gemmDot{mr}x4AVX2 does (see
+// dot) with k a positive multiple of 16 and n of 4, eight rows of b at a
+// time and then four:
+//
+//	for i := 0; i < mr; i++ {
+//		for j := 0; j < n; j++ {
+//			dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] * b[j*ldb+p]
+//		}
+//	}
+//
+// Every dot product sums in sixteen lanes along k, lane l taking the
+// products p ≡ l (mod 16) in order, and then adds the lanes in one tree,
+// the same for every row and column of every kernel of the family:
+//
+//	y[l] = x[l] + x[l+8], z[l] = y[l] + y[l+4], w[l] = z[l] + z[l+2], w[0] + w[1]
+//
+// so that a row's results do not depend on the rows beside it. The tree
+// runs on eight (or four) dot products of a row at once: halves of two
+// registers are shuffled together before each addition.
+func dot512(g *gen, mr int) {
+	name := fmt.Sprintf("gemmDot%dx%dAVX512", mr, dot512Cols)
+	acc := func(i, j int) string { return fmt.Sprintf("Z%d", i*dot512Cols+j) }
+	areg := func(i int) string { return fmt.Sprintf("Z%d", 24+i) }
+	const breg, t0, t1, perm0, perm1 = "Z27", "Z28", "Z29", "Z30", "Z31"
+	brow := []string{"(R13)", "(R13)(R11*1)", "(R13)(R11*2)", "(R13)(R12*1)", "(AX)", "(AX)(R11*1)", "(AX)(R11*2)", "(AX)(R12*1)"}
+	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
+	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
+
+	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("\tMOVQ k+0(FP), BX")
+	g.p("\tSHRQ $4, BX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R10")
+	g.p("\tSHLQ $2, R10")
+	g.p("\tMOVQ b+24(FP), DX")
+	g.p("\tMOVQ ldb+32(FP), R11")
+	g.p("\tSHLQ $2, R11")
+	g.p("\tLEAQ (R11)(R11*2), R12")
+	g.p("\tMOVQ n+40(FP), R8")
+	g.p("\tMOVQ dst+48(FP), DI")
+	g.p("\tMOVQ ldd+56(FP), R9")
+	g.p("\tSHLQ $2, R9")
+	g.p("\tVMOVUPS dotPerm<>+0(SB), %s", perm0)
+	g.p("\tVMOVUPS dotPerm<>+64(SB), %s", perm1)
+	group := func(nb int, label string) {
+		for i := 0; i < mr; i++ {
+			for j := 0; j < nb; j++ {
+				g.p("\tVPXORD %s, %s, %s", acc(i, j), acc(i, j), acc(i, j))
+			}
+		}
+		g.p("\tMOVQ SI, R14")
+		g.p("\tMOVQ DX, R13")
+		if nb > 4 {
+			g.p("\tLEAQ (DX)(R11*4), AX")
+		}
+		g.p("\tMOVQ BX, CX")
+		g.p("%s_%s:", name, label)
+		for i := 0; i < mr; i++ {
+			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+		}
+		for j := 0; j < nb; j++ {
+			if mr == 1 {
+				g.p("\tVFMADD231PS %s, %s, %s", brow[j], areg(0), acc(0, j))
+				continue
+			}
+			g.p("\tVMOVUPS %s, %s", brow[j], breg)
+			for i := 0; i < mr; i++ {
+				g.p("\tVFMADD231PS %s, %s, %s", breg, areg(i), acc(i, j))
+			}
+		}
+		g.p("\tADDQ $64, R14")
+		g.p("\tADDQ $64, R13")
+		if nb > 4 {
+			g.p("\tADDQ $64, AX")
+		}
+		g.p("\tDECQ CX")
+		g.p("\tJNZ %s_%s", name, label)
+		for i := 0; i < mr; i++ {
+			x := func(j int) string { return acc(i, j) }
+			// y: the 256-bit halves of pairs, [y_j | y_j+1].
+			for j := 0; j < nb; j += 2 {
+				g.p("\tVSHUFF32X4 $0x44, %s, %s, %s", x(j+1), x(j), t0)
+				g.p("\tVSHUFF32X4 $0xEE, %s, %s, %s", x(j+1), x(j), t1)
+				g.p("\tVADDPS %s, %s, %s", t1, t0, x(j))
+			}
+			// z: the 128-bit quarters of pairs of those, [z_j | z_j+1 | z_j+2 | z_j+3].
+			for j := 0; j < nb; j += 4 {
+				g.p("\tVSHUFF32X4 $0x88, %s, %s, %s", x(j+2), x(j), t0)
+				g.p("\tVSHUFF32X4 $0xDD, %s, %s, %s", x(j+2), x(j), t1)
+				g.p("\tVADDPS %s, %s, %s", t1, t0, x(j))
+			}
+			// w: pairs of lanes in each quarter, quarter q holding
+			// [w_q(0), w_q(1), w_q+4(0), w_q+4(1)].
+			hi := x(4)
+			if nb == 4 {
+				hi = x(0)
+			}
+			g.p("\tVSHUFPS $0x44, %s, %s, %s", hi, x(0), t0)
+			g.p("\tVSHUFPS $0xEE, %s, %s, %s", hi, x(0), t1)
+			g.p("\tVADDPS %s, %s, %s", t1, t0, x(0))
+			// The sums, in column order.
+			g.p("\tVPERMPS %s, %s, %s", x(0), perm0, t0)
+			g.p("\tVPERMPS %s, %s, %s", x(0), perm1, t1)
+			if nb == 8 {
+				g.p("\tVADDPS Y%s, Y%s, Y%s", t1[1:], t0[1:], t0[1:])
+				g.p("\tVMOVUPS Y%s, %s", t0[1:], drow[i])
+			} else {
+				g.p("\tVADDPS X%s, X%s, X%s", t1[1:], t0[1:], t0[1:])
+				g.p("\tVMOVUPS X%s, %s", t0[1:], drow[i])
+			}
+		}
+	}
+	g.p("\tSHRQ $3, R8")
+	g.p("\tJZ %s_four", name)
+	g.p("%s_group:", name)
+	group(8, "loop")
+	g.p("\tLEAQ (DX)(R11*8), DX")
+	g.p("\tADDQ $32, DI")
+	g.p("\tDECQ R8")
+	g.p("\tJNZ %s_group", name)
+	g.p("%s_four:", name)
+	g.p("\tMOVQ n+40(FP), R8")
+	g.p("\tTESTQ $4, R8")
+	g.p("\tJZ %s_done", name)
+	group(4, "loop4")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// dotPerm emits the two permutations that gather the final pairs of the
+// AVX-512 dot kernels: after the w step, quarter q of a row's register
+// holds the pairs of columns q and q+4, so columns 0…7 take lanes 0, 4, 8,
+// 12, 2, 6, 10, 14 (and the next lane for the pair's second term).
+func dotPerm(g *gen) {
+	lanes := []int{0, 4, 8, 12, 2, 6, 10, 14}
+	for t := 0; t < 2; t++ {
+		for j := 0; j < 16; j++ {
+			g.p("DATA dotPerm<>+%d(SB)/4, $%d", 64*t+4*j, lanes[j%8]+t)
+		}
+	}
+	g.p("GLOBL dotPerm<>(SB), RODATA|NOPTR, $128")
+	g.p("")
+}
+
 // decls writes the Go side: the assembly declarations, bounds-checked slice
 // wrappers and the tables that gemm_amd64.go hands to the driver.
 func decls() []byte {
@@ -345,6 +498,24 @@ func decls() []byte {
 	g.p("var dotsAVX2 = []dotKernel{")
 	for mr := 1; mr <= maxDotRows; mr++ {
 		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
+		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {")
+		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
+		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)", name)
+		g.p("\t},")
+	}
+	g.p("}")
+	g.p("")
+	for mr := 1; mr <= maxDotRows; mr++ {
+		name := fmt.Sprintf("gemmDot%dx%dAVX512", mr, dot512Cols)
+		g.p("// %s computes %d row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.", name, mr)
+		g.p("//")
+		g.p("//go:noescape")
+		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+		g.p("")
+	}
+	g.p("var dotsAVX512 = []dotKernel{")
+	for mr := 1; mr <= maxDotRows; mr++ {
+		name := fmt.Sprintf("gemmDot%dx%dAVX512", mr, dot512Cols)
 		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {")
 		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
 		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)", name)
@@ -786,6 +957,10 @@ func main() {
 	}
 	for mr := 1; mr <= maxDotRows; mr++ {
 		dot(g, mr)
+	}
+	dotPerm(g)
+	for mr := 1; mr <= maxDotRows; mr++ {
+		dot512(g, mr)
 	}
 	for r := 1; r <= 3; r++ {
 		axpy(g, r)
