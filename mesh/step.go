@@ -87,14 +87,27 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	c.total += c.rows
 	c.host = c.host && onHost(k) && onHost(v)
 	if c.host {
-		c.hostKeys = append(c.hostKeys, k.Data()...)
-		c.hostValues = append(c.hostValues, v.Data()...)
+		c.hostKeys = appendDoubling(c.hostKeys, k.Data())
+		c.hostValues = appendDoubling(c.hostValues, v.Data())
 	} else {
 		c.hostKeys, c.hostValues = nil, nil
 	}
 	for r := range c.anc {
 		c.anc[r] = append(c.anc[r], r)
 	}
+}
+
+// appendDoubling appends x to buf, at least doubling its capacity when it
+// must grow (append grows large slices by a quarter), so that a cache
+// that grows by one position per step copies its history a few times,
+// not at every other step.
+func appendDoubling(buf, x []float32) []float32 {
+	if n := len(buf) + len(x); n > cap(buf) {
+		grown := make([]float32, len(buf), max(2*cap(buf), 8*len(x), n))
+		copy(grown, buf)
+		buf = grown
+	}
+	return append(buf, x...)
 }
 
 // gather returns every row's history of xs, one (rows at that step, W)
@@ -142,7 +155,7 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		n := c.rows * h * t * dk
 		out := c.gathered[which]
 		if cap(out) < n {
-			out = make([]float32, n, n+n/2) // room for a few more positions
+			out = make([]float32, n, 2*n) // room for more positions
 		}
 		out = out[:n]
 		c.gathered[which] = out
