@@ -25,8 +25,11 @@ import (
 // A KVCache belongs to one decoding and one goroutine.
 type KVCache struct {
 	keys, values []*radgen.Tensor // per position: (rows at that step, D)
-	anc          [][]int          // anc[r][j]: the row of position j that row r continues
-	rows         int
+	// anc[r·stride + j]: the row of position j that row r continues, for
+	// j < Len(); next is the buffer Reorder writes into.
+	anc, next []int
+	stride    int
+	rows      int
 
 	// first[j] is the first row of position j among all positions' rows
 	// stacked in order; total is the number of those rows.
@@ -50,7 +53,7 @@ func NewKVCache(rows int) *KVCache {
 	if rows <= 0 {
 		panic(fmt.Sprintf("mesh: key/value cache for %d rows", rows))
 	}
-	return &KVCache{anc: make([][]int, rows), rows: rows, host: true}
+	return &KVCache{rows: rows, host: true}
 }
 
 // Len returns the number of positions cached.
@@ -65,16 +68,25 @@ func (c *KVCache) Reorder(src []int) error {
 	if len(src) == 0 {
 		return fmt.Errorf("mesh: reorder to zero rows")
 	}
-	next := make([][]int, len(src))
-	for i, r := range src {
+	for _, r := range src {
 		if r < 0 || r >= c.rows {
 			return fmt.Errorf("mesh: reorder index %d of %d rows", r, c.rows)
 		}
-		next[i] = append(make([]int, 0, len(c.anc[r])+8), c.anc[r]...)
 	}
-	c.anc, c.rows = next, len(src)
+	t, w := c.Len(), c.stride
+	if n := len(src) * w; cap(c.next) < n {
+		c.next = make([]int, n, 2*n)
+	}
+	next := c.next[:len(src)*w]
+	for i, r := range src {
+		copy(next[i*w:i*w+t], c.anc[r*w:r*w+t])
+	}
+	c.anc, c.next, c.rows = next, c.anc, len(src)
 	return nil
 }
+
+// ancestry returns row r's ancestry, one row index per position.
+func (c *KVCache) ancestry(r int) []int { return c.anc[r*c.stride : r*c.stride+c.Len()] }
 
 // append records the keys and values (Rows(), D) of a new position.
 func (c *KVCache) append(k, v *radgen.Tensor) {
@@ -92,8 +104,17 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	} else {
 		c.hostKeys, c.hostValues = nil, nil
 	}
-	for r := range c.anc {
-		c.anc[r] = append(c.anc[r], r)
+	t := len(c.keys) - 1 // the new position
+	if t >= c.stride {   // room for more positions in every row
+		w := max(2*c.stride, 16)
+		anc := make([]int, c.rows*w, 2*c.rows*w)
+		for r := range c.rows {
+			copy(anc[r*w:r*w+t], c.anc[r*c.stride:r*c.stride+t])
+		}
+		c.anc, c.next, c.stride = anc, nil, w
+	}
+	for r := range c.rows {
+		c.anc[r*c.stride+t] = r
 	}
 }
 
@@ -121,8 +142,8 @@ func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
 		offset[j] = offset[j-1] + xs[j-1].Dim(0)
 	}
 	idx := make([]int, 0, c.rows*t)
-	for _, a := range c.anc {
-		for j, r := range a {
+	for row := range c.rows {
+		for j, r := range c.ancestry(row) {
 			idx = append(idx, offset[j]+r)
 		}
 	}
@@ -160,7 +181,8 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		out = out[:n]
 		c.gathered[which] = out
 		o := 0
-		for _, a := range c.anc {
+		for row := range c.rows {
+			a := c.ancestry(row)
 			for hd := range h {
 				for j, r := range a {
 					copy(out[o:o+dk], buf[(c.first[j]+r)*w+hd*dk:])
@@ -180,7 +202,8 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		all = g.Reshape(g.Concat(0, xs...), c.total*h, dk)
 	}
 	idx := c.idx[:0]
-	for _, a := range c.anc {
+	for row := range c.rows {
+		a := c.ancestry(row)
 		for hd := range h {
 			for j, r := range a {
 				idx = append(idx, (c.first[j]+r)*h+hd)
