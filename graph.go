@@ -22,6 +22,7 @@ type Graph struct {
 	rng    *rand.Rand
 	tape   []func()
 	stored map[*Tensor]*Tensor // SubstituteWeights
+	arena  *Arena              // SetArena
 }
 
 // GraphOption configures a Graph.

@@ -81,8 +81,9 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 		bv = bias.Data()
 	}
 	rows := x.Len() / hw.K
-	oshape := append(append([]int(nil), x.shape[:x.Rank()-1]...), hw.N)
-	out := like(x, oshape)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
+	out := g.like(x, oshape)
 	if rows == 0 || hw.N == 0 {
 		return out
 	}

@@ -58,11 +58,12 @@ const (
 
 func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
 	sameDevice(name, a, b)
-	bc, err := kernels.NewBroadcast(a.shape, b.shape)
+	var buf [24]int // the broadcast of shapes up to rank 8, on the stack
+	bc, err := kernels.NewBroadcastIn(buf[:0], a.shape, b.shape)
 	if err != nil {
 		panic("radgen: " + name + ": " + err.Error())
 	}
-	out := like(a, bc.Shape)
+	out := g.like(a, bc.Shape)
 	av, bv, ov := values[T](a), values[T](b), values[T](out)
 	bc.Each(func(o, ia, ib, n, sa, sb int) {
 		dst := ov[o : o+n]
@@ -98,6 +99,7 @@ func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
 		}
 	})
 	if g.needs(a, b) {
+		bc := bc.Clone() // the backward pass outlives buf
 		g.push(out, func() {
 			if out.grad == nil {
 				return
@@ -184,7 +186,7 @@ func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
 }
 
 func scale[T Float](g *Graph, x *Tensor, s float64) *Tensor {
-	out := like(x, x.shape)
+	out := g.like(x, x.shape)
 	kernels.Scale(values[T](out), values[T](x), T(s))
 	if g.needs(x) {
 		g.push(out, func() {
@@ -202,7 +204,7 @@ type unaryKernels[T Float] struct {
 }
 
 func unary[T Float](g *Graph, x *Tensor, k unaryKernels[T]) *Tensor {
-	out := like(x, x.shape)
+	out := g.like(x, x.shape)
 	y := values[T](out)
 	k.fwd(y, values[T](x))
 	if g.needs(x) {
@@ -272,7 +274,7 @@ func (g *Graph) LogSoftmax(x *Tensor) *Tensor {
 
 func rowwise[T Float](g *Graph, x *Tensor, fwd func(dst, x []T, n int), bwd func(dx, dy, y []T, n int)) *Tensor {
 	n := x.Dim(-1)
-	out := like(x, x.shape)
+	out := g.like(x, x.shape)
 	y := values[T](out)
 	fwd(y, values[T](x), n)
 	if g.needs(x) {
@@ -303,7 +305,7 @@ func maskedFill[T Float](g *Graph, x, mask *Tensor, value float64) *Tensor {
 	if err != nil || !slices.Equal(bc.Shape, x.shape) {
 		panic(fmt.Sprintf("radgen: MaskedFill: mask %v does not broadcast to %v", mask.shape, x.shape))
 	}
-	out := like(x, x.shape)
+	out := g.like(x, x.shape)
 	xv, ov := values[T](x), values[T](out)
 	mv := mask.Float64s()
 	keep := make([]bool, len(ov))
@@ -364,7 +366,7 @@ func dropout[T Float](g *Graph, x *Tensor, p float64) *Tensor {
 		}
 	}
 	s := T(1 / (1 - p))
-	out := like(x, x.shape)
+	out := g.like(x, x.shape)
 	xv, ov := values[T](x), values[T](out)
 	for i, k := range keep {
 		if k {

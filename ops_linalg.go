@@ -39,8 +39,9 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 	if !shared && !slices.Equal(a.shape[:a.Rank()-2], b.shape[:b.Rank()-2]) {
 		panic(fmt.Sprintf("radgen: MatMul batch dimensions differ: %v and %v", a.shape, b.shape))
 	}
-	oshape := append(append([]int(nil), a.shape[:a.Rank()-2]...), m, n)
-	out := like(a, oshape)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(append(buf[:0], a.shape[:a.Rank()-2]...), m, n)
+	out := g.like(a, oshape)
 	av, bv, ov := values[T](a), values[T](b), values[T](out)
 	ldb := b.Dim(-1)
 	if shared {
@@ -109,8 +110,9 @@ func linear[T Float](g *Graph, x, w, bias *Tensor) *Tensor {
 		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias.shape, w.shape))
 	}
 	rows := x.Len() / in
-	oshape := append(append([]int(nil), x.shape[:x.Rank()-1]...), outDim)
-	out := like(x, oshape)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), outDim)
+	out := g.like(x, oshape)
 	xv, wv, ov := values[T](x), values[T](w), values[T](out)
 	if bias != nil {
 		bv := values[T](bias)

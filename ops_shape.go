@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/radgen/radgen/internal/kernels"
 )
@@ -9,7 +10,8 @@ import (
 // Reshape returns x viewed with a new shape of the same size. One dimension
 // may be −1 and is inferred. The result shares x's storage.
 func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
-	shape = append([]int(nil), shape...)
+	var buf [8]int // on the stack for ranks up to 8: the result copies it
+	shape = append(buf[:0], shape...)
 	infer, n := -1, 1
 	for i, s := range shape {
 		if s == -1 {
@@ -23,21 +25,19 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 	}
 	if infer >= 0 {
 		if n == 0 || x.Len()%n != 0 {
-			panic(fmt.Sprintf("radgen: cannot reshape %v to %v", x.shape, shape))
+			panic(fmt.Sprintf("radgen: cannot reshape %v to %v", x.shape, slices.Clone(shape)))
 		}
 		shape[infer] = x.Len() / n
 		n *= shape[infer]
 	}
 	if n != x.Len() {
-		panic(fmt.Sprintf("radgen: cannot reshape %v to %v", x.shape, shape))
+		panic(fmt.Sprintf("radgen: cannot reshape %v to %v", x.shape, slices.Clone(shape)))
 	}
 	var out *Tensor
 	if x.device != CPU {
 		out = devView(x, shape)
-	} else if x.Is64() {
-		out = FromFloat64(x.Data64(), shape...)
 	} else {
-		out = FromFloat32(x.Data(), shape...)
+		out = g.view(x, shape)
 	}
 	if g.needs(x) {
 		g.push(out, func() {
@@ -65,14 +65,17 @@ func reshapeGrad(t *Tensor, shape []int) *Tensor {
 // order), a view of x's storage as Reshape returns.
 func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 	if len(perm) != x.Rank() {
-		panic(fmt.Sprintf("radgen: Permute %v of %v", perm, x.shape))
+		panic(fmt.Sprintf("radgen: Permute %v of %v", slices.Clone(perm), x.shape))
 	}
-	seen := make([]bool, len(perm))
-	oshape := make([]int, len(perm))
-	inv := make([]int, len(perm))
+	// On the stack for ranks up to 8.
+	var seenBuf [8]bool
+	var oshapeBuf, invBuf [8]int
+	seen := append(seenBuf[:0], make([]bool, len(perm))...)
+	oshape := append(oshapeBuf[:0], make([]int, len(perm))...)
+	inv := append(invBuf[:0], make([]int, len(perm))...)
 	for i, p := range perm {
 		if p < 0 || p >= len(perm) || seen[p] {
-			panic(fmt.Sprintf("radgen: Permute %v is not a permutation", perm))
+			panic(fmt.Sprintf("radgen: Permute %v is not a permutation", slices.Clone(perm)))
 		}
 		seen[p] = true
 		oshape[i] = x.shape[p]
@@ -82,20 +85,21 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 		return g.Reshape(x, oshape...)
 	}
 	if x.device != CPU {
-		return devPermute(g, x, perm, oshape, inv)
+		return devPermute(g, x, slices.Clone(perm), slices.Clone(oshape), slices.Clone(inv))
 	}
-	out := like(x, oshape)
+	out := g.like(x, oshape)
 	if x.Is64() {
 		kernels.Permute(out.Data64(), x.Data64(), x.shape, perm)
 	} else {
 		kernels.Permute(out.Data(), x.Data(), x.shape, perm)
 	}
 	if g.needs(x) {
+		oshape, inv := slices.Clone(oshape), slices.Clone(inv) // the backward pass outlives the buffers
 		g.push(out, func() {
 			if out.grad == nil {
 				return
 			}
-			back := like(x, x.shape)
+			back := g.like(x, x.shape)
 			if x.Is64() {
 				kernels.Permute(back.Data64(), out.grad.Data64(), oshape, inv)
 			} else {
@@ -175,7 +179,7 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 	}
 	outer := numel(oshape[:axis])
 	inner := numel(oshape[axis+1:])
-	out := like(xs[0], oshape)
+	out := g.like(xs[0], oshape)
 	ov := values[T](out)
 	orow := oshape[axis] * inner
 	off := 0
@@ -237,7 +241,7 @@ func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
 	}
 	xrow := x.shape[axis] * inner
 	w := (end - start) * inner
-	out := like(x, oshape)
+	out := g.like(x, oshape)
 	xv, ov := values[T](x), values[T](out)
 	for o := 0; o < outer; o++ {
 		copy(ov[o*w:(o+1)*w], xv[o*xrow+start*inner:o*xrow+start*inner+w])
@@ -299,7 +303,7 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
-	out := like(x, oshape)
+	out := g.like(x, oshape)
 	xv, ov := values[T](x), values[T](out)
 	for o := 0; o < outer; o++ {
 		for j, i := range idx {
@@ -358,7 +362,7 @@ func pickLast[T Float](g *Graph, x *Tensor, idx []int) *Tensor {
 		panic(fmt.Sprintf("radgen: PickLast of %d indices from %v", len(idx), x.shape))
 	}
 	idx = append([]int(nil), idx...)
-	out := like(x, x.shape[:x.Rank()-1])
+	out := g.like(x, x.shape[:x.Rank()-1])
 	xv, ov := values[T](x), values[T](out)
 	for r, i := range idx {
 		if i < 0 || i >= v {
@@ -396,7 +400,7 @@ func sum[T Float](g *Graph, x *Tensor) *Tensor {
 	for _, v := range values[T](x) {
 		s += float64(v)
 	}
-	out := like(x, nil)
+	out := g.like(x, nil)
 	values[T](out)[0] = T(s)
 	if g.needs(x) {
 		g.push(out, func() {

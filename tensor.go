@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 
 	"gorgonia.org/tensor"
 
@@ -31,9 +32,12 @@ type Tensor struct {
 	// demand (a Dense costs a dozen allocations, which an op's result
 	// would pay at every decoding step).
 	dense *tensor.Dense
-	// host is the backing slice on the CPU ([]float32 or []float64): the
-	// Dense's own Data method boxes it through reflection on every call,
-	// which would allocate on every access in a decoding step.
+	// host is the backing slice on the CPU ([]float32 or []float64, or
+	// *[]float32 for a slice header an Arena owns, which costs no
+	// allocation to store here): the Dense's own Data method boxes it
+	// through reflection on every call, which would allocate on every
+	// access in a decoding step. A half-precision tensor holds its
+	// *half.Weights.
 	host         any
 	shape        []int
 	device       Device
@@ -160,7 +164,7 @@ func newTensor(dt tensor.Dtype, shape []int) *Tensor {
 func fromSlice[T Float](data []T, dt tensor.Dtype, shape []int) *Tensor {
 	n := checkShape(shape)
 	if len(data) != n {
-		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), shape))
+		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), slices.Clone(shape)))
 	}
 	return &Tensor{host: data, shape: append([]int(nil), shape...), device: CPU}
 }
@@ -169,10 +173,10 @@ func checkShape(shape []int) int {
 	n := 1
 	for _, s := range shape {
 		if s < 0 {
-			panic(fmt.Sprintf("radgen: negative dimension in shape %v", shape))
+			panic(fmt.Sprintf("radgen: negative dimension in shape %v", slices.Clone(shape))) // a copy: shape stays on its caller's stack
 		}
 		if s != 0 && n > math.MaxInt32*64/s {
-			panic(fmt.Sprintf("radgen: shape %v too large", shape))
+			panic(fmt.Sprintf("radgen: shape %v too large", slices.Clone(shape)))
 		}
 		n *= s
 	}
@@ -185,7 +189,7 @@ func like(t *Tensor, shape []int) *Tensor { return newTensor(t.dtype(), shape) }
 // dtype returns the element type of t.
 func (t *Tensor) dtype() tensor.Dtype {
 	switch t.host.(type) {
-	case []float32:
+	case []float32, *[]float32:
 		return tensor.Float32
 	case []float64:
 		return tensor.Float64
@@ -210,7 +214,11 @@ func (t *Tensor) Dense() *tensor.Dense {
 	if len(ds) == 0 {
 		ds = []int{1}
 	}
-	return tensor.New(tensor.WithShape(ds...), tensor.WithBacking(t.host), tensor.Of(t.dtype()))
+	backing := t.host
+	if p, ok := backing.(*[]float32); ok {
+		backing = *p
+	}
+	return tensor.New(tensor.WithShape(ds...), tensor.WithBacking(backing), tensor.Of(t.dtype()))
 }
 
 // Shape returns the dimensions of t. The caller must not modify it.
@@ -342,6 +350,9 @@ func values[T Float](t *Tensor) []T {
 		panic("radgen: host access to a tensor on " + t.device.String() + " (copy it to the CPU with To(radgen.CPU), or the op does not run on devices yet)")
 	}
 	v, ok := t.host.([]T)
+	if p, isArena := t.host.(*[]T); isArena {
+		v, ok = *p, true
+	}
 	if !ok {
 		var z T
 		if t.IsHalf() {

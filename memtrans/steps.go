@@ -40,6 +40,11 @@ type moduleDecoding struct {
 	m2mH, m2mKeys *radgen.Tensor
 
 	probs *radgen.Tensor // the last step's last-layer source attention (rows, h, N); nil after Reorder
+
+	// arena holds each step's results on the CPU: a step's tensors (the
+	// memory, the attention) stay valid through the next step, which is
+	// as long as they are read.
+	arena *radgen.Arena
 }
 
 var (
@@ -98,6 +103,8 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 		s.memory = enc.Bank // M_0^(d) = M^(e) (Mem2Mem §3.2)
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
+	s.arena = radgen.NewArena()
+	g.SetArena(s.arena)
 	return s, nil
 }
 
@@ -173,6 +180,7 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
 		return err
 	}
+	s.arena.Next()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {

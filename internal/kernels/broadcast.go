@@ -12,9 +12,19 @@ type Broadcast struct {
 
 // NewBroadcast aligns a and b at their trailing dimensions; sizes must be
 // equal or 1.
-func NewBroadcast(a, b []int) (Broadcast, error) {
+func NewBroadcast(a, b []int) (Broadcast, error) { return NewBroadcastIn(nil, a, b) }
+
+// NewBroadcastIn is NewBroadcast with the result's slices in buf when its
+// capacity holds them (3·max(len(a), len(b)) ints), so that a caller with a
+// buffer on its stack allocates nothing.
+func NewBroadcastIn(buf []int, a, b []int) (Broadcast, error) {
 	n := max(len(a), len(b))
-	bc := Broadcast{Shape: make([]int, n), AStr: make([]int, n), BStr: make([]int, n)}
+	if cap(buf) < 3*n {
+		buf = make([]int, 3*n)
+	}
+	buf = buf[:3*n]
+	clear(buf)
+	bc := Broadcast{Shape: buf[:n:n], AStr: buf[n : 2*n : 2*n], BStr: buf[2*n:]}
 	sa, sb := 1, 1
 	for i := n - 1; i >= 0; i-- {
 		da, db := 1, 1
@@ -44,6 +54,16 @@ func NewBroadcast(a, b []int) (Broadcast, error) {
 		sb *= db
 	}
 	return bc, nil
+}
+
+// Clone returns a copy of bc with slices of its own.
+func (bc Broadcast) Clone() Broadcast {
+	buf := make([]int, 3*len(bc.Shape))
+	n := len(bc.Shape)
+	copy(buf, bc.Shape)
+	copy(buf[n:], bc.AStr)
+	copy(buf[2*n:], bc.BStr)
+	return Broadcast{Shape: buf[:n:n], AStr: buf[n : 2*n : 2*n], BStr: buf[2*n:]}
 }
 
 // Each calls f for every run of the innermost output dimension: the run

@@ -1,0 +1,141 @@
+package radgen
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Arena recycles the memory of a no-grad graph's results across the steps
+// of an incremental computation, such as a decoding that runs the same ops
+// on one more position at every step: once the arena has grown to a step's
+// size, a step's ops allocate nothing.
+//
+// An arena has two halves and a graph that uses it (Graph.SetArena) takes
+// the float32 results of its CPU ops, and their views, from the current
+// half. Next starts a step: it switches halves and clears the one it
+// switches to. So the results of a step stay valid during the next step,
+// and are overwritten by the step after it: what a caller keeps longer it
+// must copy into its own storage (as mesh.KVCache does) or compute with a
+// graph that uses no arena. Results made before SetArena do not belong to
+// the arena.
+//
+// An Arena belongs to one goroutine at a time, as its graph does.
+type Arena struct {
+	halves [2]arenaHalf
+	cur    int
+}
+
+// arenaHalf is one half of an Arena: slabs for values, tensors, their
+// shapes and the slice headers their storage points to.
+type arenaHalf struct {
+	floats  slab[float32]
+	tensors slab[Tensor]
+	shapes  slab[int]
+	headers slab[[]float32]
+}
+
+// NewArena returns an empty arena; it grows during the first steps.
+func NewArena() *Arena { return &Arena{} }
+
+// Next starts a step: results made from now on overwrite those of the step
+// before the previous one.
+func (a *Arena) Next() {
+	a.cur ^= 1
+	h := &a.halves[a.cur]
+	h.floats.reset()
+	h.tensors.reset()
+	h.shapes.reset()
+	h.headers.reset()
+}
+
+// zeros returns a float32 CPU tensor of shape, filled with zeros, from the
+// current half.
+func (a *Arena) zeros(shape []int) *Tensor {
+	n := checkShape(shape)
+	return a.view(a.halves[a.cur].floats.take(n), shape)
+}
+
+// view returns a CPU tensor of shape over data (len(data) values), from the
+// current half.
+func (a *Arena) view(data []float32, shape []int) *Tensor {
+	h := &a.halves[a.cur]
+	t := &h.tensors.take(1)[0]
+	hdr := &h.headers.take(1)[0]
+	*hdr = data
+	t.host = hdr
+	t.shape = h.shapes.take(len(shape))
+	copy(t.shape, shape)
+	t.device = CPU
+	return t
+}
+
+// slab hands out consecutive pieces of one buffer. A piece that does not
+// fit comes from the heap, and the next reset grows the buffer to hold all
+// the pieces asked for since the last one.
+type slab[T any] struct {
+	buf        []T
+	used, need int
+}
+
+// take returns n zero values of the slab.
+func (s *slab[T]) take(n int) []T {
+	s.need += n
+	if s.used+n > len(s.buf) {
+		return make([]T, n)
+	}
+	v := s.buf[s.used : s.used+n : s.used+n]
+	s.used += n
+	clear(v)
+	return v
+}
+
+func (s *slab[T]) reset() {
+	if s.need > len(s.buf) {
+		s.buf = make([]T, s.need+s.need/4)
+	}
+	s.used, s.need = 0, 0
+}
+
+// SetArena makes the graph take the float32 CPU results of its ops from a
+// (see Arena); nil stops it. Only a graph that records nothing uses an
+// arena: on a recording graph SetArena panics.
+func (g *Graph) SetArena(a *Arena) {
+	if g.record && a != nil {
+		panic("radgen: SetArena on a graph that records gradients")
+	}
+	g.arena = a
+}
+
+// like returns a zero tensor with t's dtype and the given shape, from the
+// graph's arena where it has one.
+func (g *Graph) like(t *Tensor, shape []int) *Tensor {
+	if g.arena != nil && t.device == CPU && !t.Is64() {
+		return g.arena.zeros(shape)
+	}
+	return like(t, shape)
+}
+
+// view returns a CPU tensor of shape sharing x's values, from the graph's
+// arena where it has one.
+func (g *Graph) view(x *Tensor, shape []int) *Tensor {
+	if x.Is64() {
+		return FromFloat64(x.Data64(), shape...)
+	}
+	if g.arena != nil {
+		return g.arena.view(x.Data(), shape)
+	}
+	return FromFloat32(x.Data(), shape...)
+}
+
+// FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
+// as the package function does, from the graph's arena where it has one: a
+// decoding step's view of a buffer it owns, without an allocation.
+func (g *Graph) FromFloat32(data []float32, shape ...int) *Tensor {
+	if n := checkShape(shape); len(data) != n {
+		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), slices.Clone(shape)))
+	}
+	if g.arena != nil {
+		return g.arena.view(data, shape)
+	}
+	return FromFloat32(data, shape...)
+}
