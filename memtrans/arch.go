@@ -353,13 +353,7 @@ func (f m2Facade) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, target
 }
 
 func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	var dec decode.AttentionRecorder
-	var err error
-	if onCPU(f.Decoder.WordEmb) {
-		dec, err = f.startCPUDecoding(feats.To(radgen.CPU))
-	} else {
-		dec, err = f.startModuleDecoding(feats)
-	}
+	dec, err := f.startModuleDecoding(feats)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -32,7 +32,7 @@ func BenchmarkM2Beam(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%s/B4", c.name, st), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				dec, err := m.startCPUDecodingEncoded(enc)
+				dec, err := m.startModuleDecodingEncoded(enc)
 				if err != nil {
 					b.Fatal(err)
 				}

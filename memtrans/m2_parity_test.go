@@ -411,7 +411,7 @@ func TestParityM2Beam(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dec, err := m.startCPUDecodingEncoded(e)
+			dec, err := m.startModuleDecodingEncoded(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,7 +475,7 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := m.startCPUDecodingEncoded(enc)
+	dec, err := m.startModuleDecodingEncoded(enc)
 	if err != nil {
 		t.Fatal(err)
 	}

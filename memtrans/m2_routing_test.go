@@ -107,7 +107,7 @@ func TestM2RoutingBeamMatchesTeacherForcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.startCPUDecodingEncoded(enc)
+		dec, err := m.startModuleDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}

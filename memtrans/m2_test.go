@@ -123,7 +123,7 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.startCPUDecodingEncoded(enc)
+		dec, err := m.startModuleDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,88 +171,12 @@ func (m *m2Model) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
 	return radgen.NoGrad().Slice(x, 0, i, i+1)
 }
 
-func TestM2DecodingErrors(t *testing.T) {
+// Teacher forcing refuses a missing encoding (the decoding's own errors
+// are TestM2ModuleDecodingErrors's).
+func TestM2TeacherForceErrors(t *testing.T) {
 	m := tinyM2(t)
-	if _, err := m.startCPUDecoding(radgen.Zeros(2, 6, 5)); err == nil {
-		t.Fatal("features of the wrong width accepted")
-	}
-	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp := make([]float32, 2*m.Config.Vocab)
-	if err := dec.Step(context.Background(), []int{2, m.Config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
-		t.Fatalf("token out of range: %v", err)
-	}
-	if err := dec.Step(context.Background(), []int{2}, lp); !errors.Is(err, decode.ErrShape) {
-		t.Fatalf("too few tokens: %v", err)
-	}
-	if err := dec.Reorder([]int{0, 2}); !errors.Is(err, decode.ErrShape) {
-		t.Fatalf("reorder out of range: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := dec.Step(ctx, []int{2, 2}, lp); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled step: %v", err)
-	}
-	for range m.Decoder.MaxLen() {
-		if err := dec.Step(context.Background(), []int{2, 2}, lp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := dec.Step(context.Background(), []int{2, 2}, lp); err == nil {
-		t.Fatal("step beyond the positional table accepted")
-	}
 	if _, err := m.teacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
 		t.Fatal("nil encoding accepted")
-	}
-}
-
-// After warm-up the decoding state allocates nothing per step: whatever a
-// step allocates is what its matrix products allocate inside f32.Gemm
-// (measured here call by call with the same shapes).
-func TestM2StepAllocs(t *testing.T) {
-	if m2Race {
-		t.Skip("the race detector's instrumentation allocates")
-	}
-	m := tinyM2(t)
-	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(4, 4)), 2, 6, 12))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dec.Reorder([]int{0, 0, 1, 1}); err != nil {
-		t.Fatal(err)
-	}
-	const R = 4
-	lp := make([]float32, R*m.Config.Vocab)
-	tok := []int{2, 2, 2, 2}
-	src := []int{1, 0, 3, 2}
-	allocs := testing.AllocsPerRun(10, func() {
-		if err := dec.Step(context.Background(), tok, lp); err != nil {
-			t.Fatal(err)
-		}
-		if err := dec.Reorder(src); err != nil {
-			t.Fatal(err)
-		}
-	})
-	var gemm float64
-	scratch := make([]float32, 1<<14)
-	product := func(l m2Dense, rows int) {
-		gemm += testing.AllocsPerRun(10, func() { l.apply(scratch[:rows*l.out], scratch[8192:8192+rows*l.in], rows) })
-	}
-	for _, l := range dec.layers {
-		for _, d := range []m2Dense{l.selfQ, l.selfK, l.selfV, l.selfO, l.encQ, l.ff1, l.ff2} {
-			product(d, R)
-		}
-		product(l.encO, dec.levels*R)
-		for _, a := range l.alpha {
-			product(a, R)
-		}
-	}
-	product(dec.out, R)
-	t.Logf("%v allocations per step, %v of them inside f32.Gemm", allocs, gemm)
-	if allocs > gemm {
-		t.Fatalf("%v allocations per step beyond the %v of the matrix products", allocs, gemm)
 	}
 }
 
@@ -376,7 +300,7 @@ func TestLoadM2(t *testing.T) {
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
 	m.Encoder.Padding = mesh.PadZeroRows
-	dec, err := m.startCPUDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	dec, err := m.startModuleDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}

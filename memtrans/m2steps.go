@@ -9,13 +9,20 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// m2ModuleDecoding is the incremental decoding state of an M2Transformer
-// built from the modules' own steps ([mesh.MeshedSteps]: the meshed
-// layer's step over a key/value cache and over its sources projected once
-// per study), so it runs on whatever device the model's parameters and
-// the features live on. It computes what m2CPUDecoding computes: positional
-// row t+1 at step t whatever the token, <pad> masked as a key and its
-// row's output zeroed, every routing, and the same attention map.
+// m2ModuleDecoding is the incremental decoding state of a batch of
+// studies under an M2Transformer, built from the modules' own steps
+// ([mesh.MeshedSteps]: the meshed layer's step over a key/value cache and
+// over its sources projected once per study), so it runs on whatever
+// device the model's parameters and the features live on, the CPU
+// included. It implements decode.Model, so any strategy of package decode
+// (M²'s own beam search: decode.BeamSearch{Semantics: decode.M2}) can
+// drive it, and computes what the published stateful decoder computes:
+// positional row t+1 at step t whatever the token (running_seq), <pad>
+// masked as a key from its step on (running_mask_self_attention) and its
+// row's output zeroed (mask_pad), every routing. Unlike the published
+// decoder, which projects every earlier layer input again at every step,
+// each position's keys and values are projected once and addressed
+// through an ancestry, so that Reorder moves indices, never vectors.
 //
 // An m2ModuleDecoding belongs to one goroutine; the model may serve many
 // concurrently.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -54,10 +55,12 @@ func compareHypotheses(t *testing.T, got, want [][]decode.Hypothesis) (lp, att f
 	return lp, att
 }
 
-// The decoding built from the modules' steps gives m2CPUDecoding's tokens,
-// log-probabilities and attention maps (within 1e-5), greedy and beam 3,
-// under every padding rule and with a routing, on the CPU and on a device.
-func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
+// The decoding built from the modules' steps, greedy and beam 3, under
+// every padding rule and with a routing: on the CPU its log-probabilities
+// equal teacher forcing each hypothesis (within 1e-5); on a device its
+// tokens, log-probabilities and attention maps equal the CPU's (within
+// 1e-5).
+func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for _, routing := range []mesh.Routing{mesh.RoutingNone, mesh.RoutingGCA} {
 			for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
@@ -104,7 +107,7 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 					}
 					for sname, st := range m2Strategies(c, 9) {
 						want, err := func() ([][]decode.Hypothesis, error) {
-							dec, err := ref.startCPUDecodingEncoded(enc)
+							dec, err := ref.startModuleDecodingEncoded(enc)
 							if err != nil {
 								return nil, err
 							}
@@ -112,6 +115,14 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 						}()
 						if err != nil {
 							t.Fatal(err)
+						}
+						worst := m2TeacherForcedDelta(t, ref, enc, want)
+						t.Logf("%s: CPU vs teacher forcing, max |Δ log p| = %.3g", sname, worst)
+						if worst > 1e-5 {
+							t.Errorf("%s: CPU vs teacher forcing, max |Δ log p| = %.3g > 1e-5", sname, worst)
+						}
+						if dev == radgen.CPU {
+							continue
 						}
 						dec, err := start()
 						if err != nil {
@@ -133,9 +144,10 @@ func TestM2ModuleDecodingMatchesM2Decoding(t *testing.T) {
 	}
 }
 
-// A <pad> fed to some rows is handled as m2CPUDecoding handles it (masked as
-// a key from then on, its row's output zeroed), through reorders that
-// repeat and drop rows.
+// A <pad> fed to some rows is masked as a key from then on and zeroes its
+// row's output, through reorders that repeat and drop rows: every step's
+// log-probabilities equal teacher forcing the row's tokens so far, whose
+// <pad> positions the full pass masks alike, and a <pad> row's are uniform.
 func TestM2ModuleDecodingPadTokens(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		t.Run(dev.String(), func(t *testing.T) {
@@ -149,44 +161,52 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			feats := m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, c.DIn)
-			a, err := ref.startCPUDecoding(feats)
+			enc, err := ref.encode(radgen.NoGrad(), feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := m.startModuleDecoding(feats)
+			dec, err := m.startModuleDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
 			V := c.Vocab
 			steps := [][]int{{c.BOS, c.BOS}, {5, c.Pad}, {c.Pad, 7}, {4, 4, 9, 6}, {c.Pad, 8, 8, 11}, {3, 3, 3, 3}}
 			reorders := map[int][]int{3: {0, 0, 1, 1}, 5: {3, 1, 1, 0}}
+			study, history := []int{0, 1}, [][]int{nil, nil} // per row
 			var worst float64
 			for s, tok := range steps {
 				if src, ok := reorders[s]; ok {
-					if err := a.Reorder(src); err != nil {
+					if err := dec.Reorder(src); err != nil {
 						t.Fatal(err)
 					}
-					if err := b.Reorder(src); err != nil {
-						t.Fatal(err)
+					st, h := make([]int, len(src)), make([][]int, len(src))
+					for i, r := range src {
+						st[i], h[i] = study[r], history[r]
 					}
+					study, history = st, h
 				}
-				want, got := make([]float32, len(tok)*V), make([]float32, len(tok)*V)
-				if err := a.Step(context.Background(), tok, want); err != nil {
+				got := make([]float32, len(tok)*V)
+				if err := dec.Step(context.Background(), tok, got); err != nil {
 					t.Fatal(err)
-				}
-				if err := b.Step(context.Background(), tok, got); err != nil {
-					t.Fatal(err)
-				}
-				for i := range want {
-					worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
 				}
 				for r, tk := range tok {
+					history[r] = append(slices.Clone(history[r]), tk)
+					one := &m2Encoded{Levels: ref.sliceStudy(enc.Levels, study[r]), Mask: ref.sliceStudy(enc.Mask, study[r])}
+					n := len(history[r])
+					lp, err := ref.teacherForce(radgen.NoGrad(), one, history[r], 1, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := lp.Data()[(n-1)*V : n*V]
+					for v := range V {
+						worst = math.Max(worst, math.Abs(float64(got[r*V+v]-want[v])))
+					}
 					if tk == c.Pad && math.Abs(float64(got[r*V])+math.Log(float64(V))) > 1e-5 {
 						t.Fatalf("step %d row %d (<pad>): log p = %g, want the uniform %g", s, r, got[r*V], -math.Log(float64(V)))
 					}
 				}
 			}
-			t.Logf("max |Δ log p| = %.3g over %d steps", worst, len(steps))
+			t.Logf("max |Δ log p| against teacher forcing = %.3g over %d steps", worst, len(steps))
 			if worst > 1e-5 {
 				t.Fatalf("max |Δ log p| = %.3g > 1e-5", worst)
 			}
@@ -194,7 +214,8 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 	}
 }
 
-// The module decoding refuses what m2CPUDecoding refuses, with the same
+// The module decoding refuses malformed encodings, tokens, reorders,
+// cancelled contexts and steps beyond the positional table, with decode's
 // errors.
 func TestM2ModuleDecodingErrors(t *testing.T) {
 	m := tinyM2(t)
@@ -309,11 +330,10 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 }
 
 // BenchmarkM2ModuleDecoding decodes 20 steps of M²'s beam search of width
-// 3 (every beam runs to MaxLen) through the hand-written CPU step
-// ("handwritten", m2CPUDecoding) and through the modules' steps ("modules"),
-// at batch 1 and 16, from one encoding of 50 regions, and reports the time
-// per step. "coco" is the paper's configuration (vocabulary 10,201, whose
-// output projection dominates a step), "tiny" tinyM2Preset with 200 words (where
+// 3 (every beam runs to MaxLen) through the modules' steps, at batch 1 and
+// 16, from one encoding of 50 regions, and reports the time per step.
+// "coco" is the paper's configuration (vocabulary 10,201, whose output
+// projection dominates a step), "tiny" tinyM2Preset with 200 words (where
 // the cost of the steps' many small operations shows); weights are random.
 func BenchmarkM2ModuleDecoding(b *testing.B) {
 	for _, cfg := range []struct {
@@ -334,27 +354,19 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, path := range []string{"handwritten", "modules"} {
-				b.Run(fmt.Sprintf("%s/%s/batch=%d", cfg.name, path, batch), func(b *testing.B) {
-					b.ReportAllocs()
-					for b.Loop() {
-						var dec decode.Model
-						var err error
-						if path == "handwritten" {
-							dec, err = m.startCPUDecodingEncoded(enc)
-						} else {
-							dec, err = m.startModuleDecodingEncoded(enc)
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-						if _, err := st.Decode(context.Background(), dec); err != nil {
-							b.Fatal(err)
-						}
+			b.Run(fmt.Sprintf("%s/batch=%d", cfg.name, batch), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					dec, err := m.startModuleDecodingEncoded(enc)
+					if err != nil {
+						b.Fatal(err)
 					}
-					b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*steps), "ms/step")
-				})
-			}
+					if _, err := st.Decode(context.Background(), dec); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*steps), "ms/step")
+			})
 		}
 	}
 }
