@@ -160,7 +160,8 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 	if axis < 0 {
 		axis += r
 	}
-	oshape := append([]int(nil), xs[0].shape...)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(buf[:0], xs[0].shape...)
 	oshape[axis] = 0
 	for _, x := range xs {
 		sameDevice("Concat", xs[0], x)
@@ -175,7 +176,7 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 		oshape[axis] += x.shape[axis]
 	}
 	if xs[0].device != CPU {
-		return devConcat(g, axis, xs, oshape)
+		return devConcat(g, axis, slices.Clone(xs), slices.Clone(oshape))
 	}
 	outer := numel(oshape[:axis])
 	inner := numel(oshape[axis+1:])
@@ -192,6 +193,7 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 		off += w
 	}
 	if g.needs(xs...) {
+		xs := slices.Clone(xs) // the backward pass outlives the caller's slice
 		g.push(out, func() {
 			if out.grad == nil {
 				return
@@ -232,12 +234,13 @@ func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
 	if start < 0 || end > x.shape[axis] || start > end {
 		panic(fmt.Sprintf("radgen: Slice [%d:%d] of axis %d of %v", start, end, axis, x.shape))
 	}
-	oshape := append([]int(nil), x.shape...)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(buf[:0], x.shape...)
 	oshape[axis] = end - start
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
 	if x.device != CPU {
-		return devSlice(g, x, axis, start, end, oshape)
+		return devSlice(g, x, axis, start, end, slices.Clone(oshape))
 	}
 	xrow := x.shape[axis] * inner
 	w := (end - start) * inner
@@ -296,10 +299,11 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 			panic(fmt.Sprintf("radgen: IndexSelect index %d out of range [0,%d)", i, n))
 		}
 	}
-	oshape := append([]int(nil), x.shape...)
+	var buf [8]int // on the stack for ranks up to 8
+	oshape := append(buf[:0], x.shape...)
 	oshape[axis] = len(idx)
 	if x.device != CPU {
-		return devIndexSelect(g, x, axis, append([]int(nil), idx...), oshape)
+		return devIndexSelect(g, x, axis, append([]int(nil), idx...), slices.Clone(oshape))
 	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
@@ -334,10 +338,11 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 // [shape..., D]; len(ids) must equal the product of shape.
 func (g *Graph) Embedding(table *Tensor, ids []int, shape ...int) *Tensor {
 	if numel(shape) != len(ids) {
-		panic(fmt.Sprintf("radgen: Embedding of %d ids as shape %v", len(ids), shape))
+		panic(fmt.Sprintf("radgen: Embedding of %d ids as shape %v", len(ids), slices.Clone(shape)))
 	}
 	rows := g.IndexSelect(table, 0, ids)
-	return g.Reshape(rows, append(append([]int(nil), shape...), table.Dim(1))...)
+	var buf [8]int // on the stack for ranks up to 8
+	return g.Reshape(rows, append(append(buf[:0], shape...), table.Dim(1))...)
 }
 
 // PickLast returns out[r] = x[r, idx[r]] for x viewed as [rows, V]: the

@@ -30,6 +30,7 @@ type moduleDecoding struct {
 	studies int
 	t       int   // positions consumed
 	study   []int // row → study
+	spare   []int // the previous study slice, reused by Reorder
 	self    []*mesh.KVCache
 	cross   []*mesh.Source // per decoder layer
 	n       int            // source positions per study
@@ -162,11 +163,11 @@ func (s *moduleDecoding) Reorder(src []int) error {
 	if s.memory != nil {
 		s.memory = s.g.IndexSelect(s.memory, 0, src)
 	}
-	study := make([]int, len(src))
+	study := append(s.spare[:0], make([]int, len(src))...)
 	for i, r := range src {
 		study[i] = s.study[r]
 	}
-	s.study = study
+	s.study, s.spare = study, s.study
 	s.probs = nil
 	return nil
 }

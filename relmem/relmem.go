@@ -80,8 +80,7 @@ func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen
 	mlp := g.ReLU(r.MLP2.Forward(g, g.ReLU(r.MLP0.Forward(g, next))))
 	next = g.Add(next, mlp)                                           // Eq. 7
 	gates := g.Add(r.W.Forward(g, y), r.U.Forward(g, g.Tanh(memory))) // Eqs. 8–9: (B, S, 2D)
-	parts := g.Split(gates, 2, d, d)
-	in, forget := g.Sigmoid(parts[0]), g.Sigmoid(parts[1])
+	in, forget := g.Sigmoid(g.Slice(gates, 2, 0, d)), g.Sigmoid(g.Slice(gates, 2, d, 2*d))
 	return g.Add(g.Mul(in, g.Tanh(next)), g.Mul(forget, memory)) // Eq. 10
 }
 
