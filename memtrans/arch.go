@@ -353,7 +353,7 @@ func (f m2Facade) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, target
 }
 
 func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	dec, err := f.startModuleDecoding(feats)
+	dec, err := f.startModuleDecoding(feats, radgen.SubstituteWeights(o.stored))
 	if err != nil {
 		return nil, 0, err
 	}

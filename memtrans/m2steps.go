@@ -31,6 +31,11 @@ type m2ModuleDecoding struct {
 	g       *radgen.Graph
 	steps   *mesh.MeshedSteps
 	regions int // R, regions per study
+
+	// arena holds each step's results on the CPU: a step's tensors (the
+	// log-probabilities, the attention) stay valid through the next step,
+	// which is as long as they are read; the caches copy what they keep.
+	arena *radgen.Arena
 }
 
 var (
@@ -40,8 +45,9 @@ var (
 
 // startModuleDecoding encodes region features (B, R, d_in), on the device
 // of the model's parameters, masking regions by Config.Padding, and
-// returns a decoding state with one row per study.
-func (m *m2Model) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDecoding, error) {
+// returns a decoding state with one row per study whose steps run on a
+// no-grad graph made with opts (radgen.SubstituteWeights).
+func (m *m2Model) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -60,13 +66,13 @@ func (m *m2Model) startModuleDecoding(feats *radgen.Tensor) (*m2ModuleDecoding, 
 	if err != nil {
 		return nil, err
 	}
-	return m.startModuleDecodingEncoded(enc)
+	return m.startModuleDecodingEncoded(enc, opts...)
 }
 
 // startModuleDecodingEncoded returns a decoding state with one row per
 // study of an encoding made by Encode or EncodeMasked on the device of the
-// model's parameters.
-func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded) (*m2ModuleDecoding, error) {
+// model's parameters, whose steps run on a no-grad graph made with opts.
+func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
 	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
@@ -80,8 +86,10 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded) (*m2ModuleDecoding,
 	if dev := m.Decoder.FC.Weight.Device(); enc.Levels.Device() != dev {
 		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
-	g := radgen.NoGrad()
-	return &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r}, nil
+	g := radgen.NoGrad(opts...)
+	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, arena: radgen.NewArena()}
+	g.SetArena(s.arena) // after Start: the sources it projects outlive every step
+	return s, nil
 }
 
 // VocabSize implements decode.Model.
@@ -121,6 +129,7 @@ func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32
 	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err
 	}
+	s.arena.Next()
 	lp := s.steps.Step(s.g, tokens)
 	if err := ctx.Err(); err != nil {
 		return err

@@ -46,7 +46,7 @@ func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *K
 	if a.Slots() == 0 {
 		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)
 	} else {
-		k, v := a.withSlots(g, c.gather(g, c.keys), c.gather(g, c.values))
+		k, v := a.withSlots(g, c.gather(g, false), c.gather(g, true))
 		kh, vh = a.heads(g, k, a.DK), a.heads(g, v, a.DV)
 	}
 	q := g.Reshape(a.FCQ.Forward(g, x), r, 1, a.Heads*a.DK)

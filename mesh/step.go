@@ -11,6 +11,7 @@ package mesh
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/radgen/radgen"
 )
@@ -24,7 +25,11 @@ import (
 //
 // A KVCache belongs to one decoding and one goroutine.
 type KVCache struct {
-	keys, values []*radgen.Tensor // per position: (rows at that step, D)
+	// keys and values hold each position's (rows at that step, W), where
+	// the host buffers below do not hold them.
+	keys, values []*radgen.Tensor
+	n            int    // positions cached
+	width        [2]int // W of the keys and of the values
 	// anc[r·stride + j]: the row of position j that row r continues, for
 	// j < Len(); next is the buffer Reorder writes into.
 	anc, next []int
@@ -35,10 +40,11 @@ type KVCache struct {
 	// stacked in order; total is the number of those rows.
 	first []int
 	total int
-	// On the CPU, without gradients, the stacked keys and values are also
-	// kept in growing buffers (total·D floats each), so that a step reads
-	// them without concatenating every position again. host is false once
-	// a position did not qualify.
+	// On the CPU, without gradients, the stacked keys and values are
+	// copied into growing buffers (total·W floats each) instead, so that a
+	// step reads them without concatenating every position again, and the
+	// step's own tensors may be overwritten after it (a graph's
+	// radgen.Arena). host is false once a position did not qualify.
 	hostKeys, hostValues []float32
 	host                 bool
 	idx                  []int // gatherHeads's indices, reused
@@ -57,7 +63,7 @@ func NewKVCache(rows int) *KVCache {
 }
 
 // Len returns the number of positions cached.
-func (c *KVCache) Len() int { return len(c.keys) }
+func (c *KVCache) Len() int { return c.n }
 
 // Rows returns the number of rows.
 func (c *KVCache) Rows() int { return c.rows }
@@ -93,19 +99,28 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	if k.Dim(0) != c.rows || v.Dim(0) != c.rows {
 		panic(fmt.Sprintf("mesh: cache of %d rows given keys %v and values %v", c.rows, k.Shape(), v.Shape()))
 	}
-	c.keys = append(c.keys, k)
-	c.values = append(c.values, v)
-	c.first = append(c.first, c.total)
-	c.total += c.rows
+	if c.n > 0 && (k.Dim(1) != c.width[0] || v.Dim(1) != c.width[1]) {
+		panic(fmt.Sprintf("mesh: cache of keys %d and values %d wide given %v and %v", c.width[0], c.width[1], k.Shape(), v.Shape()))
+	}
+	c.width = [2]int{k.Dim(1), v.Dim(1)}
+	wasHost := c.host
 	c.host = c.host && onHost(k) && onHost(v)
 	if c.host {
 		c.hostKeys = appendDoubling(c.hostKeys, k.Data())
 		c.hostValues = appendDoubling(c.hostValues, v.Data())
 	} else {
+		if wasHost && c.n > 0 { // the earlier positions are in the host buffers only
+			c.keys, c.values = c.positions(c.hostKeys, c.width[0]), c.positions(c.hostValues, c.width[1])
+		}
 		c.hostKeys, c.hostValues = nil, nil
+		c.keys = append(c.keys, k)
+		c.values = append(c.values, v)
 	}
-	t := len(c.keys) - 1 // the new position
-	if t >= c.stride {   // room for more positions in every row
+	c.first = append(c.first, c.total)
+	c.total += c.rows
+	c.n++
+	t := c.n - 1       // the new position
+	if t >= c.stride { // room for more positions in every row
 		w := max(2*c.stride, 16)
 		anc := make([]int, c.rows*w, 2*c.rows*w)
 		for r := range c.rows {
@@ -131,27 +146,45 @@ func appendDoubling(buf, x []float32) []float32 {
 	return append(buf, x...)
 }
 
-// gather returns every row's history of xs, one (rows at that step, W)
-// tensor per position as c.keys and c.values hold them, as (Rows(), Len(),
-// W), through the ancestry. Keys and values may differ in width (M²'s d_k
-// and d_v).
-func (c *KVCache) gather(g *radgen.Graph, xs []*radgen.Tensor) *radgen.Tensor {
-	t := len(xs)
-	offset := make([]int, t)
-	for j := 1; j < t; j++ {
-		offset[j] = offset[j-1] + xs[j-1].Dim(0)
+// positions splits a host buffer of the cached positions (total·w floats)
+// into one tensor per position, (rows at that step, w).
+func (c *KVCache) positions(buf []float32, w int) []*radgen.Tensor {
+	xs := make([]*radgen.Tensor, c.n)
+	for j := range c.n {
+		end := c.total
+		if j+1 < c.n {
+			end = c.first[j+1]
+		}
+		xs[j] = radgen.FromFloat32(slices.Clone(buf[c.first[j]*w:end*w]), end-c.first[j], w)
 	}
+	return xs
+}
+
+// gather returns every row's history of the keys (or the values), as
+// (Rows(), Len(), W), through the ancestry. Keys and values may differ in
+// width (M²'s d_k and d_v).
+func (c *KVCache) gather(g *radgen.Graph, values bool) *radgen.Tensor {
+	xs, buf, w := c.keys, c.hostKeys, c.width[0]
+	if values {
+		xs, buf, w = c.values, c.hostValues, c.width[1]
+	}
+	t := c.n
 	idx := make([]int, 0, c.rows*t)
 	for row := range c.rows {
 		for j, r := range c.ancestry(row) {
-			idx = append(idx, offset[j]+r)
+			idx = append(idx, c.first[j]+r)
 		}
 	}
-	all := xs[0]
-	if t > 1 {
+	var all *radgen.Tensor // every position's rows stacked, (total, W)
+	switch {
+	case c.host:
+		all = g.FromFloat32(buf[:c.total*w], c.total, w)
+	case t == 1:
+		all = xs[0]
+	default:
 		all = g.Concat(0, xs...)
 	}
-	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, xs[0].Dim(1))
+	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, w)
 }
 
 // onHost reports whether x is a float32 CPU tensor outside any gradient
@@ -170,7 +203,7 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 	if values {
 		xs, buf, which = c.values, c.hostValues, 1
 	}
-	t, w := len(xs), xs[0].Dim(1)
+	t, w := c.n, c.width[which]
 	dk := w / h
 	if c.host && !g.Recording() {
 		n := c.rows * h * t * dk
@@ -190,7 +223,7 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 				}
 			}
 		}
-		return radgen.FromFloat32(out, c.rows, h, t, dk)
+		return g.FromFloat32(out, c.rows, h, t, dk)
 	}
 	var all *radgen.Tensor // every position's rows stacked, (total·h, d_k)
 	switch {
