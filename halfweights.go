@@ -93,3 +93,71 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 	runners.Put(r)
 	return out
 }
+
+// maxBatchRows is the most rows per input for which Linears batches its
+// products (the decoding steps' products, a few rows against a weight
+// streamed once); larger products run one by one through Linear's GEMM.
+const maxBatchRows = 48
+
+// Linears computes out[i] = act(xs[i]·Wᵢᵀ + bᵢ) for the linear maps ls[i]
+// (Wᵢ read through SubstituteWeights as Linear reads it), where act is
+// max(0, ·) if relu is set and the identity otherwise: independent maps of
+// the same or of different inputs, such as the γ and β MLPs of every
+// conditional norm of a decoder, which all read one memory.
+//
+// On the CPU, outside a recording graph, with float32 inputs of at most 48
+// rows, the products run as one batch: every weight is read once and the
+// output columns of all of them are shared out among the cores in one
+// start, instead of one start per map. Elsewhere each map is a Linear (and
+// a ReLU). out, xs and ls must have the same length.
+func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
+	if len(out) != len(ls) || len(xs) != len(ls) {
+		panic(fmt.Sprintf("radgen: Linears of %d inputs and %d maps into %d results", len(xs), len(ls), len(out)))
+	}
+	batch := !g.record
+	for _, x := range xs {
+		batch = batch && x.device == CPU && !x.Is64() && !x.IsHalf() && x.Rank() >= 1 && x.Len() <= maxBatchRows*x.Dim(-1)
+	}
+	if !batch {
+		for i, l := range ls {
+			out[i] = l.Forward(g, xs[i])
+			if relu {
+				out[i] = g.ReLU(out[i])
+			}
+		}
+		return
+	}
+	r := runners.Get().(*half.Runner)
+	for i, l := range ls {
+		x, w := xs[i], l.Weight
+		if s, ok := g.stored[w]; ok {
+			w = s
+		}
+		var hw half.Weights
+		switch {
+		case w.IsHalf():
+			hw = *w.host.(*half.Weights)
+		case w.device == CPU && !w.Is64() && w.Rank() == 2:
+			hw = half.Float32(w.Dim(0), w.Dim(1), w.Data())
+		default:
+			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
+		}
+		if x.Dim(-1) != hw.K {
+			panic(fmt.Sprintf("radgen: Linears of %v with weight %v", x.shape, w.shape))
+		}
+		var bv []float32
+		if l.Bias != nil {
+			if l.Bias.Rank() != 1 || l.Bias.Dim(0) != hw.N {
+				panic(fmt.Sprintf("radgen: Linears bias %v for weight %v", l.Bias.shape, w.shape))
+			}
+			bv = l.Bias.Data()
+		}
+		var buf [8]int // on the stack for ranks up to 8
+		oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
+		o := g.like(x, oshape)
+		out[i] = o
+		r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: o.Data(), ReLU: relu})
+	}
+	r.Run()
+	runners.Put(r)
+}

@@ -79,3 +79,38 @@ func TestHalfWeightsRefusals(t *testing.T) {
 		}()
 	}
 }
+
+func TestLinears(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	newLinear := func(in, out int) *Linear {
+		l := NewLinear(in, out, true, r)
+		Uniform(l.Bias, r, 0.5)
+		return l
+	}
+	ls := []*Linear{newLinear(40, 24), newLinear(40, 13), newLinear(16, 40), NewLinear(16, 5, false, r)}
+	mem, h := Zeros(3, 40), Zeros(3, 16)
+	Uniform(mem, r, 1)
+	Uniform(h, r, 1)
+	xs := []*Tensor{mem, mem, h, h}
+	stored := map[*Tensor]*Tensor{ls[1].Weight: ls[1].Weight.ToHalf()}
+	for _, relu := range []bool{false, true} {
+		for name, g := range map[string]*Graph{"no-grad": NoGrad(), "half": NoGrad(SubstituteWeights(stored)), "recording": NewGraph()} {
+			out := make([]*Tensor, len(ls))
+			g.Linears(out, xs, ls, relu)
+			for i, l := range ls {
+				want := l.Forward(g, xs[i])
+				if relu {
+					want = g.ReLU(want)
+				}
+				if !slices.Equal(out[i].Shape(), want.Shape()) {
+					t.Fatalf("%s: map %d: shape %v, want %v", name, i, out[i].Shape(), want.Shape())
+				}
+				for j, v := range want.Data() {
+					if d := math.Abs(float64(out[i].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
+						t.Fatalf("%s relu=%v: map %d: y[%d] = %v, want %v", name, relu, i, j, out[i].Data()[j], v)
+					}
+				}
+			}
+		}
+	}
+}

@@ -94,14 +94,62 @@ func (c *Conditional) Forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 // Deltas returns γ̂ and β̂ (B, T, D) for a memory (B, T, S·D_m); decoders
 // that reuse one memory across sublayers may compute them once.
 func (c *Conditional) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammaHat, betaHat *radgen.Tensor) {
-	gammaHat = g.Add(c.MLPGamma.Forward(g, memory), c.Gamma) // Eqs. 11–12
-	betaHat = g.Add(c.MLPBeta.Forward(g, memory), c.Beta)    // Eqs. 13–14
-	return gammaHat, betaHat
+	return c.modulate(g, c.MLPGamma.Forward(g, memory), c.MLPBeta.Forward(g, memory))
+}
+
+// modulate returns γ̂ and β̂ from the outputs of the γ and β MLPs.
+func (c *Conditional) modulate(g *radgen.Graph, dGamma, dBeta *radgen.Tensor) (gammaHat, betaHat *radgen.Tensor) {
+	return g.Add(dGamma, c.Gamma), g.Add(dBeta, c.Beta) // Eqs. 11–12, 13–14
 }
 
 // Apply normalises x with precomputed γ̂ and β̂ (Eq. 15).
 func (c *Conditional) Apply(g *radgen.Graph, x, gammaHat, betaHat *radgen.Tensor) *radgen.Tensor {
 	return g.LayerNorm(x, gammaHat, betaHat, c.Eps, radgen.NormR2Gen)
+}
+
+// Group computes γ̂ and β̂ (Eqs. 11–14) of several conditional norms that
+// read one memory — every sublayer norm of a decoder, whose memory changes
+// once per position — at once: the first layers of their MLPs as one batch
+// of products and the second layers as another (radgen.Graph.Linears),
+// instead of four products per norm. A Group belongs to one goroutine.
+type Group struct {
+	norms         []*Conditional
+	first, second []*radgen.Linear // γ's and β's MLP layers, norm by norm
+	ins, hidden   []*radgen.Tensor
+	out           []*radgen.Tensor
+	gammas, betas []*radgen.Tensor
+}
+
+// NewGroup returns the group of norms.
+func NewGroup(norms ...*Conditional) *Group {
+	gr := &Group{norms: norms}
+	for _, c := range norms {
+		gr.first = append(gr.first, c.MLPGamma.L0, c.MLPBeta.L0)
+		gr.second = append(gr.second, c.MLPGamma.L2, c.MLPBeta.L2)
+	}
+	n := 2 * len(norms)
+	gr.ins, gr.hidden, gr.out = make([]*radgen.Tensor, n), make([]*radgen.Tensor, n), make([]*radgen.Tensor, n)
+	gr.gammas, gr.betas = make([]*radgen.Tensor, len(norms)), make([]*radgen.Tensor, len(norms))
+	return gr
+}
+
+// Deltas returns γ̂ and β̂ (…, D) of every norm of the group, in order, for
+// a memory (…, S·D_m), as each norm's Deltas would. The slices are the
+// group's own: the next call overwrites them.
+func (gr *Group) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammas, betas []*radgen.Tensor) {
+	for i := range gr.ins {
+		gr.ins[i] = memory
+	}
+	g.Linears(gr.hidden, gr.ins, gr.first, true) // ReLU(L0(M)) of every MLP
+	g.Linears(gr.out, gr.hidden, gr.second, false)
+	for i, c := range gr.norms {
+		gr.gammas[i] = g.Add(gr.out[2*i], c.Gamma) // Eqs. 11–12
+		gr.betas[i] = g.Add(gr.out[2*i+1], c.Beta) // Eqs. 13–14
+	}
+	clear(gr.ins)
+	clear(gr.hidden)
+	clear(gr.out)
+	return gr.gammas, gr.betas
 }
 
 // VisitParams implements radgen.Module.

@@ -39,3 +39,27 @@ func TestGradients(t *testing.T) {
 	radgen.Promote64(ln)
 	gradcheck.Check(t, "LayerNorm", 1e-6, func(g *radgen.Graph) *radgen.Tensor { return ln.Forward(g, x) }, x, ln.Gamma, ln.Beta)
 }
+
+// A Group's batched deltas equal each norm's own, for every row count the
+// decoding uses and beyond the batched products' limit.
+func TestGroupMatchesDeltas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 3))
+	norms := []*Conditional{NewConditional(12, 20, rng), NewConditional(12, 20, rng), NewConditional(12, 20, rng)}
+	gr := NewGroup(norms...)
+	for _, rows := range []int{1, 3, 7, 60} {
+		mem := radgen.Zeros(rows, 20)
+		radgen.Uniform(mem, rng, 1)
+		g := radgen.NoGrad()
+		gammas, betas := gr.Deltas(g, mem)
+		for i, c := range norms {
+			wantG, wantB := c.Deltas(g, mem)
+			for _, pair := range [][2]*radgen.Tensor{{gammas[i], wantG}, {betas[i], wantB}} {
+				for j, v := range pair[1].Data() {
+					if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
+						t.Fatalf("%d rows, norm %d: value %d = %v, want %v", rows, i, j, pair[0].Data()[j], v)
+					}
+				}
+			}
+		}
+	}
+}

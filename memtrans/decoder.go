@@ -24,6 +24,15 @@ func (n sublayerNorm) forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 	return n.plain.Forward(g, x)
 }
 
+// apply is forward with γ̂ and β̂ precomputed: gammas[i] and betas[i] for
+// an MCLN (see r2DecoderLayer.Step).
+func (n sublayerNorm) apply(g *radgen.Graph, x *radgen.Tensor, gammas, betas []*radgen.Tensor, i int) *radgen.Tensor {
+	if n.cond != nil {
+		return n.cond.Apply(g, x, gammas[i], betas[i])
+	}
+	return n.plain.Forward(g, x)
+}
+
 func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 	if n.cond != nil {
 		n.cond.VisitParams(visit)
@@ -63,17 +72,33 @@ func (l *r2DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memo
 // Step is Forward for one new position per row: x (R, D) holds each row's
 // input, self caches the rows' earlier positions (keys and values of
 // SelfAttn), src is SrcAttn's source projected once per study and
-// study[i] the study of row i, memory (R, S·D) each row's memory state
-// (ignored by BASE norms). It returns the layer's output (R, D) and, if
-// record is true, the source attention's probabilities (R, h, N).
-func (l *r2DecoderLayer) Step(g *radgen.Graph, x, memory *radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
-	h := l.norms[0].forward(g, x, memory)
+// study[i] the study of row i. gammas[i] and betas[i] are γ̂ and β̂ (R, D)
+// of sublayer norm i, computed from the rows' memory for all layers at
+// once (mcln.Group); BASE norms ignore them. It returns the layer's output
+// (R, D) and, if record is true, the source attention's probabilities
+// (R, h, N).
+func (l *r2DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, gammas, betas []*radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+	h := l.norms[0].apply(g, x, gammas, betas, 0)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
-	h = l.norms[1].forward(g, x, memory)
+	h = l.norms[1].apply(g, x, gammas, betas, 1)
 	ctx, probs := l.SrcAttn.Attend(g, h, src, study, record)
 	x = g.Add(x, g.Dropout(ctx, l.Dropout))
-	h = l.norms[2].forward(g, x, memory)
+	h = l.norms[2].apply(g, x, gammas, betas, 2)
 	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout)), probs
+}
+
+// conditionals returns the MCLNs of the decoder's sublayer norms, layer by
+// layer (none in BASE models), in the order Step takes their γ̂ and β̂.
+func (d *r2Decoder) conditionals() []*mcln.Conditional {
+	var cs []*mcln.Conditional
+	for _, l := range d.Layers {
+		for i := range l.norms {
+			if c := l.Norm(i); c != nil {
+				cs = append(cs, c)
+			}
+		}
+	}
+	return cs
 }
 
 // VisitParams implements radgen.Module.

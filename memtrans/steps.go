@@ -6,6 +6,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -41,6 +42,10 @@ type moduleDecoding struct {
 	m2mH, m2mKeys *radgen.Tensor
 
 	probs *radgen.Tensor // the last step's last-layer source attention (rows, h, N); nil after Reorder
+
+	// norms computes every MCLN's γ̂ and β̂ from the memory at once; nil
+	// in BASE models.
+	norms *mcln.Group
 
 	// arena holds each step's results on the CPU: a step's tensors (the
 	// memory, the attention) stay valid through the next step, which is
@@ -103,6 +108,9 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 	case m.Mem2Mem != nil:
 		s.memory = enc.Bank // M_0^(d) = M^(e) (Mem2Mem §3.2)
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
+	}
+	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
+		s.norms = mcln.NewGroup(cs...)
 	}
 	s.arena = radgen.NewArena()
 	g.SetArena(s.arena)
@@ -198,8 +206,15 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor
+	var gs, bs, gammas, betas []*radgen.Tensor
+	if s.norms != nil {
+		gs, bs = s.norms.Deltas(g, memory) // R2Gen Eqs. 11–14, every layer's norms at once
+	}
 	for i, l := range m.Decoder.Layers {
-		x, probs = l.Step(g, x, memory, s.self[i], s.cross[i], s.study, i == last)
+		if gs != nil {
+			gammas, betas = gs[3*i:3*i+3], bs[3*i:3*i+3]
+		}
+		x, probs = l.Step(g, x, gammas, betas, s.self[i], s.cross[i], s.study, i == last)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
