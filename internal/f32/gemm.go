@@ -671,12 +671,14 @@ type skinny struct {
 
 // start computes the column blocks [0, s.blocks) with s.dot or s.axpy, on
 // several goroutines when B is large enough that one core would not read
-// it as fast as several (skinnyParallelBytes) or the product is large.
+// it as fast as several (skinnyParallelBytes) or the product is large,
+// unless a helper has lately kept the caller waiting (see helpersLate).
 // The goroutines claim chunks of blocks as they come free, so that one
 // that starts late (its core taken by another process) leaves its share to
 // the others.
 func (s *skinny) start(procs int, dot bool) {
-	if procs == 1 || s.blocks == 1 || 4*s.n*s.k < skinnyParallelBytes && 2*s.m*s.n*s.k < parallelFlops || !startHelpers() {
+	bytes := 4 * s.n * s.k
+	if procs == 1 || s.blocks == 1 || bytes < skinnyParallelBytes && 2*s.m*s.n*s.k < parallelFlops || !startHelpers() || bytes < soloBytes && helpersLate() {
 		s.run(dot, 0, s.blocks)
 		return
 	}
@@ -852,21 +854,29 @@ func (s *skinny) dot(lo, hi int) {
 				}
 			}
 			for i := 0; i < r; i++ {
-				ar := a[(i0+i)*lda:][:k]
 				cr := c[(i0+i)*ldc+jc:][:cols]
 				tr := tile[i*dotChunk:][:cols]
-				for j := range cr {
-					sum := tr[j]
-					if k8 < k {
+				if k8 < k {
+					ar := a[(i0+i)*lda:][:k]
+					for j := range tr {
 						br := b[(jc+j)*ldb:][:k]
+						sum := tr[j]
 						for p := k8; p < k; p++ {
 							sum += ar[p] * br[p]
 						}
+						tr[j] = sum
 					}
-					if s.beta == 0 {
-						cr[j] = sum
-					} else {
-						cr[j] = s.beta*cr[j] + sum
+				}
+				switch s.beta {
+				case 0:
+					copy(cr, tr)
+				case 1: // a bias copied into C first, as Linear does
+					for j, v := range tr {
+						cr[j] += v
+					}
+				default:
+					for j, v := range tr {
+						cr[j] = s.beta*cr[j] + v
 					}
 				}
 			}

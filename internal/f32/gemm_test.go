@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/radgen/radgen/internal/cpu"
 )
@@ -628,5 +629,30 @@ func TestGemmAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("GemmStrided with a shared C: %v allocations per call", allocs)
+	}
+}
+
+// TestHelpersLate checks the back-off of the skinny pool: products run on
+// the caller alone for helperBackoff after the caller blocked for a
+// helper, and are shared again after that.
+func TestHelpersLate(t *testing.T) {
+	saved := lastBlock.Load()
+	defer lastBlock.Store(saved)
+	lastBlock.Store(0)
+	if helpersLate() {
+		t.Error("late with no block")
+	}
+	lastBlock.Store(int64(max(time.Since(clock0), 1)))
+	if !helpersLate() {
+		t.Error("not late right after a block")
+	}
+	const block = time.Second
+	for _, c := range []struct {
+		after time.Duration
+		late  bool
+	}{{0, true}, {helperBackoff / 2, true}, {helperBackoff, false}, {time.Minute, false}} {
+		if got := lateAt(block, block+c.after); got != c.late {
+			t.Errorf("%v after a block: late = %v, want %v", c.after, got, c.late)
+		}
 	}
 }

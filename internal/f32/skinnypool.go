@@ -18,13 +18,43 @@ import (
 // starts late, its core taken by another process, leaves its share to the
 // others, and the caller never waits for a helper that has claimed nothing.
 
-// helperSpin is how long an idle helper keeps looking for a posted product.
-const helperSpin = 100 * time.Microsecond
+// helperSpin is how long an idle helper keeps looking for a posted product:
+// longer than the gaps between the products of a decoding step (attention,
+// normalisation, the beams' bookkeeping between steps), so that a step
+// rarely wakes a parked helper.
+const helperSpin = 300 * time.Microsecond
 
 // ownerSpin is how long the caller waits for the helpers' last chunks
 // before it blocks: a chunk takes a few microseconds, so a longer wait
 // means that the helper holding it lost its core.
 const ownerSpin = 20 * time.Microsecond
+
+// After the caller has blocked for a helper's chunk (the helper lost its
+// core to another process in the middle of a chunk, and the caller lost a
+// scheduler time slice waiting for it), products of less than soloBytes of
+// B run on the caller alone for helperBackoff: on a machine with more
+// runnable threads than cores, a helper that lost its core is likely to
+// lose it again, and one core streams a small product nearly as fast as
+// two. On a machine with idle cores the caller never blocks.
+const (
+	helperBackoff = 20 * time.Millisecond
+	soloBytes     = 4 << 20
+)
+
+var (
+	clock0    = time.Now()
+	lastBlock atomic.Int64 // time.Since(clock0) when the caller last blocked; 0 if never
+)
+
+// helpersLate reports whether a caller blocked for a helper within the
+// last helperBackoff.
+func helpersLate() bool {
+	t := lastBlock.Load()
+	return t != 0 && lateAt(time.Duration(t), time.Since(clock0))
+}
+
+// lateAt reports whether now falls within helperBackoff of a block at t.
+func lateAt(t, now time.Duration) bool { return now-t < helperBackoff }
 
 var helpers struct {
 	once     sync.Once
@@ -185,6 +215,7 @@ func (r *skinnyRunner) wait(total int64) {
 				<-r.wake
 			}
 			r.waiting.Store(false)
+			lastBlock.Store(int64(max(time.Since(clock0), 1)))
 			return
 		}
 		yield()
