@@ -21,7 +21,7 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := f.LogProbs.Data()
-	dec, err := m.startCPUDecoding(feats)
+	dec, err := m.startModuleDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestParityR2GenDecoding(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
 	checkGoldenDecoding(t, g, m.Config.MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
-		return m.startCPUDecoding(feats)
+		return m.startModuleDecoding(feats)
 	})
 }
 
@@ -120,7 +120,7 @@ func TestRecomputeMatchesIncremental(t *testing.T) {
 	m := g.transformer(t)
 	feats := g.tensor(t, "att_feats")
 	st := decode.BeamSearch{Size: 3, MaxLen: 20}
-	inc, err := m.startCPUDecoding(feats)
+	inc, err := m.startModuleDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}

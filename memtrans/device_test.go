@@ -104,7 +104,7 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			feats := randomFeats(3, 5, 24, 7)
-			cpu, err := m.startCPUDecoding(feats)
+			cpu, err := m.startModuleDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,7 +47,7 @@ func newSCSTAdam(t *testing.T, m *r2genModel, lr float64) *optim.Adam {
 // per-token log-probabilities that beam search reported for it.
 func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 	m, feats, _ := scstToy(t, 1)
-	dec, err := m.startCPUDecoding(feats)
+	dec, err := m.startModuleDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}

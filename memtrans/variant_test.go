@@ -68,7 +68,7 @@ func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := f.LogProbs.Data()
-			dec, err := m.startCPUDecoding(feats)
+			dec, err := m.startModuleDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
