@@ -24,6 +24,12 @@ func ReLUBackward[T Float](dx, dy, y []T) {
 
 // Tanh: dst[i] = tanh(x[i]).
 func Tanh[T Float](dst, x []T) {
+	if d, ok := any(dst).([]float32); ok {
+		for i, v := range any(x).([]float32) {
+			d[i] = tanhFast(v)
+		}
+		return
+	}
 	for i, v := range x {
 		dst[i] = T(math.Tanh(float64(v)))
 	}
@@ -38,8 +44,9 @@ func TanhBackward[T Float](dx, dy, y []T) {
 
 // Sigmoid: dst[i] = 1 / (1 + exp(−x[i])).
 func Sigmoid[T Float](dst, x []T) {
+	exp := expFor[T]()
 	for i, v := range x {
-		dst[i] = T(1 / (1 + math.Exp(-float64(v))))
+		dst[i] = T(1 / (1 + exp(-float64(v))))
 	}
 }
 

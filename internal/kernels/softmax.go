@@ -8,12 +8,13 @@ import (
 // Softmax applies a numerically stable softmax to each row of length n:
 // dst = exp(x − max x) / Σ exp(x − max x). Sums run in float64.
 func Softmax[T Float](dst, x []T, n int) {
+	exp := expFor[T]()
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
 		for i, v := range row {
-			e := math.Exp(float64(v - m))
+			e := exp(float64(v - m))
 			out[i] = T(e)
 			s += e
 		}
@@ -40,12 +41,13 @@ func SoftmaxBackward[T Float](dx, dy, y []T, n int) {
 
 // LogSoftmax: dst = x − max x − log Σ exp(x − max x), per row of length n.
 func LogSoftmax[T Float](dst, x []T, n int) {
+	exp := expFor[T]()
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
 		for _, v := range row {
-			s += math.Exp(float64(v - m))
+			s += exp(float64(v - m))
 		}
 		lse := T(math.Log(s)) + m
 		for i, v := range row {

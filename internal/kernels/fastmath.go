@@ -1,0 +1,63 @@
+package kernels
+
+import "math"
+
+// The exponential of the float32 kernels (softmaxes, sigmoid gates, tanh):
+// 2^(k/32) from a 32-entry table times a degree-5 polynomial, in float64, to
+// a relative error below 10⁻¹⁴, so that the float32 results are those of
+// math.Exp at a fraction of its cost (a decoding step computes tens of
+// thousands). Float64 kernels, which gradient checks run, keep math.Exp.
+
+var exp2Table = func() (t [32]float64) {
+	for j := range t {
+		t[j] = math.Exp2(float64(j) / 32)
+	}
+	return t
+}()
+
+// fastExp returns e^x for −708 ≤ x ≤ 709 (normal float64 results), 0 or +Inf
+// beyond, and NaN for NaN.
+func fastExp(x float64) float64 {
+	const (
+		invLn2x32 = 32 / math.Ln2
+		ln2Hi     = 0x1.62e42fee00000p-6  // ln2/32 in two parts, the high one with
+		ln2Lo     = 0x1.a39ef35793c76p-38 // trailing zeros so that k·ln2Hi is exact
+		shifter   = 0x1.8p52
+	)
+	switch {
+	case x < -708:
+		return 0
+	case x > 709:
+		return math.Inf(1)
+	case x != x:
+		return x
+	}
+	t := x*invLn2x32 + shifter // x·32/ln2 rounded to an integer k, in t's low bits
+	k := t - shifter
+	r := (x - k*ln2Hi) - k*ln2Lo // |r| ≤ ln2/64
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120)))))
+	ki := int64(k)
+	return math.Float64frombits(math.Float64bits(exp2Table[ki&31]*p) + uint64(ki>>5)<<52)
+}
+
+// tanhFast returns tanh x to float32 precision through fastExp.
+func tanhFast(x float32) float32 {
+	a := math.Abs(float64(x))
+	switch {
+	case a < 0x1p-12:
+		return x // tanh x = x(1 − x²/3 + …): exact in float32
+	case a > 20:
+		return float32(math.Copysign(1, float64(x)))
+	}
+	e := fastExp(2 * a)
+	return float32(math.Copysign((e-1)/(e+1), float64(x)))
+}
+
+// expFor returns the exponential the kernels of element type T use.
+func expFor[T Float]() func(float64) float64 {
+	var z T
+	if _, ok := any(z).(float32); ok {
+		return fastExp
+	}
+	return math.Exp
+}
