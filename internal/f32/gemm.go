@@ -179,7 +179,7 @@ const (
 type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool)
 
 // dotKernel computes r×n dot products along k (r fixed by the kernel),
-// taking the rows of b four at a time:
+// taking the rows of b four (AVX2) or eight (AVX-512) at a time:
 //
 //	for i < r, j < n: dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
 //
@@ -781,8 +781,9 @@ func (s *skinny) axpy(lo, hi int) {
 }
 
 // skinnyDot computes a product of few rows with op(B) = Bᵀ (B stored n×k, a
-// weight matrix as in y = x·Wᵀ): dot kernels take four rows of B at a time
-// for every pair of rows of A, so each row of B is read once from memory.
+// weight matrix as in y = x·Wᵀ): dot kernels take four or eight rows of B
+// at a time for every group of up to three rows of A, so each row of B is
+// read once from memory.
 func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	w0 := workspaces.Get().(*workspace)
 	if transA || alpha != 1 {
