@@ -2,7 +2,6 @@ package radgen
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/radgen/radgen/internal/half"
 )
@@ -58,9 +57,29 @@ func SubstituteWeights(stored map[*Tensor]*Tensor) GraphOption {
 	return func(g *Graph) { g.stored = stored }
 }
 
-// runners are the batch runners of half-precision products, one per
-// concurrent Linear.
-var runners = sync.Pool{New: func() any { return new(half.Runner) }}
+// runners holds idle batch runners of Linear's half-precision products and
+// of Linears: a channel rather than a sync.Pool, which a garbage collection
+// empties, so that a warm decoding step never allocates a runner's buffers
+// again.
+var runners = make(chan *half.Runner, 64)
+
+// getRunner returns an idle runner, or a new one.
+func getRunner() *half.Runner {
+	select {
+	case r := <-runners:
+		return r
+	default:
+		return new(half.Runner)
+	}
+}
+
+// putRunner keeps r for reuse, unless enough runners idle already.
+func putRunner(r *half.Runner) {
+	select {
+	case runners <- r:
+	default:
+	}
+}
 
 // halfLinear is Linear with a half-precision weight: x·Wᵀ + bias for float32
 // x on the CPU, through internal/half's kernels, which stream the weight
@@ -87,10 +106,10 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 	if rows == 0 || hw.N == 0 {
 		return out
 	}
-	r := runners.Get().(*half.Runner)
+	r := getRunner()
 	r.Add(half.Op{M: rows, X: x.Data(), W: *hw, Bias: bv, Y: out.Data()})
 	r.Run()
-	runners.Put(r)
+	putRunner(r)
 	return out
 }
 
@@ -127,7 +146,7 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		}
 		return
 	}
-	r := runners.Get().(*half.Runner)
+	r := getRunner()
 	for i, l := range ls {
 		x, w := xs[i], l.Weight
 		if s, ok := g.stored[w]; ok {
@@ -159,5 +178,5 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: o.Data(), ReLU: relu})
 	}
 	r.Run()
-	runners.Put(r)
+	putRunner(r)
 }
