@@ -79,7 +79,9 @@ func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen
 	next := g.Add(memory, r.Attn.Forward(g, memory, kv, kv, nil)) // Z + M (Eq. 6)
 	mlp := g.ReLU(r.MLP2.Forward(g, g.ReLU(r.MLP0.Forward(g, next))))
 	next = g.Add(next, mlp)                                           // Eq. 7
-	gates := g.Add(r.W.Forward(g, y), r.U.Forward(g, g.Tanh(memory))) // Eqs. 8–9: (B, S, 2D)
+	var wu [2]*radgen.Tensor
+	g.Linears(wu[:], []*radgen.Tensor{y, g.Tanh(memory)}, []*radgen.Linear{r.W, r.U}, false)
+	gates := g.Add(wu[0], wu[1]) // Eqs. 8–9: W·y + U·tanh(M), (B, S, 2D)
 	in, forget := g.Sigmoid(g.Slice(gates, 2, 0, d)), g.Sigmoid(g.Slice(gates, 2, d, 2*d))
 	return g.Add(g.Mul(in, g.Tanh(next)), g.Mul(forget, memory)) // Eq. 10
 }
