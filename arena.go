@@ -49,21 +49,22 @@ func (a *Arena) Next() {
 }
 
 // zeros returns a float32 CPU tensor of shape, filled with zeros, from the
-// current half.
-func (a *Arena) zeros(shape []int) *Tensor {
+// current half; with dirty set, its values are whatever the arena held
+// (for an op that writes every one).
+func (a *Arena) zeros(shape []int, dirty bool) *Tensor {
 	n := checkShape(shape)
-	return a.view(a.halves[a.cur].floats.take(n), shape)
+	return a.view(a.halves[a.cur].floats.take(n, !dirty), shape)
 }
 
 // view returns a CPU tensor of shape over data (len(data) values), from the
 // current half.
 func (a *Arena) view(data []float32, shape []int) *Tensor {
 	h := &a.halves[a.cur]
-	t := &h.tensors.take(1)[0]
-	hdr := &h.headers.take(1)[0]
+	t := &h.tensors.take(1, true)[0]
+	hdr := &h.headers.take(1, true)[0]
 	*hdr = data
 	t.host = hdr
-	t.shape = h.shapes.take(len(shape))
+	t.shape = h.shapes.take(len(shape), false)
 	copy(t.shape, shape)
 	t.device = CPU
 	return t
@@ -77,15 +78,18 @@ type slab[T any] struct {
 	used, need int
 }
 
-// take returns n zero values of the slab.
-func (s *slab[T]) take(n int) []T {
+// take returns n values of the slab: zeros if zero is set, whatever the
+// slab held otherwise.
+func (s *slab[T]) take(n int, zero bool) []T {
 	s.need += n
 	if s.used+n > len(s.buf) {
 		return make([]T, n)
 	}
 	v := s.buf[s.used : s.used+n : s.used+n]
 	s.used += n
-	clear(v)
+	if zero {
+		clear(v)
+	}
 	return v
 }
 
@@ -110,7 +114,16 @@ func (g *Graph) SetArena(a *Arena) {
 // graph's arena where it has one.
 func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 	if g.arena != nil && t.device == CPU && !t.Is64() {
-		return g.arena.zeros(shape)
+		return g.arena.zeros(shape, false)
+	}
+	return like(t, shape)
+}
+
+// empty is like for an op that writes every value of its result: from the
+// graph's arena, the values are not cleared first.
+func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
+	if g.arena != nil && t.device == CPU && !t.Is64() {
+		return g.arena.zeros(shape, true)
 	}
 	return like(t, shape)
 }

@@ -102,7 +102,7 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 	rows := x.Len() / hw.K
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
-	out := g.like(x, oshape)
+	out := g.empty(x, oshape)
 	if rows == 0 || hw.N == 0 {
 		return out
 	}
@@ -173,7 +173,7 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		}
 		var buf [8]int // on the stack for ranks up to 8
 		oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
-		o := g.like(x, oshape)
+		o := g.empty(x, oshape)
 		out[i] = o
 		r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: o.Data(), ReLU: relu})
 	}

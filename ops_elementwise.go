@@ -63,7 +63,7 @@ func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
 	if err != nil {
 		panic("radgen: " + name + ": " + err.Error())
 	}
-	out := g.like(a, bc.Shape)
+	out := g.empty(a, bc.Shape)
 	av, bv, ov := values[T](a), values[T](b), values[T](out)
 	bc.Each(func(o, ia, ib, n, sa, sb int) {
 		dst := ov[o : o+n]
@@ -186,7 +186,7 @@ func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
 }
 
 func scale[T Float](g *Graph, x *Tensor, s float64) *Tensor {
-	out := g.like(x, x.shape)
+	out := g.empty(x, x.shape)
 	kernels.Scale(values[T](out), values[T](x), T(s))
 	if g.needs(x) {
 		g.push(out, func() {
@@ -204,7 +204,7 @@ type unaryKernels[T Float] struct {
 }
 
 func unary[T Float](g *Graph, x *Tensor, k unaryKernels[T]) *Tensor {
-	out := g.like(x, x.shape)
+	out := g.empty(x, x.shape)
 	y := values[T](out)
 	k.fwd(y, values[T](x))
 	if g.needs(x) {
@@ -274,7 +274,7 @@ func (g *Graph) LogSoftmax(x *Tensor) *Tensor {
 
 func rowwise[T Float](g *Graph, x *Tensor, fwd func(dst, x []T, n int), bwd func(dx, dy, y []T, n int)) *Tensor {
 	n := x.Dim(-1)
-	out := g.like(x, x.shape)
+	out := g.empty(x, x.shape)
 	y := values[T](out)
 	fwd(y, values[T](x), n)
 	if g.needs(x) {

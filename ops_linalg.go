@@ -41,7 +41,7 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 	}
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], a.shape[:a.Rank()-2]...), m, n)
-	out := g.like(a, oshape)
+	out := g.empty(a, oshape)
 	av, bv, ov := values[T](a), values[T](b), values[T](out)
 	ldb := b.Dim(-1)
 	if shared {
@@ -112,7 +112,7 @@ func linear[T Float](g *Graph, x, w, bias *Tensor) *Tensor {
 	rows := x.Len() / in
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), outDim)
-	out := g.like(x, oshape)
+	out := g.empty(x, oshape)
 	xv, wv, ov := values[T](x), values[T](w), values[T](out)
 	if bias != nil {
 		bv := values[T](bias)

@@ -27,8 +27,8 @@ func (g *Graph) Normalize(x *Tensor, eps float64, kind NormKind) *Tensor {
 
 func normalize[T Float](g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor {
 	n := x.Dim(-1)
-	out := g.like(x, x.shape)
-	inv := values[T](g.like(x, []int{x.Len() / max(n, 1)})) // 1/σ per row, kept for the backward pass
+	out := g.empty(x, x.shape)
+	inv := values[T](g.empty(x, []int{x.Len() / max(n, 1)})) // 1/σ per row, kept for the backward pass
 	y := values[T](out)
 	kernels.Normalize(y, inv, values[T](x), n, eps, kind)
 	if g.needs(x) {

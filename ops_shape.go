@@ -87,7 +87,7 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 	if x.device != CPU {
 		return devPermute(g, x, slices.Clone(perm), slices.Clone(oshape), slices.Clone(inv))
 	}
-	out := g.like(x, oshape)
+	out := g.empty(x, oshape)
 	if x.Is64() {
 		kernels.Permute(out.Data64(), x.Data64(), x.shape, perm)
 	} else {
@@ -180,7 +180,7 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 	}
 	outer := numel(oshape[:axis])
 	inner := numel(oshape[axis+1:])
-	out := g.like(xs[0], oshape)
+	out := g.empty(xs[0], oshape)
 	ov := values[T](out)
 	orow := oshape[axis] * inner
 	off := 0
@@ -244,7 +244,7 @@ func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
 	}
 	xrow := x.shape[axis] * inner
 	w := (end - start) * inner
-	out := g.like(x, oshape)
+	out := g.empty(x, oshape)
 	xv, ov := values[T](x), values[T](out)
 	for o := 0; o < outer; o++ {
 		copy(ov[o*w:(o+1)*w], xv[o*xrow+start*inner:o*xrow+start*inner+w])
@@ -307,7 +307,7 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
-	out := g.like(x, oshape)
+	out := g.empty(x, oshape)
 	xv, ov := values[T](x), values[T](out)
 	for o := 0; o < outer; o++ {
 		for j, i := range idx {
