@@ -78,7 +78,7 @@ func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen
 	kv := g.Concat(1, memory, y)                                  // [M; y]  (B, S+1, D)
 	next := g.Add(memory, r.Attn.Forward(g, memory, kv, kv, nil)) // Z + M (Eq. 6)
 	mlp := g.ReLU(r.MLP2.Forward(g, g.ReLU(r.MLP0.Forward(g, next))))
-	next = g.Add(next, mlp)                                           // Eq. 7
+	next = g.Add(next, mlp) // Eq. 7
 	var wu [2]*radgen.Tensor
 	g.Linears(wu[:], []*radgen.Tensor{y, g.Tanh(memory)}, []*radgen.Linear{r.W, r.U}, false)
 	gates := g.Add(wu[0], wu[1]) // Eqs. 8–9: W·y + U·tanh(M), (B, S, 2D)
