@@ -125,10 +125,12 @@ const maxBatchRows = 48
 // conditional norm of a decoder, which all read one memory.
 //
 // On the CPU, outside a recording graph, with float32 inputs of at most 48
-// rows, the products run as one batch: every weight is read once and the
-// output columns of all of them are shared out among the cores in one
-// start, instead of one start per map. Elsewhere each map is a Linear (and
-// a ReLU). out, xs and ls must have the same length.
+// rows, the maps whose weights are stored in half precision run as one
+// batch: every weight is read once and the output columns of all of them
+// are shared out among the cores in one start, instead of one start per
+// map. Each other map is a Linear (and a ReLU): float32 products stream
+// fastest through Linear's own kernels. out, xs and ls must have the same
+// length.
 func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 	if len(out) != len(ls) || len(xs) != len(ls) {
 		panic(fmt.Sprintf("radgen: Linears of %d inputs and %d maps into %d results", len(xs), len(ls), len(out)))
@@ -146,21 +148,20 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		}
 		return
 	}
-	r := getRunner()
+	var r *half.Runner
 	for i, l := range ls {
 		x, w := xs[i], l.Weight
 		if s, ok := g.stored[w]; ok {
 			w = s
 		}
-		var hw half.Weights
-		switch {
-		case w.IsHalf():
-			hw = *w.host.(*half.Weights)
-		case w.device == CPU && !w.Is64() && w.Rank() == 2:
-			hw = half.Float32(w.Dim(0), w.Dim(1), w.Data())
-		default:
-			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
+		if !w.IsHalf() {
+			out[i] = g.Linear(x, w, l.Bias)
+			if relu {
+				out[i] = g.ReLU(out[i])
+			}
+			continue
 		}
+		hw := *w.host.(*half.Weights)
 		if x.Dim(-1) != hw.K {
 			panic(fmt.Sprintf("radgen: Linears of %v with weight %v", x.shape, w.shape))
 		}
@@ -175,8 +176,13 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
 		o := g.empty(x, oshape)
 		out[i] = o
+		if r == nil {
+			r = getRunner()
+		}
 		r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: o.Data(), ReLU: relu})
 	}
-	r.Run()
-	putRunner(r)
+	if r != nil {
+		r.Run()
+		putRunner(r)
+	}
 }
