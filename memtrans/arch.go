@@ -304,7 +304,7 @@ func (m *r2genModel) trainingLoss(g *radgen.Graph, feats *radgen.Tensor, in, tar
 }
 
 func (m *r2genModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
-	dec, err := m.startAnyDecoding(feats, o.stored)
+	dec, err := m.startModuleDecoding(feats, radgen.SubstituteWeights(o.stored))
 	if err != nil {
 		return nil, 0, err
 	}

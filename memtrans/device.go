@@ -41,7 +41,3 @@ func (m *Model) moveToDevice() error {
 	m.logger.Info("model placed on a device", "device", m.device.String())
 	return nil
 }
-
-// onCPU reports whether a module's parameters are float32 tensors on the
-// CPU, where the hand-tuned CPU decoders read them in place.
-func onCPU(w *radgen.Tensor) bool { return w.Device() == radgen.CPU && !w.Is64() }

@@ -82,7 +82,7 @@ func stepBoth(t *testing.T, cpu, dev decode.AttentionRecorder, steps int, reorde
 }
 
 // The modules' decoding on a device (RADGEN_DEVICE, the reference engine
-// by default) computes what the hand-written CPU decoder computes: the same
+// by default) computes what the same decoding on the CPU computes: the same
 // log-probabilities and attention at every step, through reorders that keep
 // rows grouped by study (beams) and that do not.
 func TestDeviceDecodingMatchesCPU(t *testing.T) {

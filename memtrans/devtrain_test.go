@@ -267,7 +267,11 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 // TestTrainerOnDevice runs the Trainer (frozen extractor, R2Gen's recipe)
 // for 3 epochs with the encoder–decoder on the test device and on the CPU
 // from the same seed: the epoch losses agree to 1e-5 relative and the final
-// weights to 1e-5 (absolute below 1, relative above).
+// weights to 2·LR (absolute below 1, relative above). The kernels sum in
+// different orders (the CPU's dot products in 16 lanes with AVX-512, the
+// reference engine's in its own), and Adam turns the last bits of a
+// gradient component near zero into a whole step of either sign: one such
+// step apart, a weight differs by up to 2·LR.
 func TestTrainerOnDevice(t *testing.T) {
 	dev := trainDevice(t)
 	ctx := context.Background()
@@ -310,7 +314,7 @@ func TestTrainerOnDevice(t *testing.T) {
 		for i := range w {
 			d := math.Abs(float64(got[i])-float64(w[i])) / max(1, math.Abs(float64(w[i])))
 			worstW = max(worstW, d)
-			if d > 1e-5 {
+			if d > 2*cfg.LR {
 				t.Errorf("%s[%d] = %v on %v, %v on the CPU", name, i, got[i], dev, w[i])
 				return
 			}

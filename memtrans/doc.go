@@ -40,9 +40,8 @@
 // a radgen.Device: a GPU (radgen.CUDA, in a build with the cuda tag) or
 // radgen.Reference(), which runs the same device code on the CPU and is how
 // the tests check it everywhere. Generation, training and the feature cache
-// then run there through the modules' own ops and decoding steps; on the
-// CPU, float32 R2Gen and M² models decode through hand-tuned CPU steps that
-// compute the same.
+// then run there through the modules' own ops and decoding steps, the same
+// steps as on the CPU.
 //
 // # Decoding
 //
@@ -54,8 +53,12 @@
 // published code's full-prefix recomputation is kept in the tests, as the
 // baseline of the benchmarks and a cross-check. The decoding steps are the
 // paper modules' own (mesh.MultiHeadAttention.Step and Attend, mesh.KVCache,
-// relmem.Relational.Step, mesh.MeshedDecoder.Start), on any device.
-// Strategies (greedy, beam, sampling) are package decode's.
+// relmem.Relational.Step, mesh.MeshedDecoder.Start, mcln.Group), on any
+// device: there is no second copy of the model for speed. On the CPU a step
+// takes its results from a radgen.Arena (no allocation once warm), and
+// [WithHalfWeights] stores the matrices a step reads in half precision, a
+// storage the backend's Linear reads. Strategies (greedy, beam, sampling)
+// are package decode's.
 //
 // # Training
 //

@@ -153,7 +153,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 		}
 	}
 	feats = feats.To(m.Logit.Weight.Device()) // sampling and the update run where the model is
-	dec, err := m.startAnyDecoding(feats, nil)
+	dec, err := m.startModuleDecoding(feats)
 	if err != nil {
 		return res, err
 	}

@@ -58,17 +58,6 @@ var (
 	_ decode.AttentionRecorder = (*moduleDecoding)(nil)
 )
 
-// startAnyDecoding returns the hand-written CPU Decoding when the
-// Transformer's weights are float32 on the CPU, and the modules' decoding
-// anywhere else or with half-precision copies of the step matrices
-// (stored, see radgen.SubstituteWeights).
-func (m *r2genModel) startAnyDecoding(feats *radgen.Tensor, stored map[*radgen.Tensor]*radgen.Tensor) (decode.AttentionRecorder, error) {
-	if onCPU(m.Logit.Weight) && stored == nil {
-		return m.startCPUDecoding(feats.To(radgen.CPU))
-	}
-	return m.startModuleDecoding(feats, radgen.SubstituteWeights(stored))
-}
-
 // startModuleDecoding encodes visual features (B, N, d_vf), on the device
 // of the Transformer's parameters, and returns a decoding state with one
 // row per study. The steps' graph takes opts.

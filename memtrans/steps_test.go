@@ -2,7 +2,6 @@ package memtrans
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"testing"
 
@@ -117,50 +116,43 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 	}
 }
 
-// BenchmarkModuleDecoding decodes 60-token reports (eos forbidden) with the
-// paper's IU configuration through the hand-written CPU step ("handwritten")
-// and through the modules' steps ("modules"), beam 3 at batch 1 and 16 and
-// greedy at batch 16, for benchstat to compare in one run.
-func BenchmarkModuleDecoding(b *testing.B) {
-	m := paperModel(b)
-	const maxLen = 60
-	hw := halfSnapshot(m.stepMatrices())
-	old := m.oldHalfSnapshot()
-	for _, path := range []string{"handwritten", "modules", "handwritten-half", "modules-half"} {
-		for _, run := range []struct {
-			strat string
-			batch int
-		}{{"beam3", 1}, {"beam3", 16}, {"greedy", 16}} {
-			b.Run(fmt.Sprintf("%s/%s/batch=%d", path, run.strat, run.batch), func(b *testing.B) {
-				feats := randomFeats(run.batch, 98, 2048, 4)
-				var s decode.Strategy = decode.Greedy{MaxLen: maxLen}
-				if run.strat == "beam3" {
-					s = decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
+// After warm-up, a step and a reorder of the module decoding allocate
+// nothing on the CPU, in float32 and with half-precision weights: results
+// come from the decoding's arena, the caches grow by doubling.
+func TestModuleDecodingStepAllocs(t *testing.T) {
+	if m2Race {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	for _, v := range []Variant{VariantR2Gen, VariantBase} {
+		m := halfTestModel(t, v)
+		m.Config.PositionLen = 400
+		feats := randomFeats(2, 5, m.Config.DVisual, 13)
+		for _, stored := range []map[*radgen.Tensor]*radgen.Tensor{nil, halfSnapshot(m.stepMatrices())} {
+			dec := halfDecoding(t, m, feats, stored)
+			V := m.Config.Vocab
+			lp := make([]float32, 6*V)
+			ctx := context.Background()
+			if err := dec.Step(ctx, []int{0, 0}, lp); err != nil {
+				t.Fatal(err)
+			}
+			if err := dec.Reorder([]int{0, 0, 0, 1, 1, 1}); err != nil {
+				t.Fatal(err)
+			}
+			tok := []int{5, 6, 7, 8, 9, 10}
+			step := func() {
+				if err := dec.Step(ctx, tok, lp); err != nil {
+					t.Fatal(err)
 				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
-					var model decode.Model
-					var err error
-					switch path {
-					case "handwritten":
-						model, err = m.startCPUDecoding(feats)
-					case "handwritten-half":
-						model, err = m.startDecodingWith(feats, old)
-					case "modules-half":
-						model, err = m.startModuleDecoding(feats, radgen.SubstituteWeights(hw))
-					default:
-						model, err = m.startModuleDecoding(feats)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := s.Decode(context.Background(), noEOS{model}); err != nil {
-						b.Fatal(err)
-					}
+				if err := dec.Reorder([]int{2, 0, 1, 5, 3, 4}); err != nil {
+					t.Fatal(err)
 				}
-				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*run.batch), "ms/study")
-			})
+			}
+			for range 40 {
+				step()
+			}
+			if allocs := testing.AllocsPerRun(100, step); allocs != 0 {
+				t.Errorf("%s, half=%v: %v allocations per step", v, stored != nil, allocs)
+			}
 		}
 	}
 }

@@ -230,7 +230,32 @@ type workspace struct {
 	a, b, t []float32
 }
 
-var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+// workspaces keeps idle workspaces for reuse. Unlike a sync.Pool, a
+// garbage collection does not empty it, so a warm decoding step's products
+// never allocate their buffers again; it holds at most two per core, the
+// most that products running at once use.
+var workspaces = make(wsPool, 2*runtime.GOMAXPROCS(0))
+
+// wsPool is a free list of workspaces.
+type wsPool chan *workspace
+
+// Get returns an idle workspace, or a new one.
+func (p wsPool) Get() *workspace {
+	select {
+	case w := <-p:
+		return w
+	default:
+		return new(workspace)
+	}
+}
+
+// Put keeps w for reuse, unless the list is full.
+func (p wsPool) Put(w *workspace) {
+	select {
+	case p <- w:
+	default:
+	}
+}
 
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
@@ -383,14 +408,14 @@ func (j *job) init(ks *kernelSet, workers int, direct, transA, transB bool, m, n
 		j.chunks = 1
 	}
 	if !direct {
-		j.shared = workspaces.Get().(*workspace)
+		j.shared = workspaces.Get()
 		j.shared.b = grow(j.shared.b, j.kc*j.nc)
 	}
 }
 
 // work is one worker's part (its arguments, a range of workers, are unused).
 func (j *job) work(int, int) {
-	w := workspaces.Get().(*workspace)
+	w := workspaces.Get()
 	j.run(w)
 	workspaces.Put(w)
 }
@@ -723,7 +748,7 @@ func skinnyAxpy(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float3
 	// coef holds alpha·op(A) in groups of four columns, the layout the
 	// kernels take: group g is coef[g·4m + 4i + l] = alpha·op(A)[i][4g+l],
 	// zero past k.
-	w0 := workspaces.Get().(*workspace)
+	w0 := workspaces.Get()
 	groups := (k + 3) / 4
 	coef := grow(w0.a, groups*4*m)
 	w0.a = coef
@@ -748,7 +773,7 @@ func (s *skinny) axpy(lo, hi int) {
 		w = s.n - j0
 	}
 	w8 := w &^ 7
-	ws := workspaces.Get().(*workspace)
+	ws := workspaces.Get()
 	defer workspaces.Put(ws)
 	ws.t = grow(ws.t, 4*m)
 	one := ws.t // coefficients for one row of B
@@ -785,7 +810,7 @@ func (s *skinny) axpy(lo, hi int) {
 // at a time for every group of up to three rows of A, so each row of B is
 // read once from memory.
 func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	w0 := workspaces.Get().(*workspace)
+	w0 := workspaces.Get()
 	if transA || alpha != 1 {
 		// Copy alpha·op(A) as an m×k row-major matrix.
 		w0.a = grow(w0.a, m*k)
@@ -821,7 +846,7 @@ func (s *skinny) dot(lo, hi int) {
 	if m > mr {
 		width = min(max(dotReuseBytes/(4*k)&^3, nb), dotChunk)
 	}
-	w := workspaces.Get().(*workspace)
+	w := workspaces.Get()
 	defer workspaces.Put(w)
 	w.t = grow(w.t, mr*dotChunk+nb*mr)
 	tile, one := w.t[:mr*dotChunk], w.t[mr*dotChunk:]

@@ -127,13 +127,13 @@ func gemmPacked(procs, m int, a []float32, lda int, pb *PackedB, beta float32, c
 	var j packedJob
 	j.init(workers, m, a, lda, pb, beta, c, ldc, bias, relu)
 	if workers == 1 {
-		w := workspaces.Get().(*workspace)
+		w := workspaces.Get()
 		j.run(w)
 		workspaces.Put(w)
 		return
 	}
 	if j.shared {
-		s := workspaces.Get().(*workspace)
+		s := workspaces.Get()
 		s.a = grow(s.a, roundUp(m, j.ks.mr)*k)
 		j.sharedA = s.a
 		defer workspaces.Put(s)
@@ -190,7 +190,7 @@ func (j *packedJob) init(workers, m int, a []float32, lda int, pb *PackedB, beta
 
 // work is one worker's part (its arguments, a range of workers, are unused).
 func (j *packedJob) work(int, int) {
-	w := workspaces.Get().(*workspace)
+	w := workspaces.Get()
 	j.run(w)
 	workspaces.Put(w)
 }

@@ -97,7 +97,7 @@ func WinogradInput(v, x []float32, b, h, w, c, lo, hi int) {
 			continue
 		}
 		if ws == nil {
-			ws = workspaces.Get().(*workspace)
+			ws = workspaces.Get()
 			ws.t = grow(ws.t, 16*c)
 		}
 		patch := ws.t
@@ -145,7 +145,7 @@ func WinogradOutput(y, m []float32, b, h, w, c int, bias []float32, beta float32
 			continue
 		}
 		if ws == nil {
-			ws = workspaces.Get().(*workspace)
+			ws = workspaces.Get()
 			ws.t = grow(ws.t, 4*c)
 		}
 		tile := ws.t
