@@ -29,3 +29,34 @@ func ExampleNoGrad() {
 	fmt.Println(p.Data(), p.RequiresGrad())
 	// Output: [0.25 0.25 0.25 0.25] false
 }
+
+// An incremental computation takes each step's results from an arena: a
+// step's tensors stay valid through the next step, so a running state
+// (here a sum) may be carried from one step to the next, and once the
+// arena has grown the steps allocate nothing.
+func ExampleArena() {
+	g := radgen.NoGrad()
+	arena := radgen.NewArena()
+	g.SetArena(arena)
+	state := radgen.FromFloat32([]float32{0, 0}, 1, 2) // made before: not the arena's
+	for step := 1; step <= 3; step++ {
+		arena.Next()
+		x := g.Scale(radgen.FromFloat32([]float32{1, 10}, 1, 2), float64(step))
+		state = g.Add(state, x) // reads the previous step's state
+	}
+	fmt.Println(state.Data())
+	// Output: [6 60]
+}
+
+// A weight matrix stored in half precision halves what a product reads;
+// Linear reads it in a graph that records no gradient, here in place of
+// the float32 weight through SubstituteWeights.
+func ExampleSubstituteWeights() {
+	w := radgen.FromFloat32([]float32{0.1, 0.2, 0.3, 0.4}, 2, 2) // out × in
+	x := radgen.FromFloat32([]float32{1, 1}, 1, 2)
+	half := map[*radgen.Tensor]*radgen.Tensor{w: w.ToHalf()}
+	g := radgen.NoGrad(radgen.SubstituteWeights(half))
+	y := g.Linear(x, w, nil)
+	fmt.Printf("%.4f %v\n", y.Data(), half[w])
+	// Output: [0.2999 0.7000] Tensor[2 2](float16, cpu)
+}

@@ -24,3 +24,23 @@ func ExampleConditional() {
 	fmt.Println(c.Forward(radgen.NoGrad(), x, memory).Shape())
 	// Output: [2 5 8]
 }
+
+// A decoding step computes every sublayer norm's γ̂ and β̂ from the memory
+// at once; each norm then applies its own.
+func ExampleGroup() {
+	rng := rand.New(rand.NewPCG(1, 1))
+	norms := []*mcln.Conditional{mcln.NewConditional(8, 24, rng), mcln.NewConditional(8, 24, rng)}
+	group := mcln.NewGroup(norms...)
+	g := radgen.NoGrad()
+	memory := radgen.Zeros(3, 24) // three rows' memory (R, S·D)
+	gammas, betas := group.Deltas(g, memory)
+	y := norms[1].Apply(g, radgen.Zeros(3, 8), gammas[1], betas[1])
+	fmt.Println(len(gammas), gammas[0].Shape(), y.Shape())
+	// The same values as the norm's own Deltas.
+	_, beta := norms[0].Deltas(g, memory)
+	fmt.Printf("%.4f\n%.4f\n", betas[0].Data()[:3], beta.Data()[:3])
+	// Output:
+	// 2 [3 8] [3 8]
+	// [0.2052 0.0804 0.1355]
+	// [0.2052 0.0804 0.1355]
+}
