@@ -222,3 +222,53 @@ func BenchmarkHalfWeights(b *testing.B) {
 		halfSnapshot(m.stepMatrices())
 	}
 }
+
+// Half-precision weights reach M²'s and METransformer's decodings too:
+// their log-probabilities move by the rounding of the weights, no more.
+func TestHalfWeightsOtherArchitectures(t *testing.T) {
+	for _, c := range []ModelConfig{M2Tiny(40), METransTiny(40)} {
+		t.Run(string(c.Architecture()), func(t *testing.T) {
+			net, err := newEncoderDecoder(c, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := halfSnapshot(net.stepMatrices())
+			start := func(opts ...radgen.GraphOption) decode.Model {
+				var dec decode.Model
+				switch n := net.(type) {
+				case m2Facade:
+					dec, err = n.startModuleDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
+				case *metransModel:
+					dec, err = n.startDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return dec
+			}
+			f32 := start()
+			rows := f32.Rows()
+			tokens := make([][]int, 4)
+			for s := range tokens {
+				for r := range rows {
+					tokens[s] = append(tokens[s], 3+(s*rows+r)%30)
+				}
+			}
+			src := make([][]int, len(tokens))
+			want := stepAll(t, f32, tokens, src)
+			got := stepAll(t, start(radgen.SubstituteWeights(stored)), tokens, src)
+			var worst float64
+			for s := range want {
+				for i, v := range want[s] {
+					if !math.IsInf(float64(v), -1) {
+						worst = max(worst, math.Abs(float64(got[s][i]-v)))
+					}
+				}
+			}
+			t.Logf("%d matrices in half precision; max |Δ log p| = %.3g", len(stored), worst)
+			if worst == 0 || worst > 2e-2 {
+				t.Errorf("max |Δ log p| = %.3g, want (0, 2e-2]", worst)
+			}
+		})
+	}
+}
