@@ -230,30 +230,38 @@ type workspace struct {
 	a, b, t []float32
 }
 
-// workspaces keeps idle workspaces for reuse. Unlike a sync.Pool, a
-// garbage collection does not empty it, so a warm decoding step's products
-// never allocate their buffers again; it holds at most two per core, the
-// most that products running at once use.
-var workspaces = make(wsPool, 2*runtime.GOMAXPROCS(0))
+// workspaces keeps idle workspaces for reuse: in a sync.Pool, which is
+// fast, with a reserve of up to two per core in a channel that a garbage
+// collection does not empty (it empties the pool), so that a warm decoding
+// step's products do not allocate their buffers again after a collection.
+// The reserve is filled first; once full, a send to it fails without a lock.
+var workspaces = wsPool{reserve: make(chan *workspace, 2*runtime.GOMAXPROCS(0))}
 
 // wsPool is a free list of workspaces.
-type wsPool chan *workspace
+type wsPool struct {
+	pool    sync.Pool
+	reserve chan *workspace
+}
 
 // Get returns an idle workspace, or a new one.
-func (p wsPool) Get() *workspace {
+func (p *wsPool) Get() *workspace {
+	if w, ok := p.pool.Get().(*workspace); ok {
+		return w
+	}
 	select {
-	case w := <-p:
+	case w := <-p.reserve:
 		return w
 	default:
 		return new(workspace)
 	}
 }
 
-// Put keeps w for reuse, unless the list is full.
-func (p wsPool) Put(w *workspace) {
+// Put keeps w for reuse.
+func (p *wsPool) Put(w *workspace) {
 	select {
-	case p <- w:
+	case p.reserve <- w:
 	default:
+		p.pool.Put(w)
 	}
 }
 
