@@ -835,11 +835,66 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 	workspaces.Put(w0)
 }
 
+// Dots computes C = A·Bᵀ, c[i·ldc+j] = Σ_{p<k} a[i·lda+p]·b[j·ldb+p] for
+// i < m and j < n, on the calling goroutine, with the kernels the skinny
+// products of few rows use (B, a weight matrix stored n×k, read once): for
+// callers that share the columns of several products out among goroutines
+// themselves, such as internal/half's batches. It calls the assembly
+// directly rather than through a function value, so its slices do not
+// escape: a caller's buffer on its stack stays there. On the portable
+// kernel set the sums run in Go, four partial sums per product.
+func Dots(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	checkGemm(false, true, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		scaleMatrix(0, m, n, c, ldc)
+		return
+	}
+	ks := pickKernels()
+	k8, n4 := 0, 0
+	if ks.dot != nil && k >= ks.dotK && n >= 4 {
+		k8, n4 = k&^(ks.dotK-1), n&^3
+		for i0 := 0; i0 < m; i0 += dotRows {
+			r := min(dotRows, m-i0)
+			dotNoEscape(ks, r, k8, a[i0*lda:], lda, b, ldb, n4, c[i0*ldc:], ldc)
+		}
+	}
+	for i := 0; i < m; i++ {
+		ar, cr := a[i*lda:][:k], c[i*ldc:][:n]
+		for j := range cr {
+			br := b[j*ldb:][:k]
+			if j < n4 {
+				s := cr[j]
+				for p := k8; p < k; p++ {
+					s += ar[p] * br[p]
+				}
+				cr[j] = s
+				continue
+			}
+			var s0, s1, s2, s3 float32
+			p := 0
+			for ; p+4 <= k; p += 4 {
+				s0 += ar[p] * br[p]
+				s1 += ar[p+1] * br[p+1]
+				s2 += ar[p+2] * br[p+2]
+				s3 += ar[p+3] * br[p+3]
+			}
+			for ; p < k; p++ {
+				s0 += ar[p] * br[p]
+			}
+			cr[j] = (s0 + s1) + (s2 + s3)
+		}
+	}
+}
+
 // Chunks of the dot path: one kernel call computes up to dotChunk columns
 // of a group of rows. With more rows than one kernel takes, the chunk's rows
 // of B (at most dotReuseBytes) are read from memory for the first group
 // and from cache for the others.
 const (
+	dotRows       = 3 // the most rows one dot kernel takes, in every kernel set
 	dotChunk      = 64
 	dotReuseBytes = 24 << 10
 )

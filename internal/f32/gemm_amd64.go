@@ -133,3 +133,26 @@ func winoOutAVX2(c int, src []float32, ms int, dst []float32, rs, ps int, bias [
 		goWinoOut(c-c8, src[c8:], ms, dst[c8:], rs, ps, rest, beta, relu)
 	}
 }
+
+// dotNoEscape runs the r-row dot kernel of ks (see dotKernel) by a direct
+// call, which lets a, b and dst stay on their caller's stack; a call
+// through the ks.dot table would make them escape.
+func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	_, _, _ = a[(r-1)*lda+k-1], b[(n-1)*ldb+k-1], dst[(r-1)*ldd+n-1]
+	switch {
+	case ks == &avx512Kernels && r == 1:
+		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	case ks == &avx512Kernels && r == 2:
+		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	case ks == &avx512Kernels && r == 3:
+		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	case ks == &avx2Kernels && r == 1:
+		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	case ks == &avx2Kernels && r == 2:
+		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	case ks == &avx2Kernels && r == 3:
+		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+	default:
+		panic("f32: no dot kernel for that set and row count")
+	}
+}

@@ -656,3 +656,30 @@ func TestHelpersLate(t *testing.T) {
 		}
 	}
 }
+
+// Dots computes what Gemm computes for C = A·Bᵀ, on every kernel path.
+func TestDots(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, sz := range [][3]int{{1, 4, 8}, {3, 37, 19}, {2, 64, 512}, {3, 5, 0}, {5, 13, 33}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		a, b := make([]float32, m*k+1), make([]float32, n*k+1)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		for i := range got {
+			got[i] = float32(math.NaN()) // Dots writes every value
+		}
+		ld := max(k, 1)
+		Dots(m, n, k, a, ld, b, ld, got, n)
+		Gemm(false, true, m, n, k, 1, a, ld, b, ld, 0, want, n)
+		for i, v := range want {
+			if math.Abs(float64(got[i]-v)) > 1e-4*(1+math.Abs(float64(v))) {
+				t.Fatalf("%v: c[%d] = %v, want %v", sz, i, got[i], v)
+			}
+		}
+	}
+}

@@ -34,36 +34,6 @@ func dotF16(r, k int, x *float32, ldx int, w *uint16, ldw int, n int, y *float32
 	}
 }
 
-// dot1F32 computes 1 row(s) of y = x·wᵀ over groups of four rows of w; see dotGo.
-//
-//go:noescape
-func dot1F32(k int, x *float32, ldx int, w *float32, ldw int, n int, y *float32, ldy int)
-
-// dot2F32 computes 2 row(s) of y = x·wᵀ over groups of four rows of w; see dotGo.
-//
-//go:noescape
-func dot2F32(k int, x *float32, ldx int, w *float32, ldw int, n int, y *float32, ldy int)
-
-// dot3F32 computes 3 row(s) of y = x·wᵀ over groups of four rows of w; see dotGo.
-//
-//go:noescape
-func dot3F32(k int, x *float32, ldx int, w *float32, ldw int, n int, y *float32, ldy int)
-
-// dotF32 calls dot{r}F32, 1 ≤ r ≤ 3 (a switch, not a table of functions:
-// the pointers passed to a function value escape).
-func dotF32(r, k int, x *float32, ldx int, w *float32, ldw int, n int, y *float32, ldy int) {
-	switch r {
-	case 1:
-		dot1F32(k, x, ldx, w, ldw, n, y, ldy)
-	case 2:
-		dot2F32(k, x, ldx, w, ldw, n, y, ldy)
-	case 3:
-		dot3F32(k, x, ldx, w, ldw, n, y, ldy)
-	default:
-		panic("half: no kernel for that many rows")
-	}
-}
-
 // encodeF16C converts n floats (a positive multiple of 8) to binary16, rounding to nearest even.
 //
 //go:noescape

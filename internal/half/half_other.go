@@ -15,7 +15,3 @@ func decodeAsm([]float32, []uint16) { panic("half: no assembly") }
 func dotF16(r, k int, x *float32, ldx int, w *uint16, ldw int, n int, y *float32, ldy int) {
 	panic("half: no assembly")
 }
-
-func dotF32(r, k int, x *float32, ldx int, w *float32, ldw int, n int, y *float32, ldy int) {
-	panic("half: no assembly")
-}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/radgen/radgen/internal/f32"
 )
 
 // Weights is an N×K weight matrix, as PyTorch's Linear stores its weight
@@ -449,34 +451,7 @@ func dots(rows int, x []float32, ldx int, w *Weights, j0, j1 int, t []float32, l
 		dotGoPanel(rows, x, ldx, w, j0, j0+n4, k8, k, t, ldt, k8 > 0)
 		return
 	}
-	n, ld := j1-j0, w.ld()
-	n4 := 0
-	if useAsm() && n >= 4 && k >= 8 {
-		n4, k8 = n&^3, k&^7
-		dotF32(rows, k8, &x[0], ldx, &w.F32[j0*ld], ld, n4, &t[0], ldt)
-	}
-	dotGoF32(rows, x, ldx, w.F32, ld, j0, j0+n4, k8, k, t, ldt, true)
-	dotGoF32(rows, x, ldx, w.F32, ld, j0+n4, j1, 0, k, t[n4:], ldt, false)
-}
-
-// dotGoF32 computes, for i < rows and j0 ≤ j < j1, the partial dot products
-// s = Σ_{p0≤p<p1} x[i*ldx+p]·w[j*ld+p] and stores t[i*ldt+j−j0] = s, or adds
-// s to it if add.
-func dotGoF32(rows int, x []float32, ldx int, w []float32, ld, j0, j1, p0, p1 int, t []float32, ldt int, add bool) {
-	if j0 >= j1 || p0 >= p1 && add {
-		return
-	}
-	for j := j0; j < j1; j++ {
-		wr := w[j*ld+p0 : j*ld+p1]
-		for i := 0; i < rows; i++ {
-			s := dot4(x[i*ldx+p0:i*ldx+p1], wr)
-			if add {
-				t[i*ldt+j-j0] += s
-			} else {
-				t[i*ldt+j-j0] = s
-			}
-		}
-	}
+	f32.Dots(rows, j1-j0, k, x, ldx, w.F32[j0*w.ld():], w.ld(), t, ldt)
 }
 
 // dot4 is Σ x[p]·w[p] with four partial sums.
@@ -496,9 +471,11 @@ func dot4(x, w []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dotGoPanel is dotGoF32 for a binary16 copy, over the columns j0 ≤ j < j1
-// (j0 a multiple of 4, j1 ≤ the padded row count); each weight is widened
-// once for all rows.
+// dotGoPanel computes, for i < rows and j0 ≤ j < j1 (j0 a multiple of 4,
+// j1 ≤ the padded row count), the partial dot products
+// s = Σ_{p0≤p<p1} x[i*ldx+p]·W[j][p] of a binary16 copy and stores
+// t[i*ldt+j−j0] = s, or adds s to it if add; each weight is widened once
+// for all rows.
 func dotGoPanel(rows int, x []float32, ldx int, w *Weights, j0, j1, p0, p1 int, t []float32, ldt int, add bool) {
 	if j0 >= j1 || p0 >= p1 && add {
 		return

@@ -33,12 +33,9 @@ type elem struct {
 	panel bool   // groups of four rows interleaved in blocks of eight columns
 }
 
-var (
-	// f16: binary16 panels, [group][k/8][4][8], read as one stream.
-	f16 = elem{name: "F16", gotyp: "uint16", size: 2, panel: true}
-	// f32: float32 rows, read as four streams.
-	f32 = elem{name: "F32", gotyp: "float32", size: 4}
-)
+// f16: binary16 panels, [group][k/8][4][8], read as one stream. (Float32
+// weights go through internal/f32's dot kernels, f32.Dots.)
+var f16 = elem{name: "F16", gotyp: "uint16", size: 2, panel: true}
 
 // prefetch is how far ahead the panel kernels prefetch their stream, in
 // bytes: the hardware prefetchers alone keep too few lines in flight for a
@@ -242,7 +239,7 @@ func decls() []byte {
 	g.p("")
 	g.p("package half")
 	g.p("")
-	for _, e := range []elem{f16, f32} {
+	for _, e := range []elem{f16} {
 		for r := 1; r <= maxRows; r++ {
 			name := fmt.Sprintf("dot%d%s", r, e.name)
 			g.p("// %s computes %d row(s) of y = x·wᵀ over groups of four rows of w; see dotGo.", name, r)
@@ -295,7 +292,7 @@ func main() {
 	g.p("")
 	g.p("#include \"textflag.h\"")
 	g.p("")
-	for _, e := range []elem{f16, f32} {
+	for _, e := range []elem{f16} {
 		for r := 1; r <= maxRows; r++ {
 			dot(g, e, r)
 		}
