@@ -125,12 +125,11 @@ const maxBatchRows = 48
 // conditional norm of a decoder, which all read one memory.
 //
 // On the CPU, outside a recording graph, with float32 inputs of at most 48
-// rows, the maps whose weights are stored in half precision run as one
-// batch: every weight is read once and the output columns of all of them
-// are shared out among the cores in one start, instead of one start per
-// map. Each other map is a Linear (and a ReLU): float32 products stream
-// fastest through Linear's own kernels. out, xs and ls must have the same
-// length.
+// rows, the products run as one batch (internal/half's runner, with
+// internal/f32's dot kernels for float32 weights): every weight is read
+// once and the output columns of all of them are shared out among the
+// cores in one start, instead of one start per map. Elsewhere each map is
+// a Linear (and a ReLU). out, xs and ls must have the same length.
 func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 	if len(out) != len(ls) || len(xs) != len(ls) {
 		panic(fmt.Sprintf("radgen: Linears of %d inputs and %d maps into %d results", len(xs), len(ls), len(out)))
@@ -154,14 +153,15 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		if s, ok := g.stored[w]; ok {
 			w = s
 		}
-		if !w.IsHalf() {
-			out[i] = g.Linear(x, w, l.Bias)
-			if relu {
-				out[i] = g.ReLU(out[i])
-			}
-			continue
+		var hw half.Weights
+		switch {
+		case w.IsHalf():
+			hw = *w.host.(*half.Weights)
+		case w.device == CPU && !w.Is64() && w.Rank() == 2:
+			hw = half.Float32(w.Dim(0), w.Dim(1), w.Data())
+		default:
+			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
 		}
-		hw := *w.host.(*half.Weights)
 		if x.Dim(-1) != hw.K {
 			panic(fmt.Sprintf("radgen: Linears of %v with weight %v", x.shape, w.shape))
 		}
