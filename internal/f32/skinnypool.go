@@ -59,17 +59,58 @@ func lateAt(t, now time.Duration) bool { return now-t < helperBackoff }
 var helpers struct {
 	once     sync.Once
 	n        int
-	wake     chan *skinnyRunner
-	posted   atomic.Pointer[skinnyRunner]
+	wake     chan *Posting
+	posted   atomic.Pointer[Posting]
 	spinning atomic.Int32
 }
+
+// Shared is work in chunks that the calling goroutine and the helpers
+// claim as they come free: a skinny product of this package, or a batch of
+// internal/half's products, so that one pool of helpers serves both.
+type Shared interface {
+	// Open reports whether chunks are left to claim.
+	Open() bool
+	// Work claims and computes chunks until none is left; the helpers
+	// call it.
+	Work()
+}
+
+// Posting is a Shared job's place on the helpers' board: its owner (a
+// runner that lives on from job to job) makes it once, so that posting
+// allocates nothing.
+type Posting struct{ job Shared }
+
+// NewPosting returns the posting of j.
+func NewPosting(j Shared) *Posting { return &Posting{job: j} }
+
+// StartHelpers starts the helpers on first use and reports whether there
+// are any.
+func StartHelpers() bool { return startHelpers() }
+
+// Post offers p's job to the helpers: the spinning ones see it at once and
+// parked ones are woken, without waiting for any. The caller then works on
+// the job itself, waits for the chunks the helpers claimed, and Withdraws
+// it.
+func Post(p *Posting) {
+	helpers.posted.Store(p)
+	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
+		select {
+		case helpers.wake <- p:
+		default:
+			return
+		}
+	}
+}
+
+// Withdraw takes p off the board once its job is done.
+func Withdraw(p *Posting) { helpers.posted.CompareAndSwap(p, nil) }
 
 // startHelpers starts the helpers on first use and reports whether there
 // are any.
 func startHelpers() bool {
 	helpers.once.Do(func() {
 		helpers.n = runtime.GOMAXPROCS(0) - 1
-		helpers.wake = make(chan *skinnyRunner, max(helpers.n, 1))
+		helpers.wake = make(chan *Posting, max(helpers.n, 1))
 		for range helpers.n {
 			go helperLoop()
 		}
@@ -78,20 +119,20 @@ func startHelpers() bool {
 }
 
 func helperLoop() {
-	for r := range helpers.wake {
-		for r != nil {
-			r.work()
-			r = helperWait()
+	for p := range helpers.wake {
+		for p != nil {
+			p.job.Work()
+			p = helperWait()
 		}
 	}
 }
 
-// helperWait waits up to helperSpin for a posted product with chunks left.
-func helperWait() *skinnyRunner {
+// helperWait waits up to helperSpin for a posted job with chunks left.
+func helperWait() *Posting {
 	helpers.spinning.Add(1)
 	start := time.Now()
 	for i := 1; ; i++ {
-		if r := helpers.posted.Load(); r != nil && r.open() {
+		if r := helpers.posted.Load(); r != nil && r.job.Open() {
 			helpers.spinning.Add(-1)
 			return r
 		}
@@ -105,9 +146,9 @@ func helperWait() *skinnyRunner {
 		}
 	}
 	helpers.spinning.Add(-1)
-	// A product posted while this helper still counted as spinning was
-	// not sent on the channel: look once more before parking.
-	if r := helpers.posted.Load(); r != nil && r.open() {
+	// A job posted while this helper still counted as spinning was not
+	// sent on the channel: look once more before parking.
+	if r := helpers.posted.Load(); r != nil && r.job.Open() {
 		return r
 	}
 	return nil
@@ -118,9 +159,10 @@ func helperWait() *skinnyRunner {
 // earlier product can only claim chunks of the runner's current one, whose
 // operands are set before its state is published.
 type skinnyRunner struct {
-	s     skinny
-	dot   bool
-	chunk int // column blocks per chunk
+	s       skinny
+	dot     bool
+	chunk   int // column blocks per chunk
+	posting *Posting
 
 	// state is gen<<40 | chunks<<20 | next: the product's generation, its
 	// chunk count and the next chunk to claim, claimed by compare-and-swap
@@ -138,7 +180,11 @@ const (
 	genMask   = 1<<(64-2*stateBits) - 1
 )
 
-var skinnyRunners = sync.Pool{New: func() any { return &skinnyRunner{wake: make(chan struct{}, 1)} }}
+var skinnyRunners = sync.Pool{New: func() any {
+	r := &skinnyRunner{wake: make(chan struct{}, 1)}
+	r.posting = NewPosting(r)
+	return r
+}}
 
 // share computes s's column blocks in chunks of chunk blocks on the calling
 // goroutine and the helpers.
@@ -153,30 +199,24 @@ func (s *skinny) share(dot bool, chunk int) {
 	r.done.Store(0)
 	r.gen = (r.gen + 1) & genMask
 	r.state.Store(r.gen<<(2*stateBits) | uint64(chunks)<<stateBits)
-	helpers.posted.Store(r)
-	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
-		select {
-		case helpers.wake <- r:
-		default:
-			n = 0
-		}
-	}
-	r.work()
+	Post(r.posting)
+	r.Work()
 	r.wait(int64(chunks))
-	helpers.posted.CompareAndSwap(r, nil)
+	Withdraw(r.posting)
 	r.s = skinny{} // drop the references to the operands
 	skinnyRunners.Put(r)
 }
 
-// open reports whether the current product has chunks left to claim.
-func (r *skinnyRunner) open() bool {
+// Open implements Shared: whether the current product has chunks left to
+// claim.
+func (r *skinnyRunner) Open() bool {
 	s := r.state.Load()
 	return s&stateMask < s>>stateBits&stateMask
 }
 
-// work claims and computes chunks of the current product until none is
-// left.
-func (r *skinnyRunner) work() {
+// Work implements Shared: it claims and computes chunks of the current
+// product until none is left.
+func (r *skinnyRunner) Work() {
 	for {
 		st := r.state.Load()
 		next, total := st&stateMask, st>>stateBits&stateMask

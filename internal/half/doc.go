@@ -15,11 +15,13 @@
 // PyTorch's Linear stores it, are [Op]s: Mul computes one on the calling
 // goroutine, and a [Runner] batches independent ones, reads every matrix
 // once for all rows, and shares the output columns of the whole batch out in
-// chunks of 64 KB of weights among the calling goroutine and GOMAXPROCS−1
-// pooled helpers, so that every core streams weights. The chunks are
-// claimed as the goroutines come free, so a helper that starts late (or a
-// core taken by another process) costs little. The same path serves float32
-// weights ([Float32]), so a decoder has one code path whatever the storage.
+// chunks of 64 KB of weights among the calling goroutine and the
+// GOMAXPROCS−1 helpers of internal/f32's pool (one pool serves the skinny
+// products of both packages), so that every core streams weights. The
+// chunks are claimed as the goroutines come free, so a helper that starts
+// late (or a core taken by another process) costs little. The same path
+// serves float32 weights ([Float32]) through internal/f32's dot kernels
+// (f32.Dots), so a decoder has one code path whatever the storage.
 //
 // [NewWeights] lays a binary16 copy out for the kernels: the rows in groups
 // of four, interleaved in blocks of eight columns, so that a product reads

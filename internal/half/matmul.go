@@ -252,6 +252,8 @@ type Runner struct {
 	// batch sends on it.
 	waiting atomic.Bool
 	wake    chan struct{}
+
+	posting *f32.Posting // the batch's place on the helpers' board
 }
 
 const (
@@ -288,7 +290,7 @@ func (r *Runner) Run() {
 		return
 	}
 	total := r.starts[len(r.ops)]
-	if r.bytes < parallelBytes || total == 1 || !startPool() || runtime.GOMAXPROCS(0) == 1 {
+	if r.bytes < parallelBytes || total == 1 || !f32.StartHelpers() || runtime.GOMAXPROCS(0) == 1 {
 		var tile [maxRows * maxChunk]float32
 		for c := 0; c < total; c++ {
 			r.chunk(c, &tile)
@@ -296,13 +298,15 @@ func (r *Runner) Run() {
 	} else {
 		if r.wake == nil {
 			r.wake = make(chan struct{}, 1)
+			r.posting = f32.NewPosting(r)
 		}
 		r.done.Store(0)
 		r.gen = (r.gen + 1) & genMask
 		r.state.Store(r.gen<<(2*stateBits) | uint64(total)<<stateBits)
-		offer(r)
+		f32.Post(r.posting)
 		r.work(false)
 		r.wait(int64(total))
+		f32.Withdraw(r.posting)
 	}
 	clear(r.ops) // drop the references to the operands
 	r.ops, r.widths, r.starts, r.bytes = r.ops[:0], r.widths[:0], r.starts[:1], 0
@@ -336,8 +340,9 @@ func (r *Runner) wait(total int64) {
 	}
 }
 
-// open reports whether the current batch has chunks left to claim.
-func (r *Runner) open() bool {
+// Open implements f32.Shared: whether the current batch has chunks left to
+// claim.
+func (r *Runner) Open() bool {
 	s := r.state.Load()
 	return s&stateMask < s>>stateBits&stateMask
 }
@@ -347,6 +352,12 @@ var helperHook func()
 
 // work claims and computes chunks of the current batch until none is left;
 // helper says whether a pooled helper calls it.
+// Work implements f32.Shared: the helpers of internal/f32's pool, which
+// serve both packages, claim and compute chunks of the current batch.
+func (r *Runner) Work() { r.work(true) }
+
+// work claims and computes chunks of the current batch until none is left;
+// helper says whether a pool helper (rather than Run's caller) runs it.
 func (r *Runner) work(helper bool) {
 	var tile [maxRows * maxChunk]float32
 	for {

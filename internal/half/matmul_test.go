@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/radgen/radgen/internal/f32"
 )
 
 var oddSizes = []int{1, 7, 63, 65, 511, 513}
@@ -210,7 +212,7 @@ func TestRunnerConcurrent(t *testing.T) {
 // last one is done, and the results are complete.
 func TestRunnerSlowHelper(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
-	if !startPool() {
+	if !f32.StartHelpers() {
 		t.Skip("no helpers")
 	}
 	helperHook = func() { time.Sleep(time.Millisecond) }
