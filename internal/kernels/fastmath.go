@@ -52,12 +52,3 @@ func tanhFast(x float32) float32 {
 	e := fastExp(2 * a)
 	return float32(math.Copysign((e-1)/(e+1), float64(x)))
 }
-
-// expFor returns the exponential the kernels of element type T use.
-func expFor[T Float]() func(float64) float64 {
-	var z T
-	if _, ok := any(z).(float32); ok {
-		return fastExp
-	}
-	return math.Exp
-}

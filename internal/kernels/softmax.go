@@ -8,19 +8,40 @@ import (
 // Softmax applies a numerically stable softmax to each row of length n:
 // dst = exp(x − max x) / Σ exp(x − max x). Sums run in float64.
 func Softmax[T Float](dst, x []T, n int) {
-	exp := expFor[T]()
+	if d, ok := any(dst).([]float32); ok {
+		softmax32(d, any(x).([]float32), n)
+		return
+	}
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
 		for i, v := range row {
-			e := exp(float64(v - m))
+			e := math.Exp(float64(v - m))
 			out[i] = T(e)
 			s += e
 		}
 		inv := 1 / s
 		for i := range out {
 			out[i] = T(float64(out[i]) * inv)
+		}
+	}
+}
+
+// softmax32 is Softmax for float32 through fastExp, called directly.
+func softmax32(dst, x []float32, n int) {
+	for off := 0; off+n <= len(x); off += n {
+		row, out := x[off:off+n], dst[off:off+n]
+		m := slices.Max(row)
+		var s float64
+		for i, v := range row {
+			e := fastExp(float64(v - m))
+			out[i] = float32(e)
+			s += e
+		}
+		inv := 1 / s
+		for i := range out {
+			out[i] = float32(float64(out[i]) * inv)
 		}
 	}
 }
@@ -41,15 +62,34 @@ func SoftmaxBackward[T Float](dx, dy, y []T, n int) {
 
 // LogSoftmax: dst = x − max x − log Σ exp(x − max x), per row of length n.
 func LogSoftmax[T Float](dst, x []T, n int) {
-	exp := expFor[T]()
+	if d, ok := any(dst).([]float32); ok {
+		logSoftmax32(d, any(x).([]float32), n)
+		return
+	}
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
 		for _, v := range row {
-			s += exp(float64(v - m))
+			s += math.Exp(float64(v - m))
 		}
 		lse := T(math.Log(s)) + m
+		for i, v := range row {
+			out[i] = v - lse
+		}
+	}
+}
+
+// logSoftmax32 is LogSoftmax for float32 through fastExp, called directly.
+func logSoftmax32(dst, x []float32, n int) {
+	for off := 0; off+n <= len(x); off += n {
+		row, out := x[off:off+n], dst[off:off+n]
+		m := slices.Max(row)
+		var s float64
+		for _, v := range row {
+			s += fastExp(float64(v - m))
+		}
+		lse := float32(math.Log(s)) + m
 		for i, v := range row {
 			out[i] = v - lse
 		}
