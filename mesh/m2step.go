@@ -41,7 +41,9 @@ func (a *ScaledDotProductAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *K
 // m2KeepMask) on x's device, or nil.
 func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache, unmasked *radgen.Tensor) *radgen.Tensor {
 	r := x.Dim(0)
-	c.append(a.FCK.Forward(g, x), a.FCV.Forward(g, x))
+	var qkv [3]*radgen.Tensor
+	g.Linears(qkv[:], []*radgen.Tensor{x, x, x}, []*radgen.Linear{a.FCQ, a.FCK, a.FCV}, false) // one batch of products
+	c.append(qkv[1], qkv[2])
 	var kh, vh *radgen.Tensor
 	if a.Slots() == 0 {
 		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)
@@ -49,7 +51,7 @@ func (a *ScaledDotProductAttention) step(g *radgen.Graph, x *radgen.Tensor, c *K
 		k, v := a.withSlots(g, c.gather(g, false), c.gather(g, true))
 		kh, vh = a.heads(g, k, a.DK), a.heads(g, v, a.DV)
 	}
-	q := g.Reshape(a.FCQ.Forward(g, x), r, 1, a.Heads*a.DK)
+	q := g.Reshape(qkv[0], r, 1, a.Heads*a.DK)
 	out, _ := a.attendProjected(g, q, kh, vh, unmasked, false)
 	return g.Reshape(out, r, a.Width())
 }

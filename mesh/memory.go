@@ -124,12 +124,14 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", queries.Shape(), keys.Shape(), values.Shape()))
 	}
 	b, nq, nk := queries.Dim(0), queries.Dim(1), keys.Dim(1)
-	k, v := a.withSlots(g, a.FCK.Forward(g, keys), a.FCV.Forward(g, values))
+	var qkv [3]*radgen.Tensor
+	g.Linears(qkv[:], []*radgen.Tensor{queries, keys, values}, []*radgen.Linear{a.FCQ, a.FCK, a.FCV}, false) // one batch where it can
+	k, v := a.withSlots(g, qkv[1], qkv[2])
 	var unmasked *radgen.Tensor
 	if mask != nil {
 		unmasked = m2KeepMask(mask, b, nq, nk, a.Slots())
 	}
-	return a.attendProjected(g, a.FCQ.Forward(g, queries), a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
+	return a.attendProjected(g, qkv[0], a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
 }
 
 // withSlots appends the memory slots, if any, to projected keys k
