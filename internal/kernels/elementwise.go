@@ -44,14 +44,8 @@ func TanhBackward[T Float](dx, dy, y []T) {
 
 // Sigmoid: dst[i] = 1 / (1 + exp(−x[i])).
 func Sigmoid[T Float](dst, x []T) {
-	if d, ok := any(dst).([]float32); ok {
-		for i, v := range any(x).([]float32) {
-			d[i] = float32(1 / (1 + fastExp(-float64(v))))
-		}
-		return
-	}
 	for i, v := range x {
-		dst[i] = T(1 / (1 + math.Exp(-float64(v))))
+		dst[i] = T(1 / (1 + fastExp(-float64(v))))
 	}
 }
 

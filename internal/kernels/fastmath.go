@@ -2,11 +2,12 @@ package kernels
 
 import "math"
 
-// The exponential of the float32 kernels (softmaxes, sigmoid gates, tanh):
-// 2^(k/32) from a 32-entry table times a degree-5 polynomial, in float64, to
-// a relative error below 10⁻¹⁴, so that the float32 results are those of
-// math.Exp at a fraction of its cost (a decoding step computes tens of
-// thousands). Float64 kernels, which gradient checks run, keep math.Exp.
+// The exponential of the kernels (softmaxes, sigmoid gates, tanh): 2^(k/32)
+// from a 32-entry table times a degree-5 polynomial, in float64, to a
+// relative error below 10⁻¹⁴, so that float32 results are those of math.Exp
+// at a fraction of its cost (a decoding step computes tens of thousands),
+// and float64 ones, which gradient checks run, are as good as the checks'
+// finite differences need. Float64 tanh keeps math.Tanh.
 
 var exp2Table = func() (t [32]float64) {
 	for j := range t {

@@ -8,40 +8,18 @@ import (
 // Softmax applies a numerically stable softmax to each row of length n:
 // dst = exp(x − max x) / Σ exp(x − max x). Sums run in float64.
 func Softmax[T Float](dst, x []T, n int) {
-	if d, ok := any(dst).([]float32); ok {
-		softmax32(d, any(x).([]float32), n)
-		return
-	}
-	for off := 0; off+n <= len(x); off += n {
-		row, out := x[off:off+n], dst[off:off+n]
-		m := slices.Max(row)
-		var s float64
-		for i, v := range row {
-			e := math.Exp(float64(v - m))
-			out[i] = T(e)
-			s += e
-		}
-		inv := 1 / s
-		for i := range out {
-			out[i] = T(float64(out[i]) * inv)
-		}
-	}
-}
-
-// softmax32 is Softmax for float32 through fastExp, called directly.
-func softmax32(dst, x []float32, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
 		for i, v := range row {
 			e := fastExp(float64(v - m))
-			out[i] = float32(e)
+			out[i] = T(e)
 			s += e
 		}
 		inv := 1 / s
 		for i := range out {
-			out[i] = float32(float64(out[i]) * inv)
+			out[i] = T(float64(out[i]) * inv)
 		}
 	}
 }
@@ -62,26 +40,6 @@ func SoftmaxBackward[T Float](dx, dy, y []T, n int) {
 
 // LogSoftmax: dst = x − max x − log Σ exp(x − max x), per row of length n.
 func LogSoftmax[T Float](dst, x []T, n int) {
-	if d, ok := any(dst).([]float32); ok {
-		logSoftmax32(d, any(x).([]float32), n)
-		return
-	}
-	for off := 0; off+n <= len(x); off += n {
-		row, out := x[off:off+n], dst[off:off+n]
-		m := slices.Max(row)
-		var s float64
-		for _, v := range row {
-			s += math.Exp(float64(v - m))
-		}
-		lse := T(math.Log(s)) + m
-		for i, v := range row {
-			out[i] = v - lse
-		}
-	}
-}
-
-// logSoftmax32 is LogSoftmax for float32 through fastExp, called directly.
-func logSoftmax32(dst, x []float32, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
@@ -89,7 +47,7 @@ func logSoftmax32(dst, x []float32, n int) {
 		for _, v := range row {
 			s += fastExp(float64(v - m))
 		}
-		lse := float32(math.Log(s)) + m
+		lse := T(math.Log(s)) + m
 		for i, v := range row {
 			out[i] = v - lse
 		}
