@@ -308,6 +308,7 @@ func (m *r2genModel) decodeStudies(ctx context.Context, feats *radgen.Tensor, o 
 	if err != nil {
 		return nil, 0, err
 	}
+	defer dec.release()
 	return decodeBest(ctx, dec, strategyFor(o, 0, 0, decode.R2Gen))
 }
 
@@ -357,6 +358,7 @@ func (f m2Facade) decodeStudies(ctx context.Context, feats *radgen.Tensor, o gen
 	if err != nil {
 		return nil, 0, err
 	}
+	defer dec.release()
 	return f.decodeWith(ctx, dec, o)
 }
 

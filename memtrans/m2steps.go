@@ -87,9 +87,19 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
-	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, arena: radgen.NewArena()}
+	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, arena: getArena()}
 	g.SetArena(s.arena) // after Start: the sources it projects outlive every step
 	return s, nil
+}
+
+// release gives the decoding's arena back for later decodings, once the
+// strategy is done with it: the decoding steps no more.
+func (s *m2ModuleDecoding) release() {
+	if s.arena != nil {
+		s.g.SetArena(nil)
+		putArena(s.arena)
+		s.arena = nil
+	}
 }
 
 // VocabSize implements decode.Model.
@@ -128,6 +138,9 @@ func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32
 	R, V := s.steps.Rows(), c.Vocab
 	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err
+	}
+	if s.arena == nil {
+		return errReleased
 	}
 	s.arena.Next()
 	lp := s.steps.Step(s.g, tokens)

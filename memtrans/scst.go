@@ -158,6 +158,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 		return res, err
 	}
 	hyps, err := s.cfg.Strategy.Decode(ctx, dec)
+	dec.release()
 	if err != nil {
 		return res, fmt.Errorf("memtrans: SCST sampling: %w", err)
 	}

@@ -2,6 +2,7 @@ package memtrans
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/radgen/radgen"
@@ -101,9 +102,47 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
 		s.norms = mcln.NewGroup(cs...)
 	}
-	s.arena = radgen.NewArena()
+	s.arena = getArena()
 	g.SetArena(s.arena)
 	return s, nil
+}
+
+// arenas keeps the arenas of up to four finished decodings for the next
+// ones, so that a model writing report after report does not grow a new one
+// for each: a channel, which a garbage collection (frequent while the
+// encoder runs) does not empty as it does a sync.Pool, and small, because an
+// arena holds two steps' results of a whole batch.
+var arenas = make(chan *radgen.Arena, 4)
+
+// getArena returns an idle arena, or a new one.
+func getArena() *radgen.Arena {
+	select {
+	case a := <-arenas:
+		return a
+	default:
+		return radgen.NewArena()
+	}
+}
+
+// putArena keeps a for a later decoding, unless enough arenas idle.
+func putArena(a *radgen.Arena) {
+	select {
+	case arenas <- a:
+	default:
+	}
+}
+
+// errReleased is the error of a step after release.
+var errReleased = errors.New("memtrans: step of a decoding whose arena was released")
+
+// release gives the decoding's arena back for later decodings, once the
+// strategy is done with it: the decoding steps no more.
+func (s *moduleDecoding) release() {
+	if s.arena != nil {
+		s.g.SetArena(nil)
+		putArena(s.arena)
+		s.arena, s.memory, s.probs = nil, nil, nil
+	}
 }
 
 // VocabSize implements decode.Model.
@@ -177,6 +216,9 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	R, d, V := len(s.study), c.DModel, c.Vocab
 	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
 		return err
+	}
+	if s.arena == nil {
+		return errReleased
 	}
 	s.arena.Next()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)

@@ -2,6 +2,7 @@ package memtrans
 
 import (
 	"context"
+	"errors"
 	"math"
 	"runtime"
 	"testing"
@@ -162,5 +163,26 @@ func TestModuleDecodingStepAllocs(t *testing.T) {
 				t.Errorf("%s, half=%v: %v allocations per step", v, stored != nil, allocs)
 			}
 		}
+	}
+}
+
+// A finished decoding's arena serves the next one: the second decoding of
+// the same studies gives the same log-probabilities bit for bit, and the
+// released one refuses to step.
+func TestModuleDecodingReusesArena(t *testing.T) {
+	m := halfTestModel(t, VariantR2Gen)
+	feats := randomFeats(2, 5, m.Config.DVisual, 17)
+	tokens := [][]int{{0, 0}, {3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}}
+	src := [][]int{{0, 0, 0, 1, 1, 1}, {2, 0, 1, 3, 3, 5}, nil}
+	first := halfDecoding(t, m, feats, nil)
+	want := stepAll(t, first, tokens, src)
+	first.release()
+	if err := first.Step(context.Background(), []int{1, 1, 1, 1, 1, 1}, make([]float32, 6*m.Config.Vocab)); !errors.Is(err, errReleased) {
+		t.Fatalf("step after release: %v", err)
+	}
+	second := halfDecoding(t, m, feats, nil)
+	defer second.release()
+	if got := stepAll(t, second, tokens, src); !equalSteps(got, want) {
+		t.Fatal("a decoding on a reused arena differs from the first")
 	}
 }
