@@ -12,8 +12,8 @@
 // weight is widened before its fused multiply-add).
 //
 // The products, y = act(x·Wᵀ + b) for m rows of x and W stored n×k as
-// PyTorch's Linear stores it, are [Op]s: Mul computes one on the calling
-// goroutine, and a [Runner] batches independent ones, reads every matrix
+// PyTorch's Linear stores it, are [Op]s: a [Runner] batches independent
+// ones (or runs a single one), reads every matrix
 // once for all rows, and shares the output columns of the whole batch out in
 // chunks of 64 KB of weights among the calling goroutine and the
 // GOMAXPROCS−1 helpers of internal/f32's pool (one pool serves the skinny

@@ -16,8 +16,7 @@ import (
 // A binary16 copy is laid out for the kernels: the rows in groups of four
 // ("panels"), each interleaved in blocks of eight columns, zero-padded to
 // whole groups and blocks, so that a product reads one sequential stream.
-// At returns its values; Update and Matches convert or compare a float32
-// matrix again.
+// At returns its values.
 type Weights struct {
 	N, K, LD int
 	F32      []float32
@@ -88,22 +87,6 @@ func (w Weights) Update(src []float32) {
 			copy(w.f16[w.panelIndex(j, p0):][:8], row[p0:min(p0+8, w.K)])
 		}
 	})
-}
-
-// Matches reports whether every value of the N×K row-major float32 matrix
-// src converts to the value stored in the binary16 copy w: whether src is
-// (up to rounding) the matrix w was made from.
-func (w Weights) Matches(src []float32) bool {
-	ok := true
-	w.eachRow(src, func(j int, row []uint16) {
-		for p0 := 0; p0 < w.K && ok; p0 += 8 {
-			p1 := min(p0+8, w.K)
-			for i, h := range w.f16[w.panelIndex(j, p0):][:p1-p0] {
-				ok = ok && h == row[p0+i]
-			}
-		}
-	})
-	return ok
 }
 
 // eachRow converts each row of src and passes it to f.
@@ -211,21 +194,6 @@ func (op *Op) chunkCols() int {
 	}
 	c := chunkBytes / max(per, 1) &^ 3
 	return min(max(c, 4), maxChunk)
-}
-
-// Mul computes op on the calling goroutine: for products too small to share
-// out, such as the attention of one decoding step over a few hundred keys.
-// It panics on inconsistent shapes or short slices, and allocates nothing.
-func Mul(op Op) {
-	op.check()
-	if op.M == 0 || op.W.N == 0 {
-		return
-	}
-	var tile [maxRows * maxChunk]float32
-	w := op.chunkCols()
-	for j0 := 0; j0 < op.W.N; j0 += w {
-		op.columns(j0, min(j0+w, op.W.N), &tile)
-	}
 }
 
 // Runner batches Ops and runs them with every matrix read once and the
