@@ -3,6 +3,7 @@ package radgen
 import (
 	"fmt"
 
+	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/internal/half"
 )
 
@@ -58,27 +59,16 @@ func SubstituteWeights(stored map[*Tensor]*Tensor) GraphOption {
 }
 
 // runners holds idle batch runners of Linear's half-precision products and
-// of Linears: a channel rather than a sync.Pool, which a garbage collection
-// empties, so that a warm decoding step never allocates a runner's buffers
-// again.
-var runners = make(chan *half.Runner, 64)
+// of Linears, so that a warm decoding step never allocates a runner's
+// buffers again.
+var runners = freelist.New[half.Runner](64)
 
 // getRunner returns an idle runner, or a new one.
 func getRunner() *half.Runner {
-	select {
-	case r := <-runners:
+	if r := runners.Get(); r != nil {
 		return r
-	default:
-		return new(half.Runner)
 	}
-}
-
-// putRunner keeps r for reuse, unless enough runners idle already.
-func putRunner(r *half.Runner) {
-	select {
-	case runners <- r:
-	default:
-	}
+	return new(half.Runner)
 }
 
 // halfLinear is Linear with a half-precision weight: x·Wᵀ + bias for float32
@@ -109,7 +99,7 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 	r := getRunner()
 	r.Add(half.Op{M: rows, X: x.Data(), W: *hw, Bias: bv, Y: out.Data()})
 	r.Run()
-	putRunner(r)
+	runners.Put(r)
 	return out
 }
 
@@ -183,6 +173,6 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 	}
 	if r != nil {
 		r.Run()
-		putRunner(r)
+		runners.Put(r)
 	}
 }

@@ -97,7 +97,7 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 func (s *m2ModuleDecoding) release() {
 	if s.arena != nil {
 		s.g.SetArena(nil)
-		putArena(s.arena)
+		arenas.Put(s.arena)
 		s.arena = nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/mesh"
 )
@@ -109,27 +110,16 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 
 // arenas keeps the arenas of up to four finished decodings for the next
 // ones, so that a model writing report after report does not grow a new one
-// for each: a channel, which a garbage collection (frequent while the
-// encoder runs) does not empty as it does a sync.Pool, and small, because an
-// arena holds two steps' results of a whole batch.
-var arenas = make(chan *radgen.Arena, 4)
+// for each; four because an arena holds two steps' results of a whole
+// batch.
+var arenas = freelist.New[radgen.Arena](4)
 
 // getArena returns an idle arena, or a new one.
 func getArena() *radgen.Arena {
-	select {
-	case a := <-arenas:
+	if a := arenas.Get(); a != nil {
 		return a
-	default:
-		return radgen.NewArena()
 	}
-}
-
-// putArena keeps a for a later decoding, unless enough arenas idle.
-func putArena(a *radgen.Arena) {
-	select {
-	case arenas <- a:
-	default:
-	}
+	return radgen.NewArena()
 }
 
 // errReleased is the error of a step after release.
@@ -140,7 +130,7 @@ var errReleased = errors.New("memtrans: step of a decoding whose arena was relea
 func (s *moduleDecoding) release() {
 	if s.arena != nil {
 		s.g.SetArena(nil)
-		putArena(s.arena)
+		arenas.Put(s.arena)
 		s.arena, s.memory, s.probs = nil, nil, nil
 	}
 }

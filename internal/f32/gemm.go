@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/radgen/radgen/internal/freelist"
 )
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where
@@ -231,16 +233,16 @@ type workspace struct {
 }
 
 // workspaces keeps idle workspaces for reuse: in a sync.Pool, which is
-// fast, with a reserve of up to two per core in a channel that a garbage
+// fast, with a reserve of up to two per core in a free list that a garbage
 // collection does not empty (it empties the pool), so that a warm decoding
 // step's products do not allocate their buffers again after a collection.
-// The reserve is filled first; once full, a send to it fails without a lock.
-var workspaces = wsPool{reserve: make(chan *workspace, 2*runtime.GOMAXPROCS(0))}
+// The reserve is filled first; once full, a Put to it fails without a lock.
+var workspaces = wsPool{reserve: freelist.New[workspace](2 * runtime.GOMAXPROCS(0))}
 
 // wsPool is a free list of workspaces.
 type wsPool struct {
 	pool    sync.Pool
-	reserve chan *workspace
+	reserve freelist.List[workspace]
 }
 
 // Get returns an idle workspace, or a new one.
@@ -248,19 +250,15 @@ func (p *wsPool) Get() *workspace {
 	if w, ok := p.pool.Get().(*workspace); ok {
 		return w
 	}
-	select {
-	case w := <-p.reserve:
+	if w := p.reserve.Get(); w != nil {
 		return w
-	default:
-		return new(workspace)
 	}
+	return new(workspace)
 }
 
 // Put keeps w for reuse.
 func (p *wsPool) Put(w *workspace) {
-	select {
-	case p.reserve <- w:
-	default:
+	if !p.reserve.Put(w) {
 		p.pool.Put(w)
 	}
 }
