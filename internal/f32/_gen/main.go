@@ -194,6 +194,32 @@ func kernel(g *gen, s isa, mr int) {
 	g.p("")
 }
 
+// dotPrologue emits the header of dot kernel name (see dotKernel for its
+// arguments) and loads them: k >> kShift (the kernel's k steps) into BX, a
+// into SI and lda, ldb, 3·ldb and ldd in bytes into R10, R11, R12 and R9, b
+// into DX, dst into DI and n into R8, as n/4 groups of columns when
+// groups4 is set.
+func dotPrologue(g *gen, name string, kShift int, groups4 bool) {
+	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("\tMOVQ k+0(FP), BX")
+	g.p("\tSHRQ $%d, BX", kShift)
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R10")
+	g.p("\tSHLQ $2, R10")
+	g.p("\tMOVQ b+24(FP), DX")
+	g.p("\tMOVQ ldb+32(FP), R11")
+	g.p("\tSHLQ $2, R11")
+	g.p("\tLEAQ (R11)(R11*2), R12")
+	g.p("\tMOVQ n+40(FP), R8")
+	if groups4 {
+		g.p("\tSHRQ $2, R8")
+	}
+	g.p("\tMOVQ dst+48(FP), DI")
+	g.p("\tMOVQ ldd+56(FP), R9")
+	g.p("\tSHLQ $2, R9")
+}
+
 // maxDotRows is the most rows of a that one dot kernel takes: three rows of
 // four accumulators each fill the sixteen AVX2 registers with one row of a
 // each and one row of b.
@@ -220,22 +246,7 @@ func dot(g *gen, mr int) {
 	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
 	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
 
-	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
-	g.p("\tMOVQ k+0(FP), BX")
-	g.p("\tSHRQ $3, BX")
-	g.p("\tMOVQ a+8(FP), SI")
-	g.p("\tMOVQ lda+16(FP), R10")
-	g.p("\tSHLQ $2, R10")
-	g.p("\tMOVQ b+24(FP), DX")
-	g.p("\tMOVQ ldb+32(FP), R11")
-	g.p("\tSHLQ $2, R11")
-	g.p("\tLEAQ (R11)(R11*2), R12")
-	g.p("\tMOVQ n+40(FP), R8")
-	g.p("\tSHRQ $2, R8")
-	g.p("\tMOVQ dst+48(FP), DI")
-	g.p("\tMOVQ ldd+56(FP), R9")
-	g.p("\tSHLQ $2, R9")
+	dotPrologue(g, name, 3, true)
 	g.p("%s_group:", name)
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nb; j++ {
@@ -332,21 +343,7 @@ func dot512(g *gen, mr int) {
 	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
 	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
 
-	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
-	g.p("\tMOVQ k+0(FP), BX")
-	g.p("\tSHRQ $4, BX")
-	g.p("\tMOVQ a+8(FP), SI")
-	g.p("\tMOVQ lda+16(FP), R10")
-	g.p("\tSHLQ $2, R10")
-	g.p("\tMOVQ b+24(FP), DX")
-	g.p("\tMOVQ ldb+32(FP), R11")
-	g.p("\tSHLQ $2, R11")
-	g.p("\tLEAQ (R11)(R11*2), R12")
-	g.p("\tMOVQ n+40(FP), R8")
-	g.p("\tMOVQ dst+48(FP), DI")
-	g.p("\tMOVQ ldd+56(FP), R9")
-	g.p("\tSHLQ $2, R9")
+	dotPrologue(g, name, 4, false)
 	g.p("\tVMOVUPS dotPerm<>+0(SB), %s", perm0)
 	g.p("\tVMOVUPS dotPerm<>+64(SB), %s", perm1)
 	group := func(nb int, label string) {
