@@ -1,7 +1,6 @@
 package memtrans
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -30,16 +29,7 @@ func BenchmarkM2Beam(b *testing.B) {
 		}
 		st := decode.BeamSearch{Size: 5, MaxLen: 20, BOS: c.cfg.BOS, EOS: c.cfg.EOS, Semantics: decode.M2, FullLength: true}
 		b.Run(fmt.Sprintf("%s/%s/B4", c.name, st), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				dec, err := m.startModuleDecodingEncoded(enc)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := st.Decode(context.Background(), dec); err != nil {
-					b.Fatal(err)
-				}
-			}
+			decodeEncodedLoop(b, m, enc, st)
 			tokens := float64(b.N) * 4 * 5 * 20
 			b.ReportMetric(tokens/b.Elapsed().Seconds(), "tokens/s")
 		})

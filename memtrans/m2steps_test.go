@@ -355,18 +355,25 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Run(fmt.Sprintf("%s/batch=%d", cfg.name, batch), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					dec, err := m.startModuleDecodingEncoded(enc)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := st.Decode(context.Background(), dec); err != nil {
-						b.Fatal(err)
-					}
-				}
+				decodeEncodedLoop(b, m, enc, st)
 				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N*steps), "ms/step")
 			})
 		}
+	}
+}
+
+// decodeEncodedLoop decodes the encoded studies enc with st through m's
+// module steps for every iteration of the benchmark, allocations reported.
+func decodeEncodedLoop(b *testing.B, m *m2Model, enc *m2Encoded, st decode.Strategy) {
+	b.ReportAllocs()
+	for b.Loop() {
+		dec, err := m.startModuleDecodingEncoded(enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Decode(context.Background(), dec); err != nil {
+			b.Fatal(err)
+		}
+		dec.release()
 	}
 }
