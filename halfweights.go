@@ -82,24 +82,31 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 	if g.needs(x, bias) {
 		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
 	}
+	r := getRunner()
+	out := g.addProduct(r, "Linear", x, w, *hw, bias, false)
+	r.Run()
+	runners.Put(r)
+	return out
+}
+
+// addProduct adds act(x·Wᵀ + bias) to r, for the weight w stored as hw, and
+// returns the tensor the product will fill when r runs; op names the
+// calling op in panics.
+func (g *Graph) addProduct(r *half.Runner, op string, x, w *Tensor, hw half.Weights, bias *Tensor, relu bool) *Tensor {
+	if x.Dim(-1) != hw.K {
+		panic(fmt.Sprintf("radgen: %s of %v with weight %v", op, x.shape, w.shape))
+	}
 	var bv []float32
 	if bias != nil {
 		if bias.Rank() != 1 || bias.Dim(0) != hw.N {
-			panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias.shape, w.shape))
+			panic(fmt.Sprintf("radgen: %s bias %v for weight %v", op, bias.shape, w.shape))
 		}
 		bv = bias.Data()
 	}
-	rows := x.Len() / hw.K
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
 	out := g.empty(x, oshape)
-	if rows == 0 || hw.N == 0 {
-		return out
-	}
-	r := getRunner()
-	r.Add(half.Op{M: rows, X: x.Data(), W: *hw, Bias: bv, Y: out.Data()})
-	r.Run()
-	runners.Put(r)
+	r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: out.Data(), ReLU: relu})
 	return out
 }
 
@@ -137,7 +144,7 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		}
 		return
 	}
-	var r *half.Runner
+	r := getRunner()
 	for i, l := range ls {
 		x, w := xs[i], l.Weight
 		if s, ok := g.stored[w]; ok {
@@ -152,27 +159,8 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		default:
 			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
 		}
-		if x.Dim(-1) != hw.K {
-			panic(fmt.Sprintf("radgen: Linears of %v with weight %v", x.shape, w.shape))
-		}
-		var bv []float32
-		if l.Bias != nil {
-			if l.Bias.Rank() != 1 || l.Bias.Dim(0) != hw.N {
-				panic(fmt.Sprintf("radgen: Linears bias %v for weight %v", l.Bias.shape, w.shape))
-			}
-			bv = l.Bias.Data()
-		}
-		var buf [8]int // on the stack for ranks up to 8
-		oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
-		o := g.empty(x, oshape)
-		out[i] = o
-		if r == nil {
-			r = getRunner()
-		}
-		r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: o.Data(), ReLU: relu})
+		out[i] = g.addProduct(r, "Linears", x, w, hw, l.Bias, relu)
 	}
-	if r != nil {
-		r.Run()
-		runners.Put(r)
-	}
+	r.Run()
+	runners.Put(r)
 }
