@@ -134,10 +134,7 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 	if x.Is64() {
 		return FromFloat64(x.Data64(), shape...)
 	}
-	if g.arena != nil {
-		return g.arena.view(x.Data(), shape)
-	}
-	return FromFloat32(x.Data(), shape...)
+	return g.FromFloat32(x.Data(), shape...)
 }
 
 // FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
