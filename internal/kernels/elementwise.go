@@ -24,14 +24,22 @@ func ReLUBackward[T Float](dx, dy, y []T) {
 
 // Tanh: dst[i] = tanh(x[i]).
 func Tanh[T Float](dst, x []T) {
-	if d, ok := any(dst).([]float32); ok {
-		for i, v := range any(x).([]float32) {
-			d[i] = tanhFast(v)
+	if _, ok := any(dst).([]float32); !ok {
+		for i, v := range x {
+			dst[i] = T(math.Tanh(float64(v)))
 		}
 		return
 	}
-	for i, v := range x {
-		dst[i] = T(math.Tanh(float64(v)))
+	var buf [mathBlock]float64
+	for off := 0; off < len(x); off += mathBlock {
+		b := buf[:min(mathBlock, len(x)-off)]
+		widen(b, x[off:], 0)
+		for i, v := range b {
+			b[i] = tanhFast(v)
+		}
+		for i, v := range b {
+			dst[off+i] = T(v)
+		}
 	}
 }
 
@@ -44,8 +52,16 @@ func TanhBackward[T Float](dx, dy, y []T) {
 
 // Sigmoid: dst[i] = 1 / (1 + exp(−x[i])).
 func Sigmoid[T Float](dst, x []T) {
-	for i, v := range x {
-		dst[i] = T(1 / (1 + fastExp(-float64(v))))
+	var buf [mathBlock]float64
+	for off := 0; off < len(x); off += mathBlock {
+		b := buf[:min(mathBlock, len(x)-off)]
+		widen(b, x[off:], 0)
+		for i, v := range b {
+			b[i] = 1 / (1 + fastExp(-v))
+		}
+		for i, v := range b {
+			dst[off+i] = T(v)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -62,6 +63,49 @@ func TestFastMath(t *testing.T) {
 	for i := range row {
 		if math.Abs(float64(out[i])-ref[i]/s) > 1e-7 {
 			t.Fatalf("Softmax: %v, want %v", out, ref)
+		}
+	}
+}
+
+// The kernels that widen values a block at a time give every value of a
+// slice longer than a block, of any length, in place or not, what they
+// give it alone.
+func TestFastMathBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for _, n := range []int{1, mathBlock - 1, mathBlock, mathBlock + 1, 3*mathBlock + 5} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 4)
+		}
+		for name, f := range map[string]func(dst, x []float32){"Tanh": Tanh[float32], "Sigmoid": Sigmoid[float32]} {
+			got := make([]float32, n)
+			f(got, x)
+			inPlace := append([]float32(nil), x...)
+			f(inPlace, inPlace)
+			one := make([]float32, 1)
+			for i, v := range x {
+				f(one, []float32{v})
+				if got[i] != one[0] || inPlace[i] != one[0] {
+					t.Fatalf("%s over %d values: [%d] = %v (in place %v), alone %v", name, n, i, got[i], inPlace[i], one[0])
+				}
+			}
+		}
+		sm, lsm := make([]float32, n), make([]float32, n)
+		Softmax(sm, x, n)
+		LogSoftmax(lsm, x, n)
+		m := slices.Max(x)
+		var s float64
+		for _, v := range x {
+			s += math.Exp(float64(v - m))
+		}
+		for i, v := range x {
+			p := math.Exp(float64(v-m)) / s
+			if math.Abs(float64(sm[i])-p) > 1e-6*p+1e-12 {
+				t.Fatalf("Softmax over %d values: [%d] = %v, want %v", n, i, sm[i], p)
+			}
+			if lp := float64(v-m) - math.Log(s); math.Abs(float64(lsm[i])-lp) > 1e-5 {
+				t.Fatalf("LogSoftmax over %d values: [%d] = %v, want %v", n, i, lsm[i], lp)
+			}
 		}
 	}
 }

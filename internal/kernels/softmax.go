@@ -12,10 +12,18 @@ func Softmax[T Float](dst, x []T, n int) {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
-		for i, v := range row {
-			e := fastExp(float64(v - m))
-			out[i] = T(e)
-			s += e
+		var buf [mathBlock]float64
+		for j := 0; j < n; j += mathBlock {
+			b := buf[:min(mathBlock, n-j)]
+			widen(b, row[j:], m)
+			for i, v := range b {
+				e := fastExp(v)
+				b[i] = e
+				s += e
+			}
+			for i, e := range b {
+				out[j+i] = T(e)
+			}
 		}
 		inv := 1 / s
 		for i := range out {
@@ -44,8 +52,13 @@ func LogSoftmax[T Float](dst, x []T, n int) {
 		row, out := x[off:off+n], dst[off:off+n]
 		m := slices.Max(row)
 		var s float64
-		for _, v := range row {
-			s += fastExp(float64(v - m))
+		var buf [mathBlock]float64
+		for j := 0; j < n; j += mathBlock {
+			b := buf[:min(mathBlock, n-j)]
+			widen(b, row[j:], m)
+			for _, v := range b {
+				s += fastExp(v)
+			}
 		}
 		lse := T(math.Log(s)) + m
 		for i, v := range row {
