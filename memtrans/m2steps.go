@@ -32,10 +32,11 @@ type m2ModuleDecoding struct {
 	steps   *mesh.MeshedSteps
 	regions int // R, regions per study
 
-	// arena holds each step's results on the CPU: a step's tensors (the
-	// log-probabilities, the attention) stay valid through the next step,
-	// which is as long as they are read; the caches copy what they keep.
-	arena *radgen.Arena
+	// space holds each step's results on the CPU, in its arena: a step's
+	// tensors (the log-probabilities, the attention) stay valid through
+	// the next step, which is as long as they are read; the caches copy
+	// what they keep.
+	space *stepSpace
 }
 
 var (
@@ -87,18 +88,18 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
-	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, arena: getArena()}
-	g.SetArena(s.arena) // after Start: the sources it projects outlive every step
+	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, space: getSpace()}
+	g.SetArena(s.space.arena) // after Start: the sources it projects outlive every step
 	return s, nil
 }
 
 // release gives the decoding's arena back for later decodings, once the
 // strategy is done with it: the decoding steps no more.
 func (s *m2ModuleDecoding) release() {
-	if s.arena != nil {
+	if s.space != nil {
 		s.g.SetArena(nil)
-		arenas.Put(s.arena)
-		s.arena = nil
+		spaces.Put(s.space)
+		s.space = nil
 	}
 }
 
@@ -139,10 +140,10 @@ func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32
 	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err
 	}
-	if s.arena == nil {
+	if s.space == nil {
 		return errReleased
 	}
-	s.arena.Next()
+	s.space.arena.Next()
 	lp := s.steps.Step(s.g, tokens)
 	if err := ctx.Err(); err != nil {
 		return err

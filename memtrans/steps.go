@@ -49,10 +49,11 @@ type moduleDecoding struct {
 	// in BASE models.
 	norms *mcln.Group
 
-	// arena holds each step's results on the CPU: a step's tensors (the
-	// memory, the attention) stay valid through the next step, which is
-	// as long as they are read.
-	arena *radgen.Arena
+	// space holds each step's results on the CPU, in its arena: a step's
+	// tensors (the memory, the attention) stay valid through the next
+	// step, which is as long as they are read. It also holds the caches
+	// of self.
+	space *stepSpace
 }
 
 var (
@@ -86,8 +87,9 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 	for i := range s.study {
 		s.study[i] = i
 	}
+	s.space = getSpace()
+	s.self = s.space.caches(len(m.Decoder.Layers), b)
 	for i, l := range m.Decoder.Layers {
-		s.self = append(s.self, mesh.NewKVCache(b))
 		s.cross = append(s.cross, l.SrcAttn.Project(g, enc.Sources[i]))
 	}
 	switch {
@@ -103,35 +105,55 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
 		s.norms = mcln.NewGroup(cs...)
 	}
-	s.arena = getArena()
-	g.SetArena(s.arena)
+	g.SetArena(s.space.arena)
 	return s, nil
 }
 
-// arenas keeps the arenas of up to four finished decodings for the next
-// ones, so that a model writing report after report does not grow a new one
-// for each; four because an arena holds two steps' results of a whole
-// batch.
-var arenas = freelist.New[radgen.Arena](4)
+// stepSpace is what a decoding's steps write into and what a finished
+// decoding leaves to the next: the arena of its steps' results and its
+// self-attention caches, all grown to a report's length, so that a model
+// writing report after report neither grows new ones for each nor leaves
+// the collector their garbage (whose collection would take the cores
+// that the steps' products share).
+type stepSpace struct {
+	arena *radgen.Arena
+	self  []*mesh.KVCache
+}
 
-// getArena returns an idle arena, or a new one.
-func getArena() *radgen.Arena {
-	if a := arenas.Get(); a != nil {
-		return a
+// spaces keeps the spaces of up to four finished decodings for the next
+// ones; four because an arena holds two steps' results of a whole batch.
+var spaces = freelist.New[stepSpace](4)
+
+// getSpace returns an idle step space, or a new one.
+func getSpace() *stepSpace {
+	if sp := spaces.Get(); sp != nil {
+		return sp
 	}
-	return radgen.NewArena()
+	return &stepSpace{arena: radgen.NewArena()}
+}
+
+// caches returns n empty self-attention caches for rows decoding rows,
+// the space's own reset, or new ones where it has fewer.
+func (sp *stepSpace) caches(n, rows int) []*mesh.KVCache {
+	for len(sp.self) < n {
+		sp.self = append(sp.self, mesh.NewKVCache(rows))
+	}
+	for _, c := range sp.self[:n] {
+		c.Reset(rows)
+	}
+	return sp.self[:n]
 }
 
 // errReleased is the error of a step after release.
 var errReleased = errors.New("memtrans: step of a decoding whose arena was released")
 
-// release gives the decoding's arena back for later decodings, once the
-// strategy is done with it: the decoding steps no more.
+// release gives the decoding's step space back for later decodings, once
+// the strategy is done with it: the decoding steps no more.
 func (s *moduleDecoding) release() {
-	if s.arena != nil {
+	if s.space != nil {
 		s.g.SetArena(nil)
-		arenas.Put(s.arena)
-		s.arena, s.memory, s.probs = nil, nil, nil
+		spaces.Put(s.space)
+		s.space, s.self, s.memory, s.probs = nil, nil, nil, nil
 	}
 }
 
@@ -207,10 +229,10 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
 		return err
 	}
-	if s.arena == nil {
+	if s.space == nil {
 		return errReleased
 	}
-	s.arena.Next()
+	s.space.arena.Next()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {

@@ -62,6 +62,27 @@ func NewKVCache(rows int) *KVCache {
 	return &KVCache{rows: rows, host: true}
 }
 
+// Reset empties c for a new decoding of rows rows. It keeps the buffers
+// that c has grown, so that a decoding reusing the cache of an earlier
+// one of about the same length allocates nothing for it.
+func (c *KVCache) Reset(rows int) {
+	if rows <= 0 {
+		panic(fmt.Sprintf("mesh: key/value cache reset to %d rows", rows))
+	}
+	clear(c.keys)
+	clear(c.values)
+	c.keys, c.values = c.keys[:0], c.values[:0]
+	c.n, c.width, c.rows, c.host = 0, [2]int{}, rows, true
+	c.first, c.total = c.first[:0], 0
+	c.hostKeys, c.hostValues = c.hostKeys[:0], c.hostValues[:0]
+	// Lay the ancestry buffer out afresh for the new row count: as many
+	// positions per row as before where it fits them, fewer where it does
+	// not (append grows it when it must, Reorder the other buffer).
+	c.stride = min(c.stride, cap(c.anc)/rows)
+	c.anc = c.anc[:rows*c.stride]
+	c.next = c.next[:0]
+}
+
 // Len returns the number of positions cached.
 func (c *KVCache) Len() int { return c.n }
 

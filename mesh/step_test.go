@@ -41,53 +41,67 @@ func stepDevices(t *testing.T) []radgen.Device {
 }
 
 // Step over positions 0..T−1, with beam-style reorders in between, gives
-// what Forward with a causal mask gives over each row's history.
+// what Forward with a causal mask gives over each row's history; so does a
+// cache reset for a second decoding, longer and of other row counts.
 func TestStepMatchesForward(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		t.Run(dev.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 3))
-			const d, heads, steps = 8, 2, 5
+			const d, heads = 8, 2
 			m := NewMultiHeadAttention(d, heads, 0, rng)
 			if err := radgen.ToDevice(m, dev); err != nil {
 				t.Fatal(err)
 			}
 			g := radgen.NoGrad()
-			// Three rows; after step 1 rows become [2 0 0], after step 3 [1 1 2].
-			reorders := map[int][]int{1: {2, 0, 0}, 3: {1, 1, 2}}
-			const rows = 3
-			hist := make([][]*radgen.Tensor, rows) // each row's inputs so far, CPU (1, D)
-			c := NewKVCache(rows)
-			for s := 0; s < steps; s++ {
-				x := randInput(rng, rows, d)
-				out := m.Step(g, x.To(dev), c)
-				if out.Device() != dev {
-					t.Fatalf("step output on %v, want %v", out.Device(), dev)
+			var c *KVCache
+			for _, round := range []struct {
+				rows, steps int
+				reorders    map[int][]int
+			}{
+				// Three rows; after step 1 rows become [2 0 0], after step 3 [1 1 2].
+				{3, 5, map[int][]int{1: {2, 0, 0}, 3: {1, 1, 2}}},
+				// One row, then five, then two.
+				{1, 40, map[int][]int{0: {0, 0, 0, 0, 0}, 17: {4, 1}}},
+			} {
+				if c == nil {
+					c = NewKVCache(round.rows)
+				} else {
+					c.Reset(round.rows)
 				}
-				for r := 0; r < rows; r++ {
-					row := radgen.FromFloat32(append([]float32(nil), x.Data()[r*d:(r+1)*d]...), 1, 1, d)
-					hist[r] = append(append([]*radgen.Tensor(nil), hist[r]...), row)
-					seq := radgen.NoGrad().Concat(1, hist[r]...) // (1, s+1, D)
-					want := m.Forward(g, g.Slice(seq.To(dev), 1, s, s+1), seq.To(dev), seq.To(dev), nil)
-					got := g.Slice(out, 0, r, r+1)
-					if w := worstDiff(t, g.Reshape(got, 1, 1, d), want); w > 1e-5 {
-						t.Fatalf("step %d row %d: |Δ| = %g", s, r, w)
+				hist := make([][]*radgen.Tensor, round.rows) // each row's inputs so far, CPU (1, D)
+				for s := 0; s < round.steps; s++ {
+					rows := len(hist)
+					x := randInput(rng, rows, d)
+					out := m.Step(g, x.To(dev), c)
+					if out.Device() != dev {
+						t.Fatalf("step output on %v, want %v", out.Device(), dev)
+					}
+					for r := 0; r < rows; r++ {
+						row := radgen.FromFloat32(append([]float32(nil), x.Data()[r*d:(r+1)*d]...), 1, 1, d)
+						hist[r] = append(append([]*radgen.Tensor(nil), hist[r]...), row)
+						seq := radgen.NoGrad().Concat(1, hist[r]...) // (1, s+1, D)
+						want := m.Forward(g, g.Slice(seq.To(dev), 1, s, s+1), seq.To(dev), seq.To(dev), nil)
+						got := g.Slice(out, 0, r, r+1)
+						if w := worstDiff(t, g.Reshape(got, 1, 1, d), want); w > 1e-5 {
+							t.Fatalf("%d rows, step %d row %d: |Δ| = %g", round.rows, s, r, w)
+						}
+					}
+					if src, ok := round.reorders[s]; ok {
+						if err := c.Reorder(src); err != nil {
+							t.Fatal(err)
+						}
+						next := make([][]*radgen.Tensor, len(src))
+						for i, r := range src {
+							next[i] = hist[r]
+						}
+						hist = next
 					}
 				}
-				if src, ok := reorders[s]; ok {
-					if err := c.Reorder(src); err != nil {
-						t.Fatal(err)
-					}
-					next := make([][]*radgen.Tensor, len(src))
-					for i, r := range src {
-						next[i] = hist[r]
-					}
-					hist = next
+				if c.Len() != round.steps {
+					t.Fatalf("cache holds %d positions, want %d", c.Len(), round.steps)
 				}
 			}
-			if c.Len() != steps {
-				t.Fatalf("cache holds %d positions, want %d", c.Len(), steps)
-			}
-			if err := c.Reorder([]int{rows}); err == nil {
+			if err := c.Reorder([]int{c.Rows()}); err == nil {
 				t.Fatal("out-of-range reorder accepted")
 			}
 			if err := c.Reorder(nil); err == nil {
@@ -127,5 +141,33 @@ func TestAttendMatchesForward(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A cache reset decoding after decoding, its rows growing by reorders and
+// shrinking by resets, keeps buffers of the size one decoding needs.
+func TestKVCacheResetKeepsBuffersBounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const d, heads, steps = 8, 2, 20
+	m := NewMultiHeadAttention(d, heads, 0, rng)
+	g := radgen.NoGrad()
+	c := NewKVCache(2)
+	for round := range 30 {
+		c.Reset(2)
+		rows := 2
+		for s := range steps {
+			m.Step(g, randInput(rng, rows, d), c)
+			if s == 0 {
+				if err := c.Reorder([]int{0, 0, 0, 1, 1, 1}); err != nil {
+					t.Fatal(err)
+				}
+				rows = 6
+			}
+		}
+		// Six rows of at most 2·steps positions, in buffers made with
+		// room for as much again.
+		if limit := 4 * 6 * 2 * steps; cap(c.anc) > limit || cap(c.next) > limit {
+			t.Fatalf("round %d: ancestry buffers of %d and %d ints", round, cap(c.anc), cap(c.next))
+		}
 	}
 }
