@@ -128,23 +128,37 @@ const maxBatchRows = 48
 // cores in one start, instead of one start per map. Elsewhere each map is
 // a Linear (and a ReLU). out, xs and ls must have the same length.
 func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
-	if len(out) != len(ls) || len(xs) != len(ls) {
-		panic(fmt.Sprintf("radgen: Linears of %d inputs and %d maps into %d results", len(xs), len(ls), len(out)))
+	r := getRunner()
+	if g.addLinears(r, "Linears", out, xs, ls, relu) {
+		r.Run()
 	}
-	batch := !g.record
+	runners.Put(r)
+}
+
+// batchable reports whether Linears batches maps of xs.
+func (g *Graph) batchable(xs []*Tensor) bool {
+	ok := !g.record
 	for _, x := range xs {
-		batch = batch && x.device == CPU && !x.Is64() && !x.IsHalf() && x.Rank() >= 1 && x.Len() <= maxBatchRows*x.Dim(-1)
+		ok = ok && x.device == CPU && !x.Is64() && !x.IsHalf() && x.Rank() >= 1 && x.Len() <= maxBatchRows*x.Dim(-1)
 	}
-	if !batch {
+	return ok
+}
+
+// addLinears adds the maps of Linears to r and reports true, or, where
+// Linears does not batch them, computes them at once and reports false.
+func (g *Graph) addLinears(r *half.Runner, op string, out, xs []*Tensor, ls []*Linear, relu bool) bool {
+	if len(out) != len(ls) || len(xs) != len(ls) {
+		panic(fmt.Sprintf("radgen: %s of %d inputs and %d maps into %d results", op, len(xs), len(ls), len(out)))
+	}
+	if !g.batchable(xs) {
 		for i, l := range ls {
 			out[i] = l.Forward(g, xs[i])
 			if relu {
 				out[i] = g.ReLU(out[i])
 			}
 		}
-		return
+		return false
 	}
-	r := getRunner()
 	for i, l := range ls {
 		x, w := xs[i], l.Weight
 		if s, ok := g.stored[w]; ok {
@@ -157,10 +171,9 @@ func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		case w.device == CPU && !w.Is64() && w.Rank() == 2:
 			hw = half.Float32(w.Dim(0), w.Dim(1), w.Data())
 		default:
-			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
+			panic(fmt.Sprintf("radgen: %s with weight %v", op, w))
 		}
-		out[i] = g.addProduct(r, "Linears", x, w, hw, l.Bias, relu)
+		out[i] = g.addProduct(r, op, x, w, hw, l.Bias, relu)
 	}
-	r.Run()
-	runners.Put(r)
+	return true
 }

@@ -1,6 +1,7 @@
 package mcln
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
@@ -109,15 +110,23 @@ func (c *Conditional) Apply(g *radgen.Graph, x, gammaHat, betaHat *radgen.Tensor
 
 // Group computes γ̂ and β̂ (Eqs. 11–14) of several conditional norms that
 // read one memory — every sublayer norm of a decoder, whose memory changes
-// once per position — at once: the first layers of their MLPs as one batch
-// of products and the second layers as another (radgen.Graph.Linears),
-// instead of four products per norm. A Group belongs to one goroutine.
+// once per position — as one batch of products (radgen.Batch): two stages
+// per norm, the first layers of its γ and β MLPs, then their second
+// layers, instead of four separate products. The batch may run beside
+// the caller (Start, Ready): a decoder needs the norms of its first layer
+// first, and the products of the later layers' norms, which stream most
+// of a decoding step's weights, then overlap the first layers' work. A
+// Group belongs to one goroutine.
 type Group struct {
 	norms         []*Conditional
 	first, second []*radgen.Linear // γ's and β's MLP layers, norm by norm
 	ins, hidden   []*radgen.Tensor
 	out           []*radgen.Tensor
 	gammas, betas []*radgen.Tensor
+
+	g     *radgen.Graph
+	batch *radgen.Batch // the products in flight, from Start to the last Ready
+	ready int           // norms whose γ̂ and β̂ Ready has made
 }
 
 // NewGroup returns the group of norms.
@@ -133,23 +142,69 @@ func NewGroup(norms ...*Conditional) *Group {
 	return gr
 }
 
+// Len returns the number of norms of the group.
+func (gr *Group) Len() int { return len(gr.norms) }
+
 // Deltas returns γ̂ and β̂ (…, D) of every norm of the group, in order, for
-// a memory (…, S·D_m), as each norm's Deltas would. The slices are the
-// group's own: the next call overwrites them.
+// a memory (…, S·D_m), as each norm's Deltas would: Start, then Ready of
+// every norm. The slices are the group's own: the next call overwrites
+// them.
 func (gr *Group) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammas, betas []*radgen.Tensor) {
+	gr.Start(g, memory)
+	return gr.Ready(len(gr.norms))
+}
+
+// Start begins computing γ̂ and β̂ of every norm of the group for a memory
+// (…, S·D_m), norm after norm in the group's order, beside the calling
+// goroutine (on the CPU; elsewhere at once), and returns. Ready returns
+// them; the caller may use g for other work meanwhile. A Start that
+// follows one whose norms Ready has not all returned waits for those
+// first.
+func (gr *Group) Start(g *radgen.Graph, memory *radgen.Tensor) {
+	if gr.batch != nil {
+		gr.Ready(len(gr.norms))
+	}
 	for i := range gr.ins {
 		gr.ins[i] = memory
 	}
-	g.Linears(gr.hidden, gr.ins, gr.first, true) // ReLU(L0(M)) of every MLP
-	g.Linears(gr.out, gr.hidden, gr.second, false)
-	for i, c := range gr.norms {
-		gr.gammas[i] = g.Add(gr.out[2*i], c.Gamma) // Eqs. 11–12
-		gr.betas[i] = g.Add(gr.out[2*i+1], c.Beta) // Eqs. 13–14
+	gr.g, gr.batch, gr.ready = g, g.Batch(), 0
+	for i := 0; i < len(gr.ins); i += 2 {
+		gr.batch.Linears(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true) // ReLU(L0(M)) of γ's and β's MLP
+		gr.batch.Linears(gr.out[i:i+2], gr.hidden[i:i+2], gr.second[i:i+2], false)
 	}
-	clear(gr.ins)
-	clear(gr.hidden)
-	clear(gr.out)
-	return gr.gammas, gr.betas
+	gr.batch.Start()
+}
+
+// Ready returns γ̂ and β̂ of the group's first n norms, in order, once
+// Start's products for them are done, computing what is left of those on
+// the calling goroutine. Once n is the group's length, the group's
+// products are all done, and the next Start may follow. The slices are
+// the group's own.
+func (gr *Group) Ready(n int) (gammas, betas []*radgen.Tensor) {
+	if gr.batch == nil {
+		if n > gr.ready {
+			panic(fmt.Sprintf("mcln: Ready(%d) of a group not started", n))
+		}
+		return gr.gammas[:n], gr.betas[:n]
+	}
+	if n < 0 || n > len(gr.norms) {
+		panic(fmt.Sprintf("mcln: Ready(%d) of a group of %d norms", n, len(gr.norms)))
+	}
+	if n > gr.ready {
+		gr.batch.Wait(2 * n)
+		for i := gr.ready; i < n; i++ {
+			gr.gammas[i], gr.betas[i] = gr.norms[i].modulate(gr.g, gr.out[2*i], gr.out[2*i+1])
+		}
+		gr.ready = n
+	}
+	if n == len(gr.norms) {
+		gr.batch.Finish()
+		gr.batch, gr.g = nil, nil
+		clear(gr.ins)
+		clear(gr.hidden)
+		clear(gr.out)
+	}
+	return gr.gammas[:n], gr.betas[:n]
 }
 
 // VisitParams implements radgen.Module.

@@ -63,3 +63,48 @@ func TestGroupMatchesDeltas(t *testing.T) {
 		}
 	}
 }
+
+// Started in the background, a Group gives the norms' own deltas norm by
+// norm, whatever the caller does between Start and Ready, and a Start
+// before the last Ready finishes the earlier products first.
+func TestGroupStartReady(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 5))
+	var norms []*Conditional
+	for range 4 {
+		norms = append(norms, NewConditional(256, 768, rng))
+	}
+	gr := NewGroup(norms...)
+	g := radgen.NoGrad()
+	side := radgen.NewLinear(768, 512, true, rng)
+	check := func(mem *radgen.Tensor, i int, gamma, beta *radgen.Tensor) {
+		t.Helper()
+		wantG, wantB := norms[i].Deltas(radgen.NoGrad(), mem)
+		for _, pair := range [][2]*radgen.Tensor{{gamma, wantG}, {beta, wantB}} {
+			for j, v := range pair[1].Data() {
+				if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
+					t.Fatalf("norm %d: value %d = %v, want %v", i, j, pair[0].Data()[j], v)
+				}
+			}
+		}
+	}
+	for round := range 4 {
+		mem := radgen.Zeros(3, 768)
+		radgen.Uniform(mem, rng, 1)
+		gr.Start(g, mem)
+		for n := 1; n <= len(norms); n++ {
+			side.Forward(g, mem) // the caller's own products meanwhile
+			gammas, betas := gr.Ready(n)
+			if len(gammas) != n || len(betas) != n {
+				t.Fatalf("Ready(%d): %d and %d deltas", n, len(gammas), len(betas))
+			}
+			check(mem, n-1, gammas[n-1], betas[n-1])
+			if round%2 == 1 && n == 2 {
+				break // the next Start finishes these products
+			}
+		}
+	}
+	gammas, betas := gr.Ready(len(norms))
+	if len(gammas) != len(norms) || len(betas) != len(norms) {
+		t.Fatalf("%d and %d deltas after the last Ready", len(gammas), len(betas))
+	}
+}

@@ -62,6 +62,10 @@ var helpers struct {
 	wake     chan *Posting
 	posted   atomic.Pointer[Posting]
 	spinning atomic.Int32
+
+	// background is a job that the helpers work on while no posted job
+	// has chunks left (see PostBackground).
+	background atomic.Pointer[Posting]
 }
 
 // Shared is work in chunks that the calling goroutine and the helpers
@@ -105,6 +109,47 @@ func Post(p *Posting) {
 // Withdraw takes p off the board once its job is done.
 func Withdraw(p *Posting) { helpers.posted.CompareAndSwap(p, nil) }
 
+// PostBackground offers p's job to the helpers as background work: they
+// claim its chunks while no job of Post has chunks left, and a background
+// job's Work returns as soon as one has (see ForegroundOpen), so that the
+// products its owner runs meanwhile are shared out as before. Its owner
+// goes on with other work, later claims what is left itself, waits for the
+// chunks the helpers claimed and calls WithdrawBackground. A later
+// PostBackground (of another goroutine's job) takes the place of p, whose
+// owner then finishes its job alone.
+func PostBackground(p *Posting) {
+	helpers.background.Store(p)
+	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
+		select {
+		case helpers.wake <- p:
+		default:
+			return
+		}
+	}
+}
+
+// WithdrawBackground takes p off the board once its job is done.
+func WithdrawBackground(p *Posting) { helpers.background.CompareAndSwap(p, nil) }
+
+// ForegroundOpen reports whether a job of Post has chunks left to claim:
+// a background job's Work checks it between chunks.
+func ForegroundOpen() bool {
+	r := helpers.posted.Load()
+	return r != nil && r.job.Open()
+}
+
+// open returns the job a helper should work on: the posted one if it has
+// chunks left, else the background one if it has, else nil.
+func open() *Posting {
+	if r := helpers.posted.Load(); r != nil && r.job.Open() {
+		return r
+	}
+	if r := helpers.background.Load(); r != nil && r.job.Open() {
+		return r
+	}
+	return nil
+}
+
 // startHelpers starts the helpers on first use and reports whether there
 // are any.
 func startHelpers() bool {
@@ -132,7 +177,7 @@ func helperWait() *Posting {
 	helpers.spinning.Add(1)
 	start := time.Now()
 	for i := 1; ; i++ {
-		if r := helpers.posted.Load(); r != nil && r.job.Open() {
+		if r := open(); r != nil {
 			helpers.spinning.Add(-1)
 			return r
 		}
@@ -148,10 +193,7 @@ func helperWait() *Posting {
 	helpers.spinning.Add(-1)
 	// A job posted while this helper still counted as spinning was not
 	// sent on the channel: look once more before parking.
-	if r := helpers.posted.Load(); r != nil && r.job.Open() {
-		return r
-	}
-	return nil
+	return open()
 }
 
 // skinnyRunner is a skinny product shared out in chunks of column blocks.

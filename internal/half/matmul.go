@@ -200,20 +200,36 @@ func (op *Op) chunkCols() int {
 // output columns shared out among the goroutines. The zero value is ready to
 // use. A Runner belongs to one goroutine at a time; after the first batches
 // have sized its buffers, Add and Run allocate nothing.
+//
+// A batch runs either at once (Run) or beside its owner (Start, then Wait
+// and Finish): then the pool's helpers compute it while the owner goes on
+// with other work, and the owner joins in when it needs the results. A
+// batch may have stages (Barrier): the ops of a stage may read what those
+// of earlier stages write.
 type Runner struct {
 	ops    []Op
 	starts []int // starts[i]: first chunk of ops[i]; starts[len(ops)]: chunk count
 	widths []int // chunk width of ops[i]
 	bytes  int   // weight bytes of the batch
+	// stageEnds[s] is the chunk count of stages 0…s; Barrier closes a
+	// stage, and the batch's end the last.
+	stageEnds []int
 
-	// state is gen<<40 | chunks<<20 | next: the batch's generation, its
-	// chunk count and the next chunk to claim. Helpers claim chunks by
+	// state is gen<<40 | limit<<20 | next: the batch's generation, the
+	// end of the chunks that may be claimed (the end of the first stage
+	// not yet done) and the next chunk to claim. Helpers claim chunks by
 	// compare-and-swap on the whole word, so a helper that arrives after
 	// the batch is over (or during a later one it was not offered) claims
 	// nothing from it.
 	state atomic.Uint64
 	done  atomic.Int64 // chunks completed in the current batch
 	gen   uint64
+
+	// background is set while a batch runs beside its owner (Start):
+	// helpers leave it between chunks whenever a job of f32.Post has
+	// chunks left.
+	background atomic.Bool
+	started    bool // Start ran and Finish has not
 
 	// A caller that has waited waitSpin for the helpers' last chunks
 	// sets waiting and blocks on wake; the helper that completes the
@@ -252,32 +268,115 @@ func (r *Runner) Add(op Op) {
 	}
 }
 
+// Barrier ends a stage of the batch: the ops added after it may read
+// what the ops before it write, and their chunks start once all of those
+// are done.
+func (r *Runner) Barrier() {
+	if n := r.chunks(); n > 0 && (len(r.stageEnds) == 0 || r.stageEnds[len(r.stageEnds)-1] < n) {
+		r.stageEnds = append(r.stageEnds, n)
+	}
+}
+
+// chunks returns the chunk count of the batch.
+func (r *Runner) chunks() int {
+	if len(r.starts) == 0 {
+		return 0
+	}
+	return r.starts[len(r.starts)-1]
+}
+
 // Run computes the batch and empties it.
 func (r *Runner) Run() {
-	if len(r.ops) == 0 {
-		return
+	if r.started {
+		panic("half: Run of a started batch")
 	}
-	total := r.starts[len(r.ops)]
-	if r.bytes < parallelBytes || total == 1 || !f32.StartHelpers() || runtime.GOMAXPROCS(0) == 1 {
-		var tile [maxRows * maxChunk]float32
-		for c := 0; c < total; c++ {
-			r.chunk(c, &tile)
-		}
+	if !r.shared() {
+		r.runAlone()
 	} else {
-		if r.wake == nil {
-			r.wake = make(chan struct{}, 1)
-			r.posting = f32.NewPosting(r)
-		}
-		r.done.Store(0)
-		r.gen = (r.gen + 1) & genMask
-		r.state.Store(r.gen<<(2*stateBits) | uint64(total)<<stateBits)
+		r.post()
 		f32.Post(r.posting)
-		r.work(false)
-		r.wait(int64(total))
+		r.join(r.chunks())
 		f32.Withdraw(r.posting)
 	}
+	r.reset()
+}
+
+// Start begins computing the batch beside the calling goroutine, which
+// may not read the ops' results until Wait says they are done, nor add
+// ops until Finish. A batch too small to share out, or a machine with one
+// core, is computed here and now.
+func (r *Runner) Start() {
+	if r.started {
+		panic("half: Start of a started batch")
+	}
+	r.started = true
+	if !r.shared() {
+		r.runAlone()
+		return
+	}
+	r.post()
+	r.background.Store(true)
+	f32.PostBackground(r.posting)
+}
+
+// Wait returns once the first stages stages of a started batch are done
+// (all of them if stages exceeds their number), computing what is left of
+// them on the calling goroutine.
+func (r *Runner) Wait(stages int) {
+	if !r.started {
+		panic("half: Wait of a batch not started")
+	}
+	if stages > 0 && r.background.Load() {
+		r.join(r.stageEnds[min(stages, len(r.stageEnds))-1])
+	}
+}
+
+// Finish waits for the whole of a started batch and empties it.
+func (r *Runner) Finish() {
+	if !r.started {
+		panic("half: Finish of a batch not started")
+	}
+	if r.background.Load() {
+		r.join(r.chunks())
+		f32.WithdrawBackground(r.posting)
+		r.background.Store(false)
+	}
+	r.started = false
+	r.reset()
+}
+
+// shared reports whether the batch is large enough to share out and there
+// are helpers to share it with.
+func (r *Runner) shared() bool {
+	return r.bytes >= parallelBytes && r.chunks() > 1 && runtime.GOMAXPROCS(0) > 1 && f32.StartHelpers()
+}
+
+// runAlone computes the batch's chunks in order on the calling goroutine.
+func (r *Runner) runAlone() {
+	var tile [maxRows * maxChunk]float32
+	for c := range r.chunks() {
+		r.chunk(c, &tile)
+	}
+}
+
+// post readies the batch's state for claiming: a new generation, the
+// first stage open.
+func (r *Runner) post() {
+	if r.wake == nil {
+		r.wake = make(chan struct{}, 1)
+		r.posting = f32.NewPosting(r)
+	}
+	r.Barrier()
+	r.done.Store(0)
+	r.gen = (r.gen + 1) & genMask
+	r.state.Store(r.gen<<(2*stateBits) | uint64(r.stageEnds[0])<<stateBits)
+}
+
+// reset empties the batch.
+func (r *Runner) reset() {
 	clear(r.ops) // drop the references to the operands
-	r.ops, r.widths, r.starts, r.bytes = r.ops[:0], r.widths[:0], r.starts[:1], 0
+	r.ops, r.widths, r.starts, r.bytes = r.ops[:0], r.widths[:0], r.starts[:min(len(r.starts), 1)], 0
+	r.stageEnds = r.stageEnds[:0]
 }
 
 // waitSpin is how long a caller waits for the helpers' last chunks before
@@ -286,19 +385,33 @@ func (r *Runner) Run() {
 // should give its own core up.
 const waitSpin = 20 * time.Microsecond
 
-// wait returns when all total chunks of the batch are done.
-func (r *Runner) wait(total int64) {
-	if r.done.Load() == total {
-		return
+// join computes chunks below end on the calling goroutine, the batch's
+// owner, as they open, and returns once all of them are done.
+func (r *Runner) join(end int) {
+	for {
+		r.work(false, end)
+		if r.done.Load() >= int64(end) {
+			return
+		}
+		r.wait(int64(end))
 	}
+}
+
+// wait returns when the chunks below end are done, when one of them has
+// opened for the caller to claim, or after blocking once for a helper's
+// signal.
+func (r *Runner) wait(end int64) {
 	start := time.Now()
-	for i := 1; r.done.Load() < total; i++ {
+	for i := 1; r.done.Load() < end; i++ {
+		if r.claimable(end) {
+			return
+		}
 		if i%16 == 0 && time.Since(start) > waitSpin {
-			// Block until the helper completing the batch signals. A
-			// signal left over from an earlier batch wakes this wait
-			// early, and the loop looks again.
+			// Block until a helper completing a stage signals. A signal
+			// left over from an earlier batch or stage wakes this wait
+			// early, and the caller looks again.
 			r.waiting.Store(true)
-			for r.done.Load() < total {
+			if r.done.Load() < end && !r.claimable(end) {
 				<-r.wake
 			}
 			r.waiting.Store(false)
@@ -306,6 +419,13 @@ func (r *Runner) wait(total int64) {
 		}
 		yield()
 	}
+}
+
+// claimable reports whether a chunk below end is open to claim.
+func (r *Runner) claimable(end int64) bool {
+	s := r.state.Load()
+	next := s & stateMask
+	return next < s>>stateBits&stateMask && next < uint64(end)
 }
 
 // Open implements f32.Shared: whether the current batch has chunks left to
@@ -322,16 +442,21 @@ var helperHook func()
 // helper says whether a pooled helper calls it.
 // Work implements f32.Shared: the helpers of internal/f32's pool, which
 // serve both packages, claim and compute chunks of the current batch.
-func (r *Runner) Work() { r.work(true) }
+func (r *Runner) Work() { r.work(true, stateMask) }
 
-// work claims and computes chunks of the current batch until none is left;
-// helper says whether a pool helper (rather than Run's caller) runs it.
-func (r *Runner) work(helper bool) {
+// work claims and computes chunks below end of the current batch until
+// none is open; helper says whether a pool helper (rather than the batch's
+// owner) runs it. A helper leaves a background batch between chunks when
+// a job of f32.Post has chunks left.
+func (r *Runner) work(helper bool, end int) {
 	var tile [maxRows * maxChunk]float32
 	for {
+		if helper && r.background.Load() && f32.ForegroundOpen() {
+			return
+		}
 		s := r.state.Load()
-		next, total := s&stateMask, s>>stateBits&stateMask
-		if next >= total {
+		next, limit := s&stateMask, s>>stateBits&stateMask
+		if next >= limit || next >= uint64(end) {
 			return
 		}
 		if !r.state.CompareAndSwap(s, s+1) {
@@ -343,7 +468,26 @@ func (r *Runner) work(helper bool) {
 			helperHook()
 		}
 		r.chunk(int(next), &tile)
-		if r.done.Add(1) == int64(total) && r.waiting.Load() {
+		// The end of the stage after this one, read before done counts
+		// the chunk: once the batch's last chunk is counted, its owner
+		// may empty it.
+		after := uint64(0)
+		for _, e := range r.stageEnds {
+			if uint64(e) > limit {
+				after = uint64(e)
+				break
+			}
+		}
+		if r.done.Add(1) < int64(limit) {
+			continue
+		}
+		// This chunk completed a stage: open the next, then wake an
+		// owner waiting for it. No chunk can be claimed meanwhile (next
+		// has reached limit), so the state changes only here.
+		if after > 0 {
+			r.state.Store(s>>(2*stateBits)<<(2*stateBits) | after<<stateBits | limit)
+		}
+		if r.waiting.Load() {
 			select {
 			case r.wake <- struct{}{}:
 			default:

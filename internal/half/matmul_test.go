@@ -273,3 +273,75 @@ func TestRunnerAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per batch", allocs)
 	}
 }
+
+// stageChain returns the ops of a chain of products, each reading the
+// last one's result: x (3×k0) → y1 → y2 → …, ReLU between them, with
+// the results' buffers.
+func stageChain(rng *rand.Rand, sizes []int) (ops []Op, ys [][]float32) {
+	x := make([]float32, 3*sizes[0])
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for i := 1; i < len(sizes); i++ {
+		k, n := sizes[i-1], sizes[i]
+		w := make([]float32, n*k)
+		for j := range w {
+			w[j] = float32(rng.NormFloat64() / math.Sqrt(float64(k)))
+		}
+		y := make([]float32, 3*n)
+		ops = append(ops, Op{M: 3, X: x, W: Float32(n, k, w), Y: y, ReLU: i < len(sizes)-1})
+		ys = append(ys, y)
+		x = y
+	}
+	return ops, ys
+}
+
+// A started batch of stages, each reading the one before, gives what the
+// stages run one after the other give, bit for bit, while its owner runs
+// other batches (which the helpers serve first), waits for it stage by
+// stage, and with helpers that lose their core.
+func TestRunnerStages(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
+	sizes := []int{1536, 512, 512, 1536, 512, 64}
+	for _, slow := range []bool{false, true} {
+		if slow {
+			helperHook = func() { time.Sleep(200 * time.Microsecond) }
+		}
+		rng := rand.New(rand.NewPCG(11, 12))
+		ops, want := stageChain(rng, sizes)
+		var serial Runner
+		for _, op := range ops {
+			serial.Add(op)
+			serial.Run()
+		}
+		for round := range 5 {
+			ops2, got := stageChain(rand.New(rand.NewPCG(11, 12)), sizes)
+			var bg, fg Runner
+			for i, op := range ops2 {
+				if i > 0 {
+					bg.Barrier()
+				}
+				bg.Add(op)
+			}
+			bg.Start()
+			for range round {
+				p := newProduct(rng, round%2 == 0, 3, 512, 512, 0, true, false, false)
+				fg.Add(p.op)
+				fg.Run()
+				p.check(t, "foreground batch beside a started one")
+			}
+			for s := 1; s <= len(ops2)+1; s++ {
+				bg.Wait(s)
+				for i := range min(s, len(got)) {
+					for j := range got[i] {
+						if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+							t.Fatalf("slow=%v round %d: after Wait(%d), stage %d y[%d] = %v, want %v", slow, round, s, i, j, got[i][j], want[i][j])
+						}
+					}
+				}
+			}
+			bg.Finish()
+		}
+		helperHook = nil
+	}
+}

@@ -1,0 +1,139 @@
+package radgen
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// batchChain is two-layer MLPs of one input, as an MCLN group's: stage
+// 2i is the first layers of MLP group i (with ReLU), stage 2i+1 the
+// second layers, reading stage 2i's results.
+type batchChain struct {
+	first, second [][]*Linear
+}
+
+func newBatchChain(r *rand.Rand, groups, in, hidden, out int) *batchChain {
+	c := &batchChain{}
+	for range groups {
+		var f, s []*Linear
+		for range 2 {
+			f = append(f, NewLinear(in, hidden, true, r))
+			s = append(s, NewLinear(hidden, out, true, r))
+		}
+		c.first, c.second = append(c.first, f), append(c.second, s)
+	}
+	return c
+}
+
+// serial computes every group's outputs with Graph.Linears, one stage
+// after the other.
+func (c *batchChain) serial(g *Graph, x *Tensor) [][]*Tensor {
+	var outs [][]*Tensor
+	for i := range c.first {
+		h, y := make([]*Tensor, 2), make([]*Tensor, 2)
+		g.Linears(h, []*Tensor{x, x}, c.first[i], true)
+		g.Linears(y, h, c.second[i], false)
+		outs = append(outs, y)
+	}
+	return outs
+}
+
+// add adds every group's stages to b and returns the outputs it will fill.
+func (c *batchChain) add(b *Batch, x *Tensor) [][]*Tensor {
+	var outs [][]*Tensor
+	for i := range c.first {
+		h, y := make([]*Tensor, 2), make([]*Tensor, 2)
+		b.Linears(h, []*Tensor{x, x}, c.first[i], true)
+		b.Linears(y, h, c.second[i], false)
+		outs = append(outs, y)
+	}
+	return outs
+}
+
+// A Batch of dependent stages started beside other products gives, stage
+// by stage as Wait covers them, what Graph.Linears gives one stage after
+// the other: bit for bit on the CPU in float32, and the same values in
+// float64 (which it computes as the stages are added).
+func TestBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
+	r := rand.New(rand.NewPCG(7, 8))
+	c := newBatchChain(r, 4, 384, 256, 128)
+	side := NewLinear(256, 512, true, r)
+	c64 := &batchChain{}
+	for i := range c.first {
+		var f, s []*Linear
+		for j := range 2 {
+			f = append(f, &Linear{Weight: c.first[i][j].Weight.To64(), Bias: c.first[i][j].Bias.To64()})
+			s = append(s, &Linear{Weight: c.second[i][j].Weight.To64(), Bias: c.second[i][j].Bias.To64()})
+		}
+		c64.first, c64.second = append(c64.first, f), append(c64.second, s)
+	}
+	for _, f64 := range []bool{false, true} {
+		x := Zeros(3, 384)
+		Uniform(x, r, 1)
+		c, side := c, side
+		if f64 {
+			x, c = x.To64(), c64
+			side = &Linear{Weight: side.Weight.To64(), Bias: side.Bias.To64()}
+		}
+		g := NoGrad()
+		want := c.serial(NoGrad(), x)
+		for round := range 3 {
+			b := g.Batch()
+			got := c.add(b, x)
+			b.Start()
+			for range round { // products of the caller's own while the batch runs
+				y := Zeros(3, 256)
+				Uniform(y, r, 1)
+				if f64 {
+					y = y.To64()
+				}
+				side.Forward(g, y)
+			}
+			for i := range got {
+				b.Wait(2*i + 2)
+				for j := range got[i] {
+					w, h := want[i][j].Float64s(), got[i][j].Float64s()
+					for k := range w {
+						if h[k] != w[k] && !(f64 && math.Abs(h[k]-w[k]) < 1e-12) {
+							t.Fatalf("f64=%v round %d: group %d map %d y[%d] = %v, want %v", f64, round, i, j, k, h[k], w[k])
+						}
+					}
+				}
+			}
+			b.Finish()
+		}
+	}
+}
+
+// A warm Batch on an arena allocates nothing.
+func TestBatchAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	c := newBatchChain(r, 3, 256, 256, 256)
+	x := Zeros(3, 256)
+	Uniform(x, r, 1)
+	g := NoGrad()
+	arena := NewArena()
+	g.SetArena(arena)
+	h, y := make([]*Tensor, 2), make([]*Tensor, 2)
+	xs := []*Tensor{x, x}
+	run := func() {
+		arena.Next()
+		b := g.Batch()
+		for i := range c.first {
+			b.Linears(h, xs, c.first[i], true)
+			b.Linears(y, h, c.second[i], false)
+		}
+		b.Start()
+		b.Wait(2)
+		b.Finish()
+	}
+	for range 3 { // the arena's halves and the runner's buffers grow
+		run()
+	}
+	if allocs := testing.AllocsPerRun(20, run); allocs != 0 {
+		t.Fatalf("%v allocations per batch", allocs)
+	}
+}
