@@ -24,11 +24,12 @@ func (n sublayerNorm) forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 	return n.plain.Forward(g, x)
 }
 
-// apply is forward with γ̂ and β̂ precomputed: gammas[i] and betas[i] for
-// an MCLN (see r2DecoderLayer.Step).
-func (n sublayerNorm) apply(g *radgen.Graph, x *radgen.Tensor, gammas, betas []*radgen.Tensor, i int) *radgen.Tensor {
+// apply is forward with γ̂ and β̂ precomputed: those of the layer's norm i
+// in norms, for an MCLN (see r2DecoderLayer.Step).
+func (n sublayerNorm) apply(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, i int) *radgen.Tensor {
 	if n.cond != nil {
-		return n.cond.Apply(g, x, gammas[i], betas[i])
+		gamma, beta := norms.get(i)
+		return n.cond.Apply(g, x, gamma, beta)
 	}
 	return n.plain.Forward(g, x)
 }
@@ -72,19 +73,36 @@ func (l *r2DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memo
 // Step is Forward for one new position per row: x (R, D) holds each row's
 // input, self caches the rows' earlier positions (keys and values of
 // SelfAttn), src is SrcAttn's source projected once per study and
-// study[i] the study of row i. gammas[i] and betas[i] are γ̂ and β̂ (R, D)
-// of sublayer norm i, computed from the rows' memory for all layers at
-// once (mcln.Group); BASE norms ignore them. It returns the layer's output
-// (R, D) and, if record is true, the source attention's probabilities
-// (R, h, N).
-func (l *r2DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, gammas, betas []*radgen.Tensor, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
-	h := l.norms[0].apply(g, x, gammas, betas, 0)
+// study[i] the study of row i. norms gives γ̂ and β̂ (R, D) of the
+// sublayer norms as the layer reaches them, computed from the rows' memory
+// for all layers at once (mcln.Group); BASE norms have none. It returns
+// the layer's output (R, D) and, if record is true, the source attention's
+// probabilities (R, h, N).
+func (l *r2DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+	h := l.norms[0].apply(g, x, norms, 0)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
-	h = l.norms[1].apply(g, x, gammas, betas, 1)
+	h = l.norms[1].apply(g, x, norms, 1)
 	ctx, probs := l.SrcAttn.Attend(g, h, src, study, record)
 	x = g.Add(x, g.Dropout(ctx, l.Dropout))
-	h = l.norms[2].apply(g, x, gammas, betas, 2)
+	h = l.norms[2].apply(g, x, norms, 2)
 	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout)), probs
+}
+
+// layerDeltas gives a decoder layer's step the γ̂ and β̂ of its sublayer
+// norms: those of norms first, first+1 and first+2 of group, which a
+// decoding started for the memory of the step (mcln.Group.Start). Each
+// is waited for only when the layer reaches its norm, so that the
+// products of the later norms run beside the layer's own work. The group
+// is nil in BASE models.
+type layerDeltas struct {
+	group *mcln.Group
+	first int
+}
+
+// get returns γ̂ and β̂ of the layer's sublayer norm k.
+func (d layerDeltas) get(k int) (gamma, beta *radgen.Tensor) {
+	gs, bs := d.group.Ready(d.first + k + 1)
+	return gs[d.first+k], bs[d.first+k]
 }
 
 // conditionals returns the MCLNs of the decoder's sublayer norms, layer by

@@ -249,20 +249,15 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor
-	var gammas, betas []*radgen.Tensor
 	if s.norms != nil {
-		// R2Gen Eqs. 11–14: every layer's norms from the memory, layer
-		// 0's first; the later layers' products run beside the first
-		// layers' steps.
+		// R2Gen Eqs. 11–14: every sublayer norm's γ̂ and β̂ from the
+		// memory, in the order the layers reach them; the products of
+		// the later ones run beside the earlier layers' work.
 		s.norms.Start(g, memory)
 		defer s.norms.Ready(s.norms.Len())
 	}
 	for i, l := range m.Decoder.Layers {
-		if s.norms != nil {
-			gs, bs := s.norms.Ready(3 * (i + 1))
-			gammas, betas = gs[3*i:], bs[3*i:]
-		}
-		x, probs = l.Step(g, x, gammas, betas, s.self[i], s.cross[i], s.study, i == last)
+		x, probs = l.Step(g, x, layerDeltas{s.norms, 3 * i}, s.self[i], s.cross[i], s.study, i == last)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
