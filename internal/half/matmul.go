@@ -538,20 +538,44 @@ func (op *Op) columns(j0, j1 int, tile *[maxRows * maxChunk]float32) {
 				if op.Bias != nil {
 					b = op.Bias[js:je]
 				}
-				for j := range y {
-					v := s[j]
-					if b != nil {
-						v += b[j]
-					}
-					if op.ReLU && v < 0 {
-						v = 0
-					}
-					if op.Add {
-						v += y[j]
-					}
-					y[j] = v
-				}
+				finish(y, s, b, op.ReLU, op.Add)
 			}
+		}
+	}
+}
+
+// finish writes act(s[j] + b[j]) into y[j], or adds it when add, where act
+// is max(·, 0) if relu is set and the identity otherwise; b may be nil.
+// The common cases have loops of their own, free of per-value branches.
+func finish(y, s, b []float32, relu, add bool) {
+	s = s[:len(y)]
+	switch {
+	case b == nil && !relu && !add:
+		copy(y, s)
+	case b != nil && !add:
+		b = b[:len(y)]
+		if relu {
+			for j := range y {
+				y[j] = max(s[j]+b[j], 0)
+			}
+		} else {
+			for j := range y {
+				y[j] = s[j] + b[j]
+			}
+		}
+	default:
+		for j := range y {
+			v := s[j]
+			if b != nil {
+				v += b[j]
+			}
+			if relu {
+				v = max(v, 0)
+			}
+			if add {
+				v += y[j]
+			}
+			y[j] = v
 		}
 	}
 }
