@@ -166,7 +166,7 @@ const (
 	// chunkBytes is the size of the weight block of one chunk: a block
 	// of rows of W, read once from memory and, for more than maxRows rows
 	// of X, again from L1/L2 for each further group of rows.
-	chunkBytes = 64 << 10
+	chunkBytes = 128 << 10
 
 	// l1Bytes is the size of the weights that the groups of rows of a
 	// product of more than maxRows rows go through together (L1 holds
@@ -468,24 +468,23 @@ func (r *Runner) work(helper bool, end int) {
 			helperHook()
 		}
 		r.chunk(int(next), &tile)
-		// The end of the stage after this one, read before done counts
-		// the chunk: once the batch's last chunk is counted, its owner
-		// may empty it.
-		after := uint64(0)
-		for _, e := range r.stageEnds {
-			if uint64(e) > limit {
-				after = uint64(e)
-				break
-			}
-		}
-		if r.done.Add(1) < int64(limit) {
+		// The batch's size is read before done counts the chunk: once
+		// its last chunk is counted, the owner may empty the batch.
+		total := r.chunks()
+		d := r.done.Add(1)
+		if d < int64(limit) {
 			continue
 		}
-		// This chunk completed a stage: open the next, then wake an
-		// owner waiting for it. No chunk can be claimed meanwhile (next
-		// has reached limit), so the state changes only here.
-		if after > 0 {
-			r.state.Store(s>>(2*stateBits)<<(2*stateBits) | after<<stateBits | limit)
+		// This chunk completed a stage: open the next (the batch is not
+		// over, so it is still there to read), then wake an owner
+		// waiting for it. No chunk can be claimed meanwhile (next has
+		// reached limit), so the state changes only here.
+		if d < int64(total) {
+			i := 0
+			for r.stageEnds[i] <= int(d) {
+				i++
+			}
+			r.state.Store(s>>(2*stateBits)<<(2*stateBits) | uint64(r.stageEnds[i])<<stateBits | limit)
 		}
 		if r.waiting.Load() {
 			select {
