@@ -24,7 +24,9 @@ func newFeedForward(d, dff int, dropout float64, rng *rand.Rand) *feedForward {
 
 // Forward maps (…, D) → (…, D).
 func (f *feedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	return f.W2.Forward(g, g.Dropout(g.ReLU(f.W1.Forward(g, x)), f.Dropout))
+	var h [1]*radgen.Tensor
+	g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{f.W1}, true) // ReLU(W1·x + b1), fused where the product is batched
+	return f.W2.Forward(g, g.Dropout(h[0], f.Dropout))
 }
 
 // VisitParams implements radgen.Module.

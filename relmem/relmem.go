@@ -75,12 +75,19 @@ func (r *Relational) InitMemory(b int) *radgen.Tensor {
 func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen.Tensor {
 	b, d := input.Dim(0), input.Dim(1)
 	y := g.Reshape(input, b, 1, d)
+	// The gates' products (Eqs. 8–9) read only the input and the old
+	// memory: they run beside the attention and the MLP.
+	var wu [2]*radgen.Tensor
+	terms := g.Batch()
+	terms.Linears(wu[:], []*radgen.Tensor{y, g.Tanh(memory)}, []*radgen.Linear{r.W, r.U}, false)
+	terms.Start()
 	kv := g.Concat(1, memory, y)                                  // [M; y]  (B, S+1, D)
 	next := g.Add(memory, r.Attn.Forward(g, memory, kv, kv, nil)) // Z + M (Eq. 6)
-	mlp := g.ReLU(r.MLP2.Forward(g, g.ReLU(r.MLP0.Forward(g, next))))
-	next = g.Add(next, mlp) // Eq. 7
-	var wu [2]*radgen.Tensor
-	g.Linears(wu[:], []*radgen.Tensor{y, g.Tanh(memory)}, []*radgen.Linear{r.W, r.U}, false)
+	var mlp [1]*radgen.Tensor
+	g.Linears(mlp[:], []*radgen.Tensor{next}, []*radgen.Linear{r.MLP0}, true)
+	g.Linears(mlp[:], mlp[:], []*radgen.Linear{r.MLP2}, true)
+	next = g.Add(next, mlp[0]) // Eq. 7
+	terms.Finish()
 	gates := g.Add(wu[0], wu[1]) // Eqs. 8–9: W·y + U·tanh(M), (B, S, 2D)
 	in, forget := g.Sigmoid(g.Slice(gates, 2, 0, d)), g.Sigmoid(g.Slice(gates, 2, d, 2*d))
 	return g.Add(g.Mul(in, g.Tanh(next)), g.Mul(forget, memory)) // Eq. 10
