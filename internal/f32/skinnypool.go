@@ -97,6 +97,13 @@ func StartHelpers() bool { return startHelpers() }
 // it.
 func Post(p *Posting) {
 	helpers.posted.Store(p)
+	wake(p)
+}
+
+// wake offers p on the wake channel once for every helper not spinning,
+// without waiting: a parked helper takes it at once, a busy one when it
+// next parks (and then finds the job over, or helps).
+func wake(p *Posting) {
 	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
 		select {
 		case helpers.wake <- p:
@@ -119,13 +126,7 @@ func Withdraw(p *Posting) { helpers.posted.CompareAndSwap(p, nil) }
 // owner then finishes its job alone.
 func PostBackground(p *Posting) {
 	helpers.background.Store(p)
-	for n := helpers.n - int(helpers.spinning.Load()); n > 0; n-- {
-		select {
-		case helpers.wake <- p:
-		default:
-			return
-		}
-	}
+	wake(p)
 }
 
 // WithdrawBackground takes p off the board once its job is done.
