@@ -88,7 +88,9 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
-	s := &m2ModuleDecoding{m: m, g: g, steps: m.Decoder.Start(g, enc.Levels, enc.Mask), regions: r, space: getSpace()}
+	space := getSpace()
+	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.caches(len(m.Decoder.Layers), b))
+	s := &m2ModuleDecoding{m: m, g: g, steps: steps, regions: r, space: space}
 	g.SetArena(s.space.arena) // after Start: the sources it projects outlive every step
 	return s, nil
 }

@@ -263,8 +263,18 @@ type MeshedSteps struct {
 // levels (B, N, R, D) with the encoder mask (B|1, 1, 1, R), nonzero =
 // masked, or nil. The sources every layer reads are projected here, once.
 func (dec *MeshedDecoder) Start(g *radgen.Graph, levels, encMask *radgen.Tensor) *MeshedSteps {
+	return dec.StartWith(g, levels, encMask, nil)
+}
+
+// StartWith is Start with the layers' self-attention caches given: one
+// per layer, reset here, such as those of an earlier decoding (whose
+// buffers have grown to a report's length), or nil for new ones.
+func (dec *MeshedDecoder) StartWith(g *radgen.Graph, levels, encMask *radgen.Tensor, self []*KVCache) *MeshedSteps {
 	if levels.Rank() != 4 {
 		panic(fmt.Sprintf("mesh: encoder levels %v, want (B, N, R, D)", levels.Shape()))
+	}
+	if self != nil && len(self) != len(dec.Layers) {
+		panic(fmt.Sprintf("mesh: %d self-attention caches for %d layers", len(self), len(dec.Layers)))
 	}
 	b := levels.Dim(0)
 	s := &MeshedSteps{dec: dec, study: make([]int, b), padded: make([][]bool, b), regions: levels.Dim(2)}
@@ -272,7 +282,12 @@ func (dec *MeshedDecoder) Start(g *radgen.Graph, levels, encMask *radgen.Tensor)
 		s.study[i] = i
 	}
 	for i, src := range dec.Sources(g, levels) {
-		s.self = append(s.self, NewKVCache(b))
+		c := NewKVCache(b)
+		if self != nil {
+			c = self[i]
+			c.Reset(b)
+		}
+		s.self = append(s.self, c)
 		s.src = append(s.src, dec.Layers[i].Project(g, src, encMask))
 	}
 	return s

@@ -138,59 +138,67 @@ func TestMeshedStepsMatchForward(t *testing.T) {
 				if err := radgen.ToDevice(dec, dev); err != nil {
 					t.Fatal(err)
 				}
-				s := dec.Start(g, levels.To(dev), encMask.To(dev))
-				// Rows follow studies: swap them before step 0, at step 2
-				// expand to [1 1 0 0] (ungrouped), at step 4 reorder to
-				// [0 0 1 1] (grouped again).
-				rows := []int{0, 1}
-				reorders := map[int][]int{0: {1, 0}, 2: {0, 0, 1, 1}, 4: {2, 3, 0, 1}}
-				var worst float64
-				for step := range steps {
-					if src, ok := reorders[step]; ok {
-						if err := s.Reorder(src); err != nil {
-							t.Fatal(err)
+				// A second decoding steps on the first one's caches.
+				var s *MeshedSteps
+				for round := range 2 {
+					if round == 0 {
+						s = dec.Start(g, levels.To(dev), encMask.To(dev))
+					} else {
+						s = dec.StartWith(g, levels.To(dev), encMask.To(dev), s.self)
+					}
+					// Rows follow studies: swap them before step 0, at step 2
+					// expand to [1 1 0 0] (ungrouped), at step 4 reorder to
+					// [0 0 1 1] (grouped again).
+					rows := []int{0, 1}
+					reorders := map[int][]int{0: {1, 0}, 2: {0, 0, 1, 1}, 4: {2, 3, 0, 1}}
+					var worst float64
+					for step := range steps {
+						if src, ok := reorders[step]; ok {
+							if err := s.Reorder(src); err != nil {
+								t.Fatal(err)
+							}
+							next := make([]int, len(src))
+							for i, r := range src {
+								next[i] = rows[r]
+							}
+							rows = next
 						}
-						next := make([]int, len(src))
-						for i, r := range src {
-							next[i] = rows[r]
+						if s.Rows() != len(rows) {
+							t.Fatalf("%d rows, want %d", s.Rows(), len(rows))
 						}
-						rows = next
-					}
-					if s.Rows() != len(rows) {
-						t.Fatalf("%d rows, want %d", s.Rows(), len(rows))
-					}
-					tok := make([]int, len(rows))
-					for i, st := range rows {
-						tok[i] = tokens[st*steps+step]
-					}
-					lp := s.Step(g, tok)
-					if lp.Device() != dev {
-						t.Fatalf("log-probs on %v, want %v", lp.Device(), dev)
-					}
-					for i, st := range rows {
-						w := worstDiff(t, g.Slice(lp, 0, i, i+1), g.Slice(g.Reshape(want, b*steps, c.Vocab), 0, st*steps+step, st*steps+step+1))
-						worst = math.Max(worst, w)
-					}
-					att := s.Attention(g).To(radgen.CPU).Float64s()
-					for i, st := range rows {
-						var sum float64
-						for j, p := range att[i*regions : (i+1)*regions] {
-							sum += p
-							if st == 1 && j >= 3 && p != 0 {
-								t.Fatalf("step %d row %d: masked region %d has weight %g", step, i, j, p)
+						tok := make([]int, len(rows))
+						for i, st := range rows {
+							tok[i] = tokens[st*steps+step]
+						}
+						lp := s.Step(g, tok)
+						if lp.Device() != dev {
+							t.Fatalf("log-probs on %v, want %v", lp.Device(), dev)
+						}
+						for i, st := range rows {
+							w := worstDiff(t, g.Slice(lp, 0, i, i+1), g.Slice(g.Reshape(want, b*steps, c.Vocab), 0, st*steps+step, st*steps+step+1))
+							worst = math.Max(worst, w)
+						}
+						att := s.Attention(g).To(radgen.CPU).Float64s()
+						for i, st := range rows {
+							var sum float64
+							for j, p := range att[i*regions : (i+1)*regions] {
+								sum += p
+								if st == 1 && j >= 3 && p != 0 {
+									t.Fatalf("step %d row %d: masked region %d has weight %g", step, i, j, p)
+								}
+							}
+							if math.Abs(sum-1) > 1e-5 {
+								t.Fatalf("step %d row %d: attention sums to %g", step, i, sum)
 							}
 						}
-						if math.Abs(sum-1) > 1e-5 {
-							t.Fatalf("step %d row %d: attention sums to %g", step, i, sum)
-						}
 					}
-				}
-				t.Logf("max |Δ log p| = %.3g over %d steps", worst, steps)
-				if worst > 1e-5 {
-					t.Fatalf("steps vs teacher forcing: max |Δ log p| = %.3g", worst)
-				}
-				if s.Len() != steps {
-					t.Fatalf("Len() = %d after %d steps", s.Len(), steps)
+					t.Logf("round %d: max |Δ log p| = %.3g over %d steps", round, worst, steps)
+					if worst > 1e-5 {
+						t.Fatalf("round %d: steps vs teacher forcing: max |Δ log p| = %.3g", round, worst)
+					}
+					if s.Len() != steps {
+						t.Fatalf("Len() = %d after %d steps", s.Len(), steps)
+					}
 				}
 				if err := s.Reorder([]int{4}); err == nil {
 					t.Fatal("out-of-range reorder accepted")
