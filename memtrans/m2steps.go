@@ -95,8 +95,9 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 	return s, nil
 }
 
-// release gives the decoding's arena back for later decodings, once the
-// strategy is done with it: the decoding steps no more.
+// release gives the decoding's step space (its arena and self-attention
+// caches) back for later decodings, once the strategy is done with it: the
+// decoding steps no more.
 func (s *m2ModuleDecoding) release() {
 	if s.space != nil {
 		s.g.SetArena(nil)
