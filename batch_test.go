@@ -27,26 +27,15 @@ func newBatchChain(r *rand.Rand, groups, in, hidden, out int) *batchChain {
 	return c
 }
 
-// serial computes every group's outputs with Graph.Linears, one stage
-// after the other.
-func (c *batchChain) serial(g *Graph, x *Tensor) [][]*Tensor {
+// stages runs every group's two stages through linears (Graph.Linears,
+// one stage after the other, or Batch.Linears, which adds them to a batch)
+// and returns the outputs.
+func (c *batchChain) stages(x *Tensor, linears func(out, xs []*Tensor, ls []*Linear, relu bool)) [][]*Tensor {
 	var outs [][]*Tensor
 	for i := range c.first {
 		h, y := make([]*Tensor, 2), make([]*Tensor, 2)
-		g.Linears(h, []*Tensor{x, x}, c.first[i], true)
-		g.Linears(y, h, c.second[i], false)
-		outs = append(outs, y)
-	}
-	return outs
-}
-
-// add adds every group's stages to b and returns the outputs it will fill.
-func (c *batchChain) add(b *Batch, x *Tensor) [][]*Tensor {
-	var outs [][]*Tensor
-	for i := range c.first {
-		h, y := make([]*Tensor, 2), make([]*Tensor, 2)
-		b.Linears(h, []*Tensor{x, x}, c.first[i], true)
-		b.Linears(y, h, c.second[i], false)
+		linears(h, []*Tensor{x, x}, c.first[i], true)
+		linears(y, h, c.second[i], false)
 		outs = append(outs, y)
 	}
 	return outs
@@ -79,10 +68,10 @@ func TestBatch(t *testing.T) {
 			side = &Linear{Weight: side.Weight.To64(), Bias: side.Bias.To64()}
 		}
 		g := NoGrad()
-		want := c.serial(NoGrad(), x)
+		want := c.stages(x, NoGrad().Linears)
 		for round := range 3 {
 			b := g.Batch()
-			got := c.add(b, x)
+			got := c.stages(x, b.Linears)
 			b.Start()
 			for range round { // products of the caller's own while the batch runs
 				y := Zeros(3, 256)
