@@ -50,16 +50,15 @@ func (b *Batch) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 		panic("radgen: Batch.Linears after Start")
 	}
 	b.stages++
-	if !b.g.batchable(xs) {
-		b.flush() // the stages before it may hold its inputs
-		b.g.addLinears(b.r, "Batch.Linears", out, xs, ls, relu)
-		return
-	}
-	if b.pend > 0 {
+	switch {
+	case !b.g.batchable(xs):
+		b.flush() // computed at once below: the stages before it may hold its inputs
+	case b.pend > 0:
 		b.r.Barrier()
 	}
-	b.g.addLinears(b.r, "Batch.Linears", out, xs, ls, relu)
-	b.pend++
+	if b.g.addLinears(b.r, "Batch.Linears", out, xs, ls, relu) {
+		b.pend++
+	}
 }
 
 // flush computes the stages added to the runner so far, at once.

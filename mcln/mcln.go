@@ -181,14 +181,14 @@ func (gr *Group) Start(g *radgen.Graph, memory *radgen.Tensor) {
 // products are all done, and the next Start may follow. The slices are
 // the group's own.
 func (gr *Group) Ready(n int) (gammas, betas []*radgen.Tensor) {
+	if n < 0 || n > len(gr.norms) {
+		panic(fmt.Sprintf("mcln: Ready(%d) of a group of %d norms", n, len(gr.norms)))
+	}
 	if gr.batch == nil {
 		if n > gr.ready {
 			panic(fmt.Sprintf("mcln: Ready(%d) of a group not started", n))
 		}
 		return gr.gammas[:n], gr.betas[:n]
-	}
-	if n < 0 || n > len(gr.norms) {
-		panic(fmt.Sprintf("mcln: Ready(%d) of a group of %d norms", n, len(gr.norms)))
 	}
 	if n > gr.ready {
 		gr.batch.Wait(2 * n)

@@ -100,8 +100,7 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 // decoding steps no more.
 func (s *m2ModuleDecoding) release() {
 	if s.space != nil {
-		s.g.SetArena(nil)
-		spaces.Put(s.space)
+		s.space.put(s.g)
 		s.space = nil
 	}
 }

@@ -144,6 +144,13 @@ func (sp *stepSpace) caches(n, rows int) []*mesh.KVCache {
 	return sp.self[:n]
 }
 
+// put gives sp back for later decodings, once the decoding whose steps g
+// ran steps no more.
+func (sp *stepSpace) put(g *radgen.Graph) {
+	g.SetArena(nil)
+	spaces.Put(sp)
+}
+
 // errReleased is the error of a step after release.
 var errReleased = errors.New("memtrans: step of a decoding whose arena was released")
 
@@ -151,8 +158,7 @@ var errReleased = errors.New("memtrans: step of a decoding whose arena was relea
 // the strategy is done with it: the decoding steps no more.
 func (s *moduleDecoding) release() {
 	if s.space != nil {
-		s.g.SetArena(nil)
-		spaces.Put(s.space)
+		s.space.put(s.g)
 		s.space, s.self, s.memory, s.probs = nil, nil, nil, nil
 	}
 }

@@ -282,10 +282,12 @@ func (dec *MeshedDecoder) StartWith(g *radgen.Graph, levels, encMask *radgen.Ten
 		s.study[i] = i
 	}
 	for i, src := range dec.Sources(g, levels) {
-		c := NewKVCache(b)
+		var c *KVCache
 		if self != nil {
 			c = self[i]
 			c.Reset(b)
+		} else {
+			c = NewKVCache(b)
 		}
 		s.self = append(s.self, c)
 		s.src = append(s.src, dec.Layers[i].Project(g, src, encMask))

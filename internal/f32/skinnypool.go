@@ -134,18 +134,21 @@ func WithdrawBackground(p *Posting) { helpers.background.CompareAndSwap(p, nil) 
 
 // ForegroundOpen reports whether a job of Post has chunks left to claim:
 // a background job's Work checks it between chunks.
-func ForegroundOpen() bool {
-	r := helpers.posted.Load()
-	return r != nil && r.job.Open()
-}
+func ForegroundOpen() bool { return openIn(&helpers.posted) != nil }
 
 // open returns the job a helper should work on: the posted one if it has
 // chunks left, else the background one if it has, else nil.
 func open() *Posting {
-	if r := helpers.posted.Load(); r != nil && r.job.Open() {
+	if r := openIn(&helpers.posted); r != nil {
 		return r
 	}
-	if r := helpers.background.Load(); r != nil && r.job.Open() {
+	return openIn(&helpers.background)
+}
+
+// openIn returns the job on the board's slot if it has chunks left, else
+// nil.
+func openIn(slot *atomic.Pointer[Posting]) *Posting {
+	if r := slot.Load(); r != nil && r.job.Open() {
 		return r
 	}
 	return nil

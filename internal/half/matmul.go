@@ -430,16 +430,11 @@ func (r *Runner) claimable(end int64) bool {
 
 // Open implements f32.Shared: whether the current batch has chunks left to
 // claim.
-func (r *Runner) Open() bool {
-	s := r.state.Load()
-	return s&stateMask < s>>stateBits&stateMask
-}
+func (r *Runner) Open() bool { return r.claimable(stateMask) }
 
 // helperHook, if set (by tests), runs before each chunk a helper computes.
 var helperHook func()
 
-// work claims and computes chunks of the current batch until none is left;
-// helper says whether a pooled helper calls it.
 // Work implements f32.Shared: the helpers of internal/f32's pool, which
 // serve both packages, claim and compute chunks of the current batch.
 func (r *Runner) Work() { r.work(true, stateMask) }
