@@ -73,27 +73,45 @@ func TestServeAndShutdown(t *testing.T) {
 	}
 	w.WriteField("beam_size", "8") // a long generation: 8 beams of up to max_length tokens
 	w.Close()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/reports", &body)
-	req.Header.Set("Content-Type", w.FormDataContentType())
-	req.Header.Set("Authorization", "Bearer t0ken")
 	type answer struct {
 		status int
 		body   string
 		err    error
 	}
-	answers := make(chan answer, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			answers <- answer{err: err}
-			return
+	// send posts the study and returns where its answer will arrive.
+	send := func() chan answer {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/reports", bytes.NewReader(body.Bytes()))
+		req.Header.Set("Content-Type", w.FormDataContentType())
+		req.Header.Set("Authorization", "Bearer t0ken")
+		answers := make(chan answer, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{status: resp.StatusCode, body: string(b)}
+		}()
+		return answers
+	}
+	// Shut down once a request is being served. A fast machine may answer
+	// one before a poll of the metrics sees it in flight: then the test
+	// checks that answer and sends the study again.
+	answers := send()
+	for tries := 1; ; {
+		select {
+		case a := <-answers:
+			if a.err != nil || a.status != 200 {
+				t.Fatalf("request before shutdown: %d %v %.200s", a.status, a.err, a.body)
+			}
+			if tries++; tries > 100 {
+				t.Fatal("no request seen in flight in 100 tries")
+			}
+			answers = send()
+		default:
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		answers <- answer{status: resp.StatusCode, body: string(b)}
-	}()
-	// Shut down once the request is being served.
-	for {
 		resp, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
