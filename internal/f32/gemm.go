@@ -859,9 +859,15 @@ func Dots(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, 
 			dotNoEscape(ks, r, k8, a[i0*lda:], lda, b, ldb, n4, c[i0*ldc:], ldc)
 		}
 	}
+	// The Go loops finish the kernels' columns past k8 and compute the
+	// columns past n4; when the kernels took all of k, only the latter.
+	j0 := 0
+	if k8 == k {
+		j0 = n4
+	}
 	for i := 0; i < m; i++ {
 		ar, cr := a[i*lda:][:k], c[i*ldc:][:n]
-		for j := range cr {
+		for j := j0; j < n; j++ {
 			br := b[j*ldb:][:k]
 			if j < n4 {
 				s := cr[j]

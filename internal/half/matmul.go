@@ -432,6 +432,10 @@ func (r *Runner) claimable(end int64) bool {
 // claim.
 func (r *Runner) Open() bool { return r.claimable(stateMask) }
 
+// claimShare is the share of a stage's open chunks that one claim takes:
+// with two goroutines on the batch, a quarter, then a quarter of the rest.
+const claimShare = 4
+
 // helperHook, if set (by tests), runs before each chunk a helper computes.
 var helperHook func()
 
@@ -451,26 +455,37 @@ func (r *Runner) work(helper bool, end int) {
 		}
 		s := r.state.Load()
 		next, limit := s&stateMask, s>>stateBits&stateMask
-		if next >= limit || next >= uint64(end) {
+		open := min(limit, uint64(end))
+		if next >= open {
 			return
 		}
-		if !r.state.CompareAndSwap(s, s+1) {
+		// Claim a share of the open chunks (guided self-scheduling): few
+		// claims while many are open, single chunks at a stage's end, so
+		// that the goroutines finish together. A helper in a background
+		// batch claims one at a time, to be free for foreground work.
+		n := uint64(1)
+		if !helper || !r.background.Load() {
+			n = max(1, (open-next)/claimShare)
+		}
+		if !r.state.CompareAndSwap(s, s+n) {
 			continue
 		}
-		// The batch cannot end before this chunk is done: its operands
-		// are stable until done is counted.
-		if helper && helperHook != nil {
-			helperHook()
+		// The batch cannot end before these chunks are done: its
+		// operands are stable until done counts them.
+		for c := next; c < next+n; c++ {
+			if helper && helperHook != nil {
+				helperHook()
+			}
+			r.chunk(int(c), &tile)
 		}
-		r.chunk(int(next), &tile)
-		// The batch's size is read before done counts the chunk: once
+		// The batch's size is read before done counts the chunks: once
 		// its last chunk is counted, the owner may empty the batch.
 		total := r.chunks()
-		d := r.done.Add(1)
+		d := r.done.Add(int64(n))
 		if d < int64(limit) {
 			continue
 		}
-		// This chunk completed a stage: open the next (the batch is not
+		// These chunks completed a stage: open the next (the batch is not
 		// over, so it is still there to read), then wake an owner
 		// waiting for it. No chunk can be claimed meanwhile (next has
 		// reached limit), so the state changes only here.
