@@ -30,12 +30,16 @@ func Tanh[T Float](dst, x []T) {
 		}
 		return
 	}
-	var buf [mathBlock]float64
+	var buf, exps [mathBlock]float64
 	for off := 0; off < len(x); off += mathBlock {
-		b := buf[:min(mathBlock, len(x)-off)]
+		b, e := buf[:min(mathBlock, len(x)-off)], exps[:min(mathBlock, len(x)-off)]
 		widen(b, x[off:], 0)
 		for i, v := range b {
-			b[i] = tanhFast(v)
+			e[i] = 2 * min(math.Abs(v), 21)
+		}
+		expBlock(e, e)
+		for i, v := range b {
+			b[i] = tanhFromExp(v, e[i])
 		}
 		for i, v := range b {
 			dst[off+i] = T(v)
@@ -57,7 +61,11 @@ func Sigmoid[T Float](dst, x []T) {
 		b := buf[:min(mathBlock, len(x)-off)]
 		widen(b, x[off:], 0)
 		for i, v := range b {
-			b[i] = 1 / (1 + fastExp(-v))
+			b[i] = -v
+		}
+		expBlock(b, b)
+		for i, e := range b {
+			b[i] = 1 / (1 + e)
 		}
 		for i, v := range b {
 			dst[off+i] = T(v)

@@ -7,7 +7,9 @@ import "math"
 // relative error below 10⁻¹⁴, so that float32 results are those of math.Exp
 // at a fraction of its cost (a decoding step computes tens of thousands),
 // and float64 ones, which gradient checks run, are as good as the checks'
-// finite differences need. Float64 tanh keeps math.Tanh.
+// finite differences need. Float64 tanh keeps math.Tanh. The kernels take
+// it a block at a time (expBlock), four values per instruction where the
+// CPU has AVX2 (expAVX2), with the same bits as fastExp's on every path.
 
 var exp2Table = func() (t [32]float64) {
 	for j := range t {
@@ -33,16 +35,23 @@ func fastExp(x float64) float64 {
 	case x != x:
 		return x
 	}
-	t := x*invLn2x32 + shifter // x·32/ln2 rounded to an integer k, in t's low bits
+	// The conversions round every product before its sum, so that no
+	// build fuses them (GOAMD64=v3 may): expAVX2 computes the same bits.
+	t := float64(x*invLn2x32) + shifter // x·32/ln2 rounded to an integer k, in t's low bits
 	k := t - shifter
-	r := (x - k*ln2Hi) - k*ln2Lo // |r| ≤ ln2/64
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120)))))
+	r := (x - float64(k*ln2Hi)) - float64(k*ln2Lo) // |r| ≤ ln2/64
+	p := float64(r*(1.0/120)) + 1.0/24
+	p = float64(r*p) + 1.0/6
+	p = float64(r*p) + 1.0/2
+	p = float64(r*p) + 1
+	p = float64(r*p) + 1 // 1 + r(1 + r(1/2 + r(1/6 + r(1/24 + r/120))))
 	ki := int64(k)
 	return math.Float64frombits(math.Float64bits(exp2Table[ki&31]*p) + uint64(ki>>5)<<52)
 }
 
-// tanhFast returns tanh x to float32 precision through fastExp.
-func tanhFast(x float64) float64 {
+// tanhFromExp returns tanh x to float32 precision given e = fastExp(2·min(|x|,
+// 21)), which it reads only for 2⁻¹² ≤ |x| ≤ 20.
+func tanhFromExp(x, e float64) float64 {
 	a := math.Abs(x)
 	switch {
 	case a < 0x1p-12:
@@ -50,12 +59,11 @@ func tanhFast(x float64) float64 {
 	case a > 20:
 		return math.Copysign(1, x)
 	}
-	e := fastExp(2 * a)
 	return math.Copysign((e-1)/(e+1), x)
 }
 
 // mathBlock is how many values the kernels of this file widen to float64
-// at a time. They convert a block into a stack array, then run fastExp
+// at a time. They convert a block into a stack array, then run expBlock
 // over the array, instead of converting value by value: a float32 to
 // float64 conversion writes only the low half of its register, and when
 // that register is the one the previous value's result came back in,

@@ -1,24 +1,20 @@
 package kernels
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Softmax applies a numerically stable softmax to each row of length n:
 // dst = exp(x − max x) / Σ exp(x − max x). Sums run in float64.
 func Softmax[T Float](dst, x []T, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
-		m := slices.Max(row)
+		m := maxOf(row)
 		var s float64
 		var buf [mathBlock]float64
 		for j := 0; j < n; j += mathBlock {
 			b := buf[:min(mathBlock, n-j)]
 			widen(b, row[j:], m)
-			for i, v := range b {
-				e := fastExp(v)
-				b[i] = e
+			expBlock(b, b)
+			for _, e := range b {
 				s += e
 			}
 			for i, e := range b {
@@ -50,14 +46,15 @@ func SoftmaxBackward[T Float](dx, dy, y []T, n int) {
 func LogSoftmax[T Float](dst, x []T, n int) {
 	for off := 0; off+n <= len(x); off += n {
 		row, out := x[off:off+n], dst[off:off+n]
-		m := slices.Max(row)
+		m := maxOf(row)
 		var s float64
 		var buf [mathBlock]float64
 		for j := 0; j < n; j += mathBlock {
 			b := buf[:min(mathBlock, n-j)]
 			widen(b, row[j:], m)
-			for _, v := range b {
-				s += fastExp(v)
+			expBlock(b, b)
+			for _, e := range b {
+				s += e
 			}
 		}
 		lse := T(math.Log(s)) + m
@@ -79,4 +76,20 @@ func LogSoftmaxBackward[T Float](dx, dy, y []T, n int) {
 			dxr[i] += dyr[i] - T(math.Exp(float64(yr[i]))*s)
 		}
 	}
+}
+
+// maxOf returns slices.Max(x), NaN if any value is NaN, taking four
+// running maxima: one chain of the builtin max, with its NaN and signed
+// zero checks, takes several cycles a value.
+func maxOf[T Float](x []T) T {
+	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0, m1 = max(m0, x[i]), max(m1, x[i+1])
+		m2, m3 = max(m2, x[i+2]), max(m3, x[i+3])
+	}
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
 }
