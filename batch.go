@@ -61,6 +61,9 @@ func (b *Batch) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 	}
 }
 
+// Stages returns the number of stages added to b.
+func (b *Batch) Stages() int { return b.stages }
+
 // flush computes the stages added to the runner so far, at once.
 func (b *Batch) flush() {
 	if b.pend > 0 {

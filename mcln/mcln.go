@@ -124,9 +124,11 @@ type Group struct {
 	out           []*radgen.Tensor
 	gammas, betas []*radgen.Tensor
 
-	g     *radgen.Graph
-	batch *radgen.Batch // the products in flight, from Start to the last Ready
-	ready int           // norms whose γ̂ and β̂ Ready has made
+	g      *radgen.Graph
+	batch  *radgen.Batch // the products in flight, from Start to the last Ready
+	stage0 int           // the batch's stage of the group's first
+	owned  bool          // Start made the batch: the last Ready finishes it
+	ready  int           // norms whose γ̂ and β̂ Ready has made
 }
 
 // NewGroup returns the group of norms.
@@ -161,18 +163,28 @@ func (gr *Group) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammas, betas [
 // follows one whose norms Ready has not all returned waits for those
 // first.
 func (gr *Group) Start(g *radgen.Graph, memory *radgen.Tensor) {
+	gr.Add(g, g.Batch(), memory)
+	gr.owned = true
+	gr.batch.Start()
+}
+
+// Add is Start in a batch of the caller's: it adds the group's products
+// for a memory to b, as 2·Len stages, norm after norm, after b's stages so
+// far. The caller may add stages of its own after them (products that run
+// once the group's are done), starts b before the first Ready, and
+// finishes b after the last.
+func (gr *Group) Add(g *radgen.Graph, b *radgen.Batch, memory *radgen.Tensor) {
 	if gr.batch != nil {
 		gr.Ready(len(gr.norms))
 	}
 	for i := range gr.ins {
 		gr.ins[i] = memory
 	}
-	gr.g, gr.batch, gr.ready = g, g.Batch(), 0
+	gr.g, gr.batch, gr.stage0, gr.owned, gr.ready = g, b, b.Stages(), false, 0
 	for i := 0; i < len(gr.ins); i += 2 {
-		gr.batch.Linears(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true) // ReLU(L0(M)) of γ's and β's MLP
-		gr.batch.Linears(gr.out[i:i+2], gr.hidden[i:i+2], gr.second[i:i+2], false)
+		b.Linears(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true) // ReLU(L0(M)) of γ's and β's MLP
+		b.Linears(gr.out[i:i+2], gr.hidden[i:i+2], gr.second[i:i+2], false)
 	}
-	gr.batch.Start()
 }
 
 // Ready returns γ̂ and β̂ of the group's first n norms, in order, once
@@ -191,14 +203,16 @@ func (gr *Group) Ready(n int) (gammas, betas []*radgen.Tensor) {
 		return gr.gammas[:n], gr.betas[:n]
 	}
 	if n > gr.ready {
-		gr.batch.Wait(2 * n)
+		gr.batch.Wait(gr.stage0 + 2*n)
 		for i := gr.ready; i < n; i++ {
 			gr.gammas[i], gr.betas[i] = gr.norms[i].modulate(gr.g, gr.out[2*i], gr.out[2*i+1])
 		}
 		gr.ready = n
 	}
 	if n == len(gr.norms) {
-		gr.batch.Finish()
+		if gr.owned {
+			gr.batch.Finish()
+		}
 		gr.batch, gr.g = nil, nil
 		clear(gr.ins)
 		clear(gr.hidden)

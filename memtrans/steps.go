@@ -10,6 +10,7 @@ import (
 	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/relmem"
 )
 
 // moduleDecoding is the incremental decoding state of a Transformer built
@@ -38,6 +39,11 @@ type moduleDecoding struct {
 	cross   []*mesh.Source // per decoder layer
 	n       int            // source positions per study
 	memory  *radgen.Tensor // (rows, S, D); nil in BASE
+
+	// prep is the relational memory prepared for the next step (its
+	// products computed in the batch of the step before); its Memory is
+	// nil before the first step and without a relational memory.
+	prep relmem.Prepared
 
 	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
 	// W_k H (B, N, d_a).
@@ -159,7 +165,7 @@ var errReleased = errors.New("memtrans: step of a decoding whose arena was relea
 func (s *moduleDecoding) release() {
 	if s.space != nil {
 		s.space.put(s.g)
-		s.space, s.self, s.memory, s.probs = nil, nil, nil, nil
+		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
 	}
 }
 
@@ -214,7 +220,10 @@ func (s *moduleDecoding) Reorder(src []int) error {
 			return err
 		}
 	}
-	if s.memory != nil {
+	if s.prep.Memory != nil {
+		s.prep = s.prep.Reorder(s.g, src)
+		s.memory = s.prep.Memory
+	} else if s.memory != nil {
 		s.memory = s.g.IndexSelect(s.memory, 0, src)
 	}
 	study := append(s.spare[:0], make([]int, len(src))...)
@@ -243,7 +252,10 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
 	case m.Memory != nil:
-		s.memory = m.Memory.Step(g, x, s.memory) // R2Gen Eqs. 6–10
+		if s.prep.Memory == nil {
+			s.prep = m.Memory.Prepare(g, nil, s.memory)
+		}
+		s.memory = m.Memory.StepPrepared(g, x, s.prep) // R2Gen Eqs. 6–10
 		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
 	case m.Mem2Mem != nil:
 		mm := m.Mem2Mem
@@ -255,12 +267,24 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor
-	if s.norms != nil {
-		// R2Gen Eqs. 11–14: every sublayer norm's γ̂ and β̂ from the
-		// memory, in the order the layers reach them; the products of
-		// the later ones run beside the earlier layers' work.
-		s.norms.Start(g, memory)
-		defer s.norms.Ready(s.norms.Len())
+	// The products that read the new memory alone run beside the
+	// layers' work, in one batch: R2Gen Eqs. 11–14, every sublayer norm's
+	// γ̂ and β̂, in the order the layers reach them; then the relational
+	// memory's for the next step.
+	if s.norms != nil || m.Memory != nil {
+		batch := g.Batch()
+		if s.norms != nil {
+			s.norms.Add(g, batch, memory)
+		}
+		s.prep = relmem.Prepared{}
+		if m.Memory != nil {
+			s.prep = m.Memory.Prepare(g, batch, s.memory)
+		}
+		batch.Start()
+		defer batch.Finish()
+		if s.norms != nil {
+			defer s.norms.Ready(s.norms.Len())
+		}
 	}
 	for i, l := range m.Decoder.Layers {
 		x, probs = l.Step(g, x, layerDeltas{s.norms, 3 * i}, s.self[i], s.cross[i], s.study, i == last)

@@ -71,6 +71,14 @@ func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tens
 	return m.attendProjected(g, qkv[0], qkv[1], qkv[2], mask, keep)
 }
 
+// AttendProjected is Forward of queries, keys and values already projected
+// (qp (B, Tq, D), kp and vp (B, Tk, D)): for modules that compute some of
+// the projections ahead, as the relational memory's prepared steps do.
+func (m *MultiHeadAttention) AttendProjected(g *radgen.Graph, qp, kp, vp, mask *radgen.Tensor) *radgen.Tensor {
+	out, _ := m.attendProjected(g, qp, kp, vp, mask, false)
+	return out
+}
+
 // attendProjected is the attention of projected queries qp (B, Tq, D) over
 // projected keys kp and values vp (B, Tk, D): the heads split, then
 // [MultiHeadAttention.attendHeads].

@@ -73,3 +73,27 @@ func TestStepGradients(t *testing.T) {
 		return r.Forward(g, y, m0)
 	}, wrt...)
 }
+
+// A memory prepared in a batch and reordered, as a beam search's decoding
+// prepares it a step ahead, steps to the same bits as Step on the memory
+// reordered.
+func TestStepPreparedMatchesStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	r := New(3, 32, 4, 0, rng)
+	g := radgen.NoGrad()
+	m := r.Step(g, gradcheck.Rand(rng, 1, 3, 32).To32(), r.InitMemory(3)) // a memory of 3 rows, not the identity
+	src := []int{2, 2, 0}
+	y := gradcheck.Rand(rng, 1, 3, 32).To32()
+	want := r.Step(g, y, g.IndexSelect(m, 0, src)).Data()
+
+	b := g.Batch()
+	p := r.Prepare(g, b, m)
+	b.Start()
+	b.Finish()
+	got := r.StepPrepared(g, y, p.Reorder(g, src)).Data()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("value %d: prepared step %v, Step %v", i, got[i], want[i])
+		}
+	}
+}
