@@ -128,7 +128,7 @@ func (r *Relational) StepPrepared(g *radgen.Graph, input *radgen.Tensor, p Prepa
 	terms.Start()
 	var kv [2]*radgen.Tensor
 	g.Linears(kv[:], []*radgen.Tensor{y, y}, r.Attn.Linears[1:3], false)
-	k, v := g.Concat(1, p.k, kv[0]), g.Concat(1, p.v, kv[1])          // [M; y] W_k, [M; y] W_v
+	k, v := g.Concat(1, p.k, kv[0]), g.Concat(1, p.v, kv[1])         // [M; y] W_k, [M; y] W_v
 	next := g.Add(memory, r.Attn.AttendProjected(g, p.q, k, v, nil)) // Z + M (Eq. 6)
 	var mlp [1]*radgen.Tensor
 	g.Linears(mlp[:], []*radgen.Tensor{next}, []*radgen.Linear{r.MLP0}, true)
