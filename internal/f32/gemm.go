@@ -779,10 +779,13 @@ func (s *skinny) axpy(lo, hi int) {
 		w = s.n - j0
 	}
 	w8 := w &^ 7
-	ws := workspaces.Get()
-	defer workspaces.Put(ws)
-	ws.t = grow(ws.t, 4*m)
-	one := ws.t // coefficients for one row of B
+	var one []float32 // coefficients for one row of B, for k's last rows
+	if k%4 != 0 {
+		ws := workspaces.Get()
+		defer workspaces.Put(ws)
+		ws.t = grow(ws.t, 4*m)
+		one = ws.t
+	}
 	for g := 0; 4*g < k; g++ {
 		p := 4 * g
 		cg := s.a[g*4*m:][:4*m]
@@ -838,8 +841,8 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 // products of few rows use (B, a weight matrix stored n×k, read once): for
 // callers that share the columns of several products out among goroutines
 // themselves, such as internal/half's batches. It calls the assembly
-// directly rather than through a function value, so its slices do not
-// escape: a caller's buffer on its stack stays there. On the portable
+// directly rather than through a function value, so C does not escape: a
+// caller's result buffer on its stack stays there. On the portable
 // kernel set the sums run in Go, four partial sums per product.
 func Dots(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	checkGemm(false, true, m, n, k, a, lda, b, ldb, c, ldc)
@@ -913,10 +916,10 @@ func (s *skinny) dot(lo, hi int) {
 	if m > mr {
 		width = min(max(dotReuseBytes/(4*k)&^3, nb), dotChunk)
 	}
-	w := workspaces.Get()
-	defer workspaces.Put(w)
-	w.t = grow(w.t, mr*dotChunk+nb*mr)
-	tile, one := w.t[:mr*dotChunk], w.t[mr*dotChunk:]
+	// The tile lives on the stack (the kernels are called directly, so it
+	// does not escape): a chunk takes no workspace from the shared pool.
+	var buf [dotRows*dotChunk + nb*dotRows]float32
+	tile, one := buf[:mr*dotChunk], buf[mr*dotChunk:]
 	j1 := min(nb*hi, s.n)
 	whole := s.n &^ 3 // the columns that come in whole groups of four
 	for jc := nb * lo; jc < j1; jc += width {
@@ -927,7 +930,7 @@ func (s *skinny) dot(lo, hi int) {
 			ai := a[i0*lda:]
 			if full > 0 {
 				if k8 > 0 {
-					s.ks.dot[r-1](k8, ai, lda, b[jc*ldb:], ldb, full, tile, dotChunk)
+					dotNoEscape(s.ks, r, k8, ai, lda, b[jc*ldb:], ldb, full, tile, dotChunk)
 				} else {
 					for i := 0; i < r; i++ {
 						clear(tile[i*dotChunk:][:full])
@@ -940,7 +943,7 @@ func (s *skinny) dot(lo, hi int) {
 				o := one[:r*nb]
 				clear(o)
 				if k8 > 0 {
-					s.ks.dot[r-1](k8, ai, lda, b[(jc+j)*ldb:], 0, nb, o, nb)
+					dotNoEscape(s.ks, r, k8, ai, lda, b[(jc+j)*ldb:], 0, nb, o, nb)
 				}
 				for i := 0; i < r; i++ {
 					tile[i*dotChunk+j] = o[i*nb]

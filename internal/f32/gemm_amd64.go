@@ -153,6 +153,17 @@ func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb
 	case ks == &avx2Kernels && r == 3:
 		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
 	default:
-		panic("f32: no dot kernel for that set and row count")
+		dotThroughTable(ks, r, k, a, lda, b, ldb, n, dst, ldd)
+	}
+}
+
+// dotThroughTable runs the r-row dot kernel of a kernel set other than the
+// package's own (tests substitute kernels) through ks.dot, into a heap
+// copy of dst, so that dst still does not escape.
+func dotThroughTable(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	t := make([]float32, (r-1)*ldd+n)
+	ks.dot[r-1](k, a, lda, b, ldb, n, t, ldd)
+	for i := range r {
+		copy(dst[i*ldd:][:n], t[i*ldd:][:n])
 	}
 }
