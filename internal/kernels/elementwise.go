@@ -30,16 +30,12 @@ func Tanh[T Float](dst, x []T) {
 		}
 		return
 	}
-	var buf, exps [mathBlock]float64
-	for off := 0; off < len(x); off += mathBlock {
-		b, e := buf[:min(mathBlock, len(x)-off)], exps[:min(mathBlock, len(x)-off)]
+	var buf [mathBlock]float64
+	for off := tanhHead(any(dst).([]float32), any(x).([]float32)); off < len(x); off += mathBlock {
+		b := buf[:min(mathBlock, len(x)-off)]
 		widen(b, x[off:], 0)
 		for i, v := range b {
-			e[i] = 2 * min(math.Abs(v), 21)
-		}
-		expBlock(e, e)
-		for i, v := range b {
-			b[i] = tanhFromExp(v, e[i])
+			b[i] = tanhFast(v)
 		}
 		for i, v := range b {
 			dst[off+i] = T(v)
@@ -56,16 +52,16 @@ func TanhBackward[T Float](dx, dy, y []T) {
 
 // Sigmoid: dst[i] = 1 / (1 + exp(−x[i])).
 func Sigmoid[T Float](dst, x []T) {
+	off := 0
+	if d, ok := any(dst).([]float32); ok {
+		off = sigmoidHead(d, any(x).([]float32))
+	}
 	var buf [mathBlock]float64
-	for off := 0; off < len(x); off += mathBlock {
+	for ; off < len(x); off += mathBlock {
 		b := buf[:min(mathBlock, len(x)-off)]
 		widen(b, x[off:], 0)
 		for i, v := range b {
-			b[i] = -v
-		}
-		expBlock(b, b)
-		for i, e := range b {
-			b[i] = 1 / (1 + e)
+			b[i] = sigmoid(v)
 		}
 		for i, v := range b {
 			dst[off+i] = T(v)

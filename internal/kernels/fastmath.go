@@ -8,8 +8,9 @@ import "math"
 // at a fraction of its cost (a decoding step computes tens of thousands),
 // and float64 ones, which gradient checks run, are as good as the checks'
 // finite differences need. Float64 tanh keeps math.Tanh. The kernels take
-// it a block at a time (expBlock), four values per instruction where the
-// CPU has AVX2 (expAVX2), with the same bits as fastExp's on every path.
+// it, and the sigmoid and tanh built on it, a block at a time (expBlock,
+// sigmoidBlock, tanhBlock), four values per instruction where the CPU has
+// AVX2, with the same bits as the scalar code's on every path.
 
 var exp2Table = func() (t [32]float64) {
 	for j := range t {
@@ -49,9 +50,9 @@ func fastExp(x float64) float64 {
 	return math.Float64frombits(math.Float64bits(exp2Table[ki&31]*p) + uint64(ki>>5)<<52)
 }
 
-// tanhFromExp returns tanh x to float32 precision given e = fastExp(2·min(|x|,
-// 21)), which it reads only for 2⁻¹² ≤ |x| ≤ 20.
-func tanhFromExp(x, e float64) float64 {
+// tanhFast returns tanh x to float32 precision: for 2⁻¹² ≤ |x| ≤ 20,
+// (e − 1)/(e + 1) with e = e^{2|x|}, and the sign of x.
+func tanhFast(x float64) float64 {
 	a := math.Abs(x)
 	switch {
 	case a < 0x1p-12:
@@ -59,12 +60,16 @@ func tanhFromExp(x, e float64) float64 {
 	case a > 20:
 		return math.Copysign(1, x)
 	}
+	e := fastExp(2 * a)
 	return math.Copysign((e-1)/(e+1), x)
 }
 
+// sigmoid returns 1 / (1 + e^−x).
+func sigmoid(x float64) float64 { return 1 / (1 + fastExp(-x)) }
+
 // mathBlock is how many values the kernels of this file widen to float64
-// at a time. They convert a block into a stack array, then run expBlock
-// over the array, instead of converting value by value: a float32 to
+// at a time. They convert a block into a stack array, then run a block
+// function over the array, instead of converting value by value: a float32 to
 // float64 conversion writes only the low half of its register, and when
 // that register is the one the previous value's result came back in,
 // every iteration waits for the whole of the one before (the loop ran 4 to
