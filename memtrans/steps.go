@@ -276,12 +276,11 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 		if s.norms != nil {
 			s.norms.Add(g, batch, memory)
 		}
-		s.prep = relmem.Prepared{}
 		if m.Memory != nil {
 			s.prep = m.Memory.Prepare(g, batch, s.memory)
 		}
 		batch.Start()
-		defer batch.Finish()
+		defer batch.Finish() // deferred first, so it runs after the group's last Ready
 		if s.norms != nil {
 			defer s.norms.Ready(s.norms.Len())
 		}

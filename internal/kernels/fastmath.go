@@ -7,10 +7,10 @@ import "math"
 // relative error below 10⁻¹⁴, so that float32 results are those of math.Exp
 // at a fraction of its cost (a decoding step computes tens of thousands),
 // and float64 ones, which gradient checks run, are as good as the checks'
-// finite differences need. Float64 tanh keeps math.Tanh. The kernels take
-// it, and the sigmoid and tanh built on it, a block at a time (expBlock,
-// sigmoidBlock, tanhBlock), four values per instruction where the CPU has
-// AVX2, with the same bits as the scalar code's on every path.
+// finite differences need. Float64 tanh keeps math.Tanh. Where the CPU
+// has AVX2, the softmaxes take it four values at a time (expBlock), and
+// the float32 sigmoid and tanh are assembly as a whole (sigmoidHead,
+// tanhHead), with the same bits as the scalar code's on every path.
 
 var exp2Table = func() (t [32]float64) {
 	for j := range t {

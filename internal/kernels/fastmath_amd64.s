@@ -153,7 +153,7 @@ GLOBL mathConst<>(SB), RODATA|NOPTR, $608
 	VBLENDVPD Y8, Y7, Y9, Y9
 
 // The functions take n, a positive multiple of 4, and dst may be src.
-// NEXT steps over four float64 values.
+// NEXT(size) steps over four values of size bytes and counts them.
 #define ARGS \
 	MOVQ dst+0(FP), DI; \
 	MOVQ src+8(FP), SI; \
@@ -161,9 +161,9 @@ GLOBL mathConst<>(SB), RODATA|NOPTR, $608
 	MOVQ table+24(FP), R8; \
 	SHRQ $2, CX
 
-#define NEXT \
-	ADDQ $32, SI; \
-	ADDQ $32, DI; \
+#define NEXT(size) \
+	ADDQ $(4*size), SI; \
+	ADDQ $(4*size), DI; \
 	DECQ CX
 
 // func expAVX2(dst, src *float64, n int, table *[32]float64)
@@ -174,7 +174,7 @@ expLoop:
 	VMOVUPD (SI), Y0
 	EXP
 	VMOVUPD Y9, (DI)
-	NEXT
+	NEXT(8)
 	JNZ expLoop
 	VZEROUPPER
 	RET
@@ -194,9 +194,7 @@ sigmoidLoop:
 	VDIVPD Y9, Y11, Y9  // 1 / (1 + e^−x)
 	VCVTPD2PSY Y9, X9
 	VMOVUPS X9, (DI)
-	ADDQ $16, SI
-	ADDQ $16, DI
-	DECQ CX
+	NEXT(4)
 	JNZ sigmoidLoop
 	VZEROUPPER
 	RET
@@ -229,9 +227,7 @@ tanhLoop:
 	VBLENDVPD Y8, Y12, Y10, Y10
 	VCVTPD2PSY Y10, X10
 	VMOVUPS X10, (DI)
-	ADDQ $16, SI
-	ADDQ $16, DI
-	DECQ CX
+	NEXT(4)
 	JNZ tanhLoop
 	VZEROUPPER
 	RET
