@@ -234,13 +234,15 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		}
 		out = out[:n]
 		c.gathered[which] = out
-		o := 0
+		// Position by position, each cached row is read whole and in
+		// order (the hardware prefetcher follows it), and its heads go
+		// to the (row, head) planes of out.
 		for row := range c.rows {
-			a := c.ancestry(row)
-			for hd := range h {
-				for j, r := range a {
-					copy(out[o:o+dk], buf[(c.first[j]+r)*w+hd*dk:])
-					o += dk
+			a, plane := c.ancestry(row), out[row*h*t*dk:]
+			for j, r := range a {
+				src := buf[(c.first[j]+r)*w:][:w]
+				for hd := range h {
+					copy(plane[(hd*t+j)*dk:][:dk], src[hd*dk:])
 				}
 			}
 		}
