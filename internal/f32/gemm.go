@@ -733,7 +733,7 @@ const (
 
 	// skinnyChunkBytes is the size of the rows of B in one chunk of the
 	// dot path.
-	skinnyChunkBytes = 128 << 10
+	skinnyChunkBytes = 32 << 10
 )
 
 func (s *skinny) run(dot bool, lo, hi int) {

@@ -163,10 +163,19 @@ func (op *Op) check() {
 
 // Tuning constants of the chunked products.
 const (
-	// chunkBytes is the size of the weight block of one chunk: a block
-	// of rows of W, read once from memory and, for more than maxRows rows
-	// of X, again from L1/L2 for each further group of rows.
-	chunkBytes = 128 << 10
+	// chunkBytes is the size of the weight block of one chunk, the unit
+	// of claiming: a block of rows of W, read once from memory and, for
+	// more than maxRows rows of X, again from L1/L2 for each further
+	// group of rows. Claims take several chunks while many are open
+	// (claimShare), and the chunks of one claim run as one product, so a
+	// small chunk costs nothing in the middle of a stage; at its end the
+	// goroutines finish within a small chunk of each other.
+	chunkBytes = 32 << 10
+
+	// backgroundClaim is the chunks a helper claims at a time in a
+	// background batch: few enough that it soon returns to the products
+	// its owner waits for.
+	backgroundClaim = 4
 
 	// l1Bytes is the size of the weights that the groups of rows of a
 	// product of more than maxRows rows go through together (L1 holds
@@ -354,9 +363,7 @@ func (r *Runner) shared() bool {
 // runAlone computes the batch's chunks in order on the calling goroutine.
 func (r *Runner) runAlone() {
 	var tile [maxRows * maxChunk]float32
-	for c := range r.chunks() {
-		r.chunk(c, &tile)
-	}
+	r.run(0, r.chunks(), &tile)
 }
 
 // post readies the batch's state for claiming: a new generation, the
@@ -436,7 +443,7 @@ func (r *Runner) Open() bool { return r.claimable(stateMask) }
 // with two goroutines on the batch, a quarter, then a quarter of the rest.
 const claimShare = 4
 
-// helperHook, if set (by tests), runs before each chunk a helper computes.
+// helperHook, if set (by tests), runs before each claim a helper computes.
 var helperHook func()
 
 // Work implements f32.Shared: the helpers of internal/f32's pool, which
@@ -463,7 +470,7 @@ func (r *Runner) work(helper bool, end int) {
 		// claims while many are open, single chunks at a stage's end, so
 		// that the goroutines finish together. A helper in a background
 		// batch claims one at a time, to be free for foreground work.
-		n := uint64(1)
+		n := min(backgroundClaim, open-next)
 		if !helper || !r.background.Load() {
 			n = max(1, (open-next)/claimShare)
 		}
@@ -472,12 +479,10 @@ func (r *Runner) work(helper bool, end int) {
 		}
 		// The batch cannot end before these chunks are done: its
 		// operands are stable until done counts them.
-		for c := next; c < next+n; c++ {
-			if helper && helperHook != nil {
-				helperHook()
-			}
-			r.chunk(int(c), &tile)
+		if helper && helperHook != nil {
+			helperHook()
 		}
+		r.run(int(next), int(next+n), &tile)
 		// The batch's size is read before done counts the chunks: once
 		// its last chunk is counted, the owner may empty the batch.
 		total := r.chunks()
@@ -505,17 +510,26 @@ func (r *Runner) work(helper bool, end int) {
 	}
 }
 
-// chunk computes chunk c of the batch.
-func (r *Runner) chunk(c int, tile *[maxRows * maxChunk]float32) {
-	// The op holding chunk c: batches have few ops, a linear scan will do.
+// run computes the chunks [c0, c1) of the batch: the chunks of each op
+// among them as one range of its columns, in pieces of at most maxChunk.
+func (r *Runner) run(c0, c1 int, tile *[maxRows * maxChunk]float32) {
+	if c0 >= c1 {
+		return
+	}
+	// The op holding chunk c0: batches have few ops, a linear scan will do.
 	i := 0
-	for r.starts[i+1] <= c {
+	for r.starts[i+1] <= c0 {
 		i++
 	}
-	op := &r.ops[i]
-	w := r.widths[i]
-	j0 := (c - r.starts[i]) * w
-	op.columns(j0, min(j0+w, op.W.N), tile)
+	for c := c0; c < c1; i++ {
+		op, w := &r.ops[i], r.widths[i]
+		end := min(c1, r.starts[i+1])
+		j0, j1 := (c-r.starts[i])*w, min((end-r.starts[i])*w, op.W.N)
+		for ; j0 < j1; j0 += maxChunk {
+			op.columns(j0, min(j0+maxChunk, j1), tile)
+		}
+		c = end
+	}
 }
 
 // columns computes the columns [j0, j1) of Y, j1−j0 ≤ maxChunk; j0 is a

@@ -176,6 +176,22 @@ func TestRunnerBatch(t *testing.T) {
 	}
 }
 
+// TestRunnerEmpty runs and starts batches with no op, or with ops of no
+// columns, as a module's batch with nothing to compute beside its owner is.
+func TestRunnerEmpty(t *testing.T) {
+	var r Runner
+	r.Run()
+	r.Start()
+	r.Wait(1)
+	r.Finish()
+	r.Add(Op{M: 3, X: make([]float32, 3*8), W: Float32(0, 8, nil)})
+	r.Start()
+	r.Finish()
+	if n := r.chunks(); n != 0 {
+		t.Fatalf("an emptied batch has %d chunks", n)
+	}
+}
+
 // TestRunnerConcurrent runs Runners on several goroutines at once (the
 // helpers serve whichever batch is posted).
 func TestRunnerConcurrent(t *testing.T) {
