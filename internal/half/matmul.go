@@ -469,7 +469,8 @@ func (r *Runner) work(helper bool, end int) {
 		// Claim a share of the open chunks (guided self-scheduling): few
 		// claims while many are open, single chunks at a stage's end, so
 		// that the goroutines finish together. A helper in a background
-		// batch claims one at a time, to be free for foreground work.
+		// batch claims backgroundClaim chunks at a time, to be free for
+		// foreground work soon.
 		n := min(backgroundClaim, open-next)
 		if !helper || !r.background.Load() {
 			n = max(1, (open-next)/claimShare)
