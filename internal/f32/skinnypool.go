@@ -220,9 +220,14 @@ type skinnyRunner struct {
 	wake    chan struct{}
 }
 
-// claimShare is the share of a product's chunks left that one claim
-// takes: with two goroutines, a quarter, then a quarter of the rest.
-const claimShare = 4
+// ClaimShare returns how many of left open chunks one claim takes
+// (guided self-scheduling): with two goroutines, a quarter, then a quarter
+// of the rest, down to single chunks at the end, so that the goroutines
+// finish together with few claims. A claim is a compare-and-swap on a
+// word both cores write, and its count another: each moves a cache line
+// between the cores. The skinny products here and internal/half's batches
+// claim this way.
+func ClaimShare(left uint64) uint64 { return max(1, left/4) }
 
 const (
 	stateBits = 20
@@ -273,10 +278,7 @@ func (r *skinnyRunner) Work() {
 		if next >= total {
 			return
 		}
-		// Claim a share of the chunks left (guided self-scheduling): few
-		// claims while many are left, single chunks at the end, so that
-		// the goroutines finish together.
-		n := max(1, (total-next)/claimShare)
+		n := ClaimShare(total - next)
 		if !r.state.CompareAndSwap(st, st+n) {
 			continue
 		}

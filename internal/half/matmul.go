@@ -167,7 +167,7 @@ const (
 	// of claiming: a block of rows of W, read once from memory and, for
 	// more than maxRows rows of X, again from L1/L2 for each further
 	// group of rows. Claims take several chunks while many are open
-	// (claimShare), and the chunks of one claim run as one product, so a
+	// (f32.ClaimShare), and the chunks of one claim run as one product, so a
 	// small chunk costs nothing in the middle of a stage; at its end the
 	// goroutines finish within a small chunk of each other.
 	chunkBytes = 32 << 10
@@ -439,10 +439,6 @@ func (r *Runner) claimable(end int64) bool {
 // claim.
 func (r *Runner) Open() bool { return r.claimable(stateMask) }
 
-// claimShare is the share of a stage's open chunks that one claim takes:
-// with two goroutines on the batch, a quarter, then a quarter of the rest.
-const claimShare = 4
-
 // helperHook, if set (by tests), runs before each claim a helper computes.
 var helperHook func()
 
@@ -473,7 +469,7 @@ func (r *Runner) work(helper bool, end int) {
 		// foreground work soon.
 		n := min(backgroundClaim, open-next)
 		if !helper || !r.background.Load() {
-			n = max(1, (open-next)/claimShare)
+			n = f32.ClaimShare(open - next)
 		}
 		if !r.state.CompareAndSwap(s, s+n) {
 			continue
