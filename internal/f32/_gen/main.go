@@ -314,6 +314,14 @@ func dot(g *gen, mr int) {
 // row of b and the two permutations of the final sums beside them.
 const dot512Cols = 8
 
+// dotAhead is how far ahead, in bytes, each of the eight rows of b that an
+// AVX-512 dot kernel streams is prefetched. Rows of 2 KB (k = 512) end
+// every 32 steps, where the hardware prefetcher loses them; the kernel
+// prefetches the next group's rows before it gets there. PREFETCHNTA
+// keeps the weights, read once a step, from evicting the step's own
+// values from the outer caches.
+const dotAhead = 512
+
 // dot512 emits gemmDot{mr}x8AVX512, the AVX-512 kernel of the skinny path
 // with Bᵀ stored row-major; it computes what gemmDot{mr}x4AVX2 does (see
 // dot) with k a positive multiple of 16 and n of 4, eight rows of b at a
@@ -340,6 +348,7 @@ func dot512(g *gen, mr int) {
 	areg := func(i int) string { return fmt.Sprintf("Z%d", 24+i) }
 	const breg, t0, t1, perm0, perm1 = "Z27", "Z28", "Z29", "Z30", "Z31"
 	brow := []string{"(R13)", "(R13)(R11*1)", "(R13)(R11*2)", "(R13)(R12*1)", "(AX)", "(AX)(R11*1)", "(AX)(R11*2)", "(AX)(R12*1)"}
+	ahead := []string{"(R15)", "(R15)(R11*1)", "(R15)(R11*2)", "(R15)(R12*1)", "(SI)", "(SI)(R11*1)", "(SI)(R11*2)", "(SI)(R12*1)"}
 	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
 	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
 
@@ -352,33 +361,77 @@ func dot512(g *gen, mr int) {
 				g.p("\tVPXORD %s, %s, %s", acc(i, j), acc(i, j), acc(i, j))
 			}
 		}
-		g.p("\tMOVQ SI, R14")
+		g.p("\tMOVQ a+8(FP), R14")
 		g.p("\tMOVQ DX, R13")
 		if nb > 4 {
 			g.p("\tLEAQ (DX)(R11*4), AX")
 		}
-		g.p("\tMOVQ BX, CX")
-		g.p("%s_%s:", name, label)
-		for i := 0; i < mr; i++ {
-			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
-		}
-		for j := 0; j < nb; j++ {
-			if mr == 1 {
-				g.p("\tVFMADD231PS %s, %s, %s", brow[j], areg(0), acc(0, j))
-				continue
-			}
-			g.p("\tVMOVUPS %s, %s", brow[j], breg)
+		// loop emits the k loop; with prefetch it also prefetches, for
+		// each of the eight rows of b, the line at R15 (rows 0–3) or SI
+		// (rows 4–7) plus that row's offset.
+		loop := func(label string, prefetch bool) {
+			g.p("%s_%s:", name, label)
 			for i := 0; i < mr; i++ {
-				g.p("\tVFMADD231PS %s, %s, %s", breg, areg(i), acc(i, j))
+				g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
 			}
+			for j := 0; j < nb; j++ {
+				if prefetch {
+					g.p("\tPREFETCHNTA %s", ahead[j])
+				}
+				if mr == 1 {
+					g.p("\tVFMADD231PS %s, %s, %s", brow[j], areg(0), acc(0, j))
+					continue
+				}
+				g.p("\tVMOVUPS %s, %s", brow[j], breg)
+				for i := 0; i < mr; i++ {
+					g.p("\tVFMADD231PS %s, %s, %s", breg, areg(i), acc(i, j))
+				}
+			}
+			g.p("\tADDQ $64, R14")
+			g.p("\tADDQ $64, R13")
+			if nb > 4 {
+				g.p("\tADDQ $64, AX")
+			}
+			if prefetch {
+				g.p("\tADDQ $64, R15")
+				g.p("\tADDQ $64, SI")
+			}
+			g.p("\tDECQ CX")
+			g.p("\tJNZ %s_%s", name, label)
 		}
-		g.p("\tADDQ $64, R14")
-		g.p("\tADDQ $64, R13")
-		if nb > 4 {
-			g.p("\tADDQ $64, AX")
+		if nb == 4 {
+			g.p("\tMOVQ BX, CX")
+			loop(label, false)
+		} else {
+			// The last dotAhead/64 steps (all of them when k is
+			// shorter) prefetch the next group's rows from their start;
+			// the steps before them prefetch their own rows dotAhead
+			// bytes on. The last group prefetches nothing past its rows:
+			// the columns after it are another call's.
+			g.p("\tMOVQ $%d, CX", dotAhead/64)
+			g.p("\tCMPQ BX, CX")
+			g.p("\tCMOVQLT BX, CX")
+			g.p("\tMOVQ BX, R15")
+			g.p("\tSUBQ CX, R15")
+			g.p("\tMOVQ R15, CX")
+			g.p("\tLEAQ %d(R13), R15", dotAhead)
+			g.p("\tLEAQ %d(AX), SI", dotAhead)
+			g.p("\tTESTQ CX, CX")
+			g.p("\tJZ %s_%s_next", name, label)
+			loop(label, true)
+			g.p("%s_%s_next:", name, label)
+			g.p("\tMOVQ $%d, CX", dotAhead/64)
+			g.p("\tCMPQ BX, CX")
+			g.p("\tCMOVQLT BX, CX")
+			g.p("\tMOVQ R13, R15")
+			g.p("\tMOVQ AX, SI")
+			g.p("\tCMPQ R8, $1")
+			g.p("\tJEQ %s_%s_last", name, label)
+			g.p("\tLEAQ (DX)(R11*8), R15")
+			g.p("\tLEAQ (R15)(R11*4), SI")
+			g.p("%s_%s_last:", name, label)
+			loop(label+"_tail", true)
 		}
-		g.p("\tDECQ CX")
-		g.p("\tJNZ %s_%s", name, label)
 		for i := 0; i < mr; i++ {
 			x := func(j int) string { return acc(i, j) }
 			// y: the 256-bit halves of pairs, [y_j | y_j+1].
