@@ -45,6 +45,13 @@ type moduleDecoding struct {
 	// nil before the first step and without a relational memory.
 	prep relmem.Prepared
 
+	// pending is the batch of the step before, still computing prep's
+	// products while the strategy picks tokens; the next step finishes it
+	// and then takes prep's rows in the order lazy, the reorders since
+	// (nil: unchanged). lazySpare is the other buffer of lazy.
+	pending         *radgen.Batch
+	lazy, lazySpare []int
+
 	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
 	// W_k H (B, N, d_a).
 	m2mH, m2mKeys *radgen.Tensor
@@ -163,6 +170,7 @@ var errReleased = errors.New("memtrans: step of a decoding whose arena was relea
 // release gives the decoding's step space back for later decodings, once
 // the strategy is done with it: the decoding steps no more.
 func (s *moduleDecoding) release() {
+	s.settle()
 	if s.space != nil {
 		s.space.put(s.g)
 		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
@@ -220,7 +228,18 @@ func (s *moduleDecoding) Reorder(src []int) error {
 			return err
 		}
 	}
-	if s.prep.Memory != nil {
+	if s.pending != nil {
+		// prep's products are still being computed: compose the orders,
+		// row i of the result being row lazy[src[i]] of prep.
+		next := s.lazySpare[:0]
+		for _, r := range src {
+			if s.lazy != nil {
+				r = s.lazy[r]
+			}
+			next = append(next, r)
+		}
+		s.lazy, s.lazySpare = next, s.lazy
+	} else if s.prep.Memory != nil {
 		s.prep = s.prep.Reorder(s.g, src)
 		s.memory = s.prep.Memory
 	} else if s.memory != nil {
@@ -233,6 +252,21 @@ func (s *moduleDecoding) Reorder(src []int) error {
 	s.study, s.spare = study, s.study
 	s.probs = nil
 	return nil
+}
+
+// settle finishes the batch of the step before, if it is still
+// computing, and takes prep's rows in the order of the reorders since.
+func (s *moduleDecoding) settle() {
+	if s.pending == nil {
+		return
+	}
+	s.pending.Finish()
+	s.pending = nil
+	if s.lazy != nil {
+		s.prep = s.prep.Reorder(s.g, s.lazy)
+		s.memory = s.prep.Memory
+		s.lazy, s.lazySpare = nil, s.lazy[:0]
+	}
 }
 
 // Step implements decode.Model: it consumes one token per row and writes
@@ -248,6 +282,7 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 		return errReleased
 	}
 	s.space.arena.Next()
+	s.settle()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
@@ -280,7 +315,14 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 			s.prep = m.Memory.Prepare(g, batch, s.memory)
 		}
 		batch.Start()
-		defer batch.Finish() // deferred first, so it runs after the group's last Ready
+		if m.Memory != nil {
+			// The relational memory's products, the batch's last stage,
+			// go on computing beside the rest of this step and the
+			// strategy's choice of tokens; the next step finishes them.
+			s.pending = batch
+		} else {
+			defer batch.Finish() // deferred first, so it runs after the group's last Ready
+		}
 		if s.norms != nil {
 			defer s.norms.Ready(s.norms.Len())
 		}

@@ -61,8 +61,9 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Rows follow studies: swap them before step 0, then at step
-				// 3 expand to four rows [1 1 0 0] (row i decodes study
-				// rows[i]).
+				// 3 swap them back and expand to four rows [1 1 0 0] (row i
+				// decodes study rows[i]): two reorders between steps, which
+				// compose while the step before still prepares the memory.
 				rows := []int{0, 1}
 				V := c.Vocab
 				var worst float64
@@ -74,7 +75,10 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 						}
 						rows = []int{1, 0}
 					case 3:
-						if err := dec.Reorder([]int{0, 0, 1, 1}); err != nil {
+						if err := dec.Reorder([]int{1, 0}); err != nil {
+							t.Fatal(err)
+						}
+						if err := dec.Reorder([]int{1, 1, 0, 0}); err != nil {
 							t.Fatal(err)
 						}
 						rows = []int{rows[0], rows[0], rows[1], rows[1]}
