@@ -4638,13 +4638,8 @@ gemmDot1x8AVX512_loop_next:
 	MOVQ $8, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
-	MOVQ R13, R15
-	MOVQ AX, SI
-	CMPQ R8, $1
-	JEQ gemmDot1x8AVX512_loop_last
 	LEAQ (DX)(R11*8), R15
 	LEAQ (R15)(R11*4), SI
-gemmDot1x8AVX512_loop_last:
 gemmDot1x8AVX512_loop_tail:
 	VMOVUPS (R14), Z24
 	PREFETCHNTA (R15)
@@ -4835,13 +4830,8 @@ gemmDot2x8AVX512_loop_next:
 	MOVQ $8, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
-	MOVQ R13, R15
-	MOVQ AX, SI
-	CMPQ R8, $1
-	JEQ gemmDot2x8AVX512_loop_last
 	LEAQ (DX)(R11*8), R15
 	LEAQ (R15)(R11*4), SI
-gemmDot2x8AVX512_loop_last:
 gemmDot2x8AVX512_loop_tail:
 	VMOVUPS (R14), Z24
 	VMOVUPS (R14)(R10*1), Z25
@@ -5120,13 +5110,8 @@ gemmDot3x8AVX512_loop_next:
 	MOVQ $8, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
-	MOVQ R13, R15
-	MOVQ AX, SI
-	CMPQ R8, $1
-	JEQ gemmDot3x8AVX512_loop_last
 	LEAQ (DX)(R11*8), R15
 	LEAQ (R15)(R11*4), SI
-gemmDot3x8AVX512_loop_last:
 gemmDot3x8AVX512_loop_tail:
 	VMOVUPS (R14), Z24
 	VMOVUPS (R14)(R10*1), Z25

@@ -406,8 +406,10 @@ func dot512(g *gen, mr int) {
 			// The last dotAhead/64 steps (all of them when k is
 			// shorter) prefetch the next group's rows from their start;
 			// the steps before them prefetch their own rows dotAhead
-			// bytes on. The last group prefetches nothing past its rows:
-			// the columns after it are another call's.
+			// bytes on. The last group prefetches the rows after the
+			// call's columns too: they are most often the caller's next
+			// columns (the next piece of a claim, or a helper's next
+			// claim), and otherwise a few lines read early.
 			g.p("\tMOVQ $%d, CX", dotAhead/64)
 			g.p("\tCMPQ BX, CX")
 			g.p("\tCMOVQLT BX, CX")
@@ -423,13 +425,8 @@ func dot512(g *gen, mr int) {
 			g.p("\tMOVQ $%d, CX", dotAhead/64)
 			g.p("\tCMPQ BX, CX")
 			g.p("\tCMOVQLT BX, CX")
-			g.p("\tMOVQ R13, R15")
-			g.p("\tMOVQ AX, SI")
-			g.p("\tCMPQ R8, $1")
-			g.p("\tJEQ %s_%s_last", name, label)
 			g.p("\tLEAQ (DX)(R11*8), R15")
 			g.p("\tLEAQ (R15)(R11*4), SI")
-			g.p("%s_%s_last:", name, label)
 			loop(label+"_tail", true)
 		}
 		for i := 0; i < mr; i++ {
