@@ -246,6 +246,8 @@ func dot(g *gen, mr int) {
 	arow := []string{"(R14)", "(R14)(R10*1)", "(R14)(R10*2)"}
 	drow := []string{"(DI)", "(DI)(R9*1)", "(DI)(R9*2)"}
 
+	ahead := []string{"(R15)", "(R15)(R11*1)", "(R15)(R11*2)", "(R15)(R12*1)"}
+
 	dotPrologue(g, name, 3, true)
 	g.p("%s_group:", name)
 	for i := 0; i < mr; i++ {
@@ -255,36 +257,62 @@ func dot(g *gen, mr int) {
 	}
 	g.p("\tMOVQ SI, R14")
 	g.p("\tMOVQ DX, R13")
-	g.p("\tMOVQ BX, CX")
-	g.p("%s_loop:", name)
-	if mr <= 2 {
+	// loop emits the k loop, which also prefetches the line at R15 plus
+	// each row's offset (see dotAhead).
+	loop := func(label string) {
+		g.p("%s_%s:", name, label)
 		for j := 0; j < nb; j++ {
-			g.p("\tVMOVUPS %s, %s", brow[j], breg(j))
+			g.p("\tPREFETCHNTA %s", ahead[j])
 		}
-		for i := 0; i < mr; i++ {
-			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+		if mr <= 2 {
 			for j := 0; j < nb; j++ {
-				g.p("\tVFMADD231PS %s, %s, %s", breg(j), areg(i), acc(i, j))
+				g.p("\tVMOVUPS %s, %s", brow[j], breg(j))
 			}
-		}
-	} else {
-		// Twelve accumulators leave four registers: the rows of a in
-		// Y12–Y14 and one row of b at a time in Y15. Every accumulator
-		// sums the same products in the same order as above.
-		for i := 0; i < mr; i++ {
-			g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
-		}
-		for j := 0; j < nb; j++ {
-			g.p("\tVMOVUPS %s, Y15", brow[j])
 			for i := 0; i < mr; i++ {
-				g.p("\tVFMADD231PS Y15, %s, %s", areg(i), acc(i, j))
+				g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+				for j := 0; j < nb; j++ {
+					g.p("\tVFMADD231PS %s, %s, %s", breg(j), areg(i), acc(i, j))
+				}
+			}
+		} else {
+			// Twelve accumulators leave four registers: the rows of a in
+			// Y12–Y14 and one row of b at a time in Y15. Every accumulator
+			// sums the same products in the same order as above.
+			for i := 0; i < mr; i++ {
+				g.p("\tVMOVUPS %s, %s", arow[i], areg(i))
+			}
+			for j := 0; j < nb; j++ {
+				g.p("\tVMOVUPS %s, Y15", brow[j])
+				for i := 0; i < mr; i++ {
+					g.p("\tVFMADD231PS Y15, %s, %s", areg(i), acc(i, j))
+				}
 			}
 		}
+		g.p("\tADDQ $32, R14")
+		g.p("\tADDQ $32, R13")
+		g.p("\tADDQ $32, R15")
+		g.p("\tDECQ CX")
+		g.p("\tJNZ %s_%s", name, label)
 	}
-	g.p("\tADDQ $32, R14")
-	g.p("\tADDQ $32, R13")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
+	// As in dot512: the last dotAhead/32 steps prefetch the next group's
+	// rows from their start, the steps before them their own rows
+	// dotAhead bytes on.
+	g.p("\tMOVQ $%d, CX", dotAhead/32)
+	g.p("\tCMPQ BX, CX")
+	g.p("\tCMOVQLT BX, CX")
+	g.p("\tMOVQ BX, R15")
+	g.p("\tSUBQ CX, R15")
+	g.p("\tMOVQ R15, CX")
+	g.p("\tLEAQ %d(R13), R15", dotAhead)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_next", name)
+	loop("loop")
+	g.p("%s_next:", name)
+	g.p("\tMOVQ $%d, CX", dotAhead/32)
+	g.p("\tCMPQ BX, CX")
+	g.p("\tCMOVQLT BX, CX")
+	g.p("\tLEAQ (DX)(R11*4), R15")
+	loop("tail")
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nb; j++ {
 			r := acc(i, j)
@@ -314,12 +342,13 @@ func dot(g *gen, mr int) {
 // row of b and the two permutations of the final sums beside them.
 const dot512Cols = 8
 
-// dotAhead is how far ahead, in bytes, each of the eight rows of b that an
-// AVX-512 dot kernel streams is prefetched. Rows of 2 KB (k = 512) end
-// every 32 steps, where the hardware prefetcher loses them; the kernel
-// prefetches the next group's rows before it gets there. PREFETCHNTA
-// keeps the weights, read once a step, from evicting the step's own
-// values from the outer caches.
+// dotAhead is how far ahead, in bytes, each row of b that a dot kernel
+// streams (eight at a time in AVX-512, four in AVX2) is prefetched. Rows
+// of 2 KB (k = 512) end every 32 steps of an AVX-512 kernel, where the
+// hardware prefetcher loses them; the kernels prefetch the next group's
+// rows before they get there. PREFETCHNTA keeps the weights, which a
+// decoding step reads once, from evicting the step's own values from the
+// outer caches.
 const dotAhead = 512
 
 // dot512 emits gemmDot{mr}x8AVX512, the AVX-512 kernel of the skinny path
