@@ -4283,7 +4283,7 @@ gemmDot1x4AVX2_group:
 	MOVQ R15, CX
 	LEAQ 512(R13), R15
 	TESTQ CX, CX
-	JZ gemmDot1x4AVX2_next
+	JZ gemmDot1x4AVX2_loop_next
 gemmDot1x4AVX2_loop:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
@@ -4303,12 +4303,12 @@ gemmDot1x4AVX2_loop:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot1x4AVX2_loop
-gemmDot1x4AVX2_next:
+gemmDot1x4AVX2_loop_next:
 	MOVQ $16, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
 	LEAQ (DX)(R11*4), R15
-gemmDot1x4AVX2_tail:
+gemmDot1x4AVX2_loop_tail:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
 	PREFETCHNTA (R15)(R11*2)
@@ -4326,7 +4326,7 @@ gemmDot1x4AVX2_tail:
 	ADDQ $32, R13
 	ADDQ $32, R15
 	DECQ CX
-	JNZ gemmDot1x4AVX2_tail
+	JNZ gemmDot1x4AVX2_loop_tail
 	VEXTRACTF128 $1, Y0, X15
 	VADDPS X0, X15, X15
 	VHADDPS X15, X15, X15
@@ -4389,7 +4389,7 @@ gemmDot2x4AVX2_group:
 	MOVQ R15, CX
 	LEAQ 512(R13), R15
 	TESTQ CX, CX
-	JZ gemmDot2x4AVX2_next
+	JZ gemmDot2x4AVX2_loop_next
 gemmDot2x4AVX2_loop:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
@@ -4414,12 +4414,12 @@ gemmDot2x4AVX2_loop:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot2x4AVX2_loop
-gemmDot2x4AVX2_next:
+gemmDot2x4AVX2_loop_next:
 	MOVQ $16, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
 	LEAQ (DX)(R11*4), R15
-gemmDot2x4AVX2_tail:
+gemmDot2x4AVX2_loop_tail:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
 	PREFETCHNTA (R15)(R11*2)
@@ -4442,7 +4442,7 @@ gemmDot2x4AVX2_tail:
 	ADDQ $32, R13
 	ADDQ $32, R15
 	DECQ CX
-	JNZ gemmDot2x4AVX2_tail
+	JNZ gemmDot2x4AVX2_loop_tail
 	VEXTRACTF128 $1, Y0, X15
 	VADDPS X0, X15, X15
 	VHADDPS X15, X15, X15
@@ -4529,7 +4529,7 @@ gemmDot3x4AVX2_group:
 	MOVQ R15, CX
 	LEAQ 512(R13), R15
 	TESTQ CX, CX
-	JZ gemmDot3x4AVX2_next
+	JZ gemmDot3x4AVX2_loop_next
 gemmDot3x4AVX2_loop:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
@@ -4559,12 +4559,12 @@ gemmDot3x4AVX2_loop:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot3x4AVX2_loop
-gemmDot3x4AVX2_next:
+gemmDot3x4AVX2_loop_next:
 	MOVQ $16, CX
 	CMPQ BX, CX
 	CMOVQLT BX, CX
 	LEAQ (DX)(R11*4), R15
-gemmDot3x4AVX2_tail:
+gemmDot3x4AVX2_loop_tail:
 	PREFETCHNTA (R15)
 	PREFETCHNTA (R15)(R11*1)
 	PREFETCHNTA (R15)(R11*2)
@@ -4592,7 +4592,7 @@ gemmDot3x4AVX2_tail:
 	ADDQ $32, R13
 	ADDQ $32, R15
 	DECQ CX
-	JNZ gemmDot3x4AVX2_tail
+	JNZ gemmDot3x4AVX2_loop_tail
 	VEXTRACTF128 $1, Y0, X15
 	VADDPS X0, X15, X15
 	VHADDPS X15, X15, X15

@@ -294,25 +294,7 @@ func dot(g *gen, mr int) {
 		g.p("\tDECQ CX")
 		g.p("\tJNZ %s_%s", name, label)
 	}
-	// As in dot512: the last dotAhead/32 steps prefetch the next group's
-	// rows from their start, the steps before them their own rows
-	// dotAhead bytes on.
-	g.p("\tMOVQ $%d, CX", dotAhead/32)
-	g.p("\tCMPQ BX, CX")
-	g.p("\tCMOVQLT BX, CX")
-	g.p("\tMOVQ BX, R15")
-	g.p("\tSUBQ CX, R15")
-	g.p("\tMOVQ R15, CX")
-	g.p("\tLEAQ %d(R13), R15", dotAhead)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_next", name)
-	loop("loop")
-	g.p("%s_next:", name)
-	g.p("\tMOVQ $%d, CX", dotAhead/32)
-	g.p("\tCMPQ BX, CX")
-	g.p("\tCMOVQLT BX, CX")
-	g.p("\tLEAQ (DX)(R11*4), R15")
-	loop("tail")
+	prefetchedLoops(g, name, "loop", 32, nb, loop)
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nb; j++ {
 			r := acc(i, j)
@@ -350,6 +332,42 @@ const dot512Cols = 8
 // decoding step reads once, from evicting the step's own values from the
 // outer caches.
 const dotAhead = 512
+
+// prefetchedLoops emits the k loop of a group of nb rows of b (four or
+// eight) in two parts, each a loop(label) of CX steps of step bytes that
+// prefetches from R15 (and SI, rows 4–7): the steps before the last
+// dotAhead/step (none when k is shorter) prefetch their own rows dotAhead
+// bytes on, the last ones the next group's rows from their start. The
+// last group of a call prefetches the rows after the call's columns too:
+// they are most often the caller's next columns (the next piece of a
+// claim, or a helper's next claim), and otherwise a few lines read early.
+// BX holds the steps, R13 (and AX) the group's rows at their start, DX
+// the group's first row.
+func prefetchedLoops(g *gen, name, label string, step, nb int, loop func(label string)) {
+	last := func() {
+		g.p("\tMOVQ $%d, CX", dotAhead/step)
+		g.p("\tCMPQ BX, CX")
+		g.p("\tCMOVQLT BX, CX")
+	}
+	last()
+	g.p("\tMOVQ BX, R15")
+	g.p("\tSUBQ CX, R15")
+	g.p("\tMOVQ R15, CX")
+	g.p("\tLEAQ %d(R13), R15", dotAhead)
+	if nb > 4 {
+		g.p("\tLEAQ %d(AX), SI", dotAhead)
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_%s_next", name, label)
+	loop(label)
+	g.p("%s_%s_next:", name, label)
+	last()
+	g.p("\tLEAQ (DX)(R11*%d), R15", nb)
+	if nb > 4 {
+		g.p("\tLEAQ (R15)(R11*4), SI")
+	}
+	loop(label + "_tail")
+}
 
 // dot512 emits gemmDot{mr}x8AVX512, the AVX-512 kernel of the skinny path
 // with Bᵀ stored row-major; it computes what gemmDot{mr}x4AVX2 does (see
@@ -432,31 +450,7 @@ func dot512(g *gen, mr int) {
 			g.p("\tMOVQ BX, CX")
 			loop(label, false)
 		} else {
-			// The last dotAhead/64 steps (all of them when k is
-			// shorter) prefetch the next group's rows from their start;
-			// the steps before them prefetch their own rows dotAhead
-			// bytes on. The last group prefetches the rows after the
-			// call's columns too: they are most often the caller's next
-			// columns (the next piece of a claim, or a helper's next
-			// claim), and otherwise a few lines read early.
-			g.p("\tMOVQ $%d, CX", dotAhead/64)
-			g.p("\tCMPQ BX, CX")
-			g.p("\tCMOVQLT BX, CX")
-			g.p("\tMOVQ BX, R15")
-			g.p("\tSUBQ CX, R15")
-			g.p("\tMOVQ R15, CX")
-			g.p("\tLEAQ %d(R13), R15", dotAhead)
-			g.p("\tLEAQ %d(AX), SI", dotAhead)
-			g.p("\tTESTQ CX, CX")
-			g.p("\tJZ %s_%s_next", name, label)
-			loop(label, true)
-			g.p("%s_%s_next:", name, label)
-			g.p("\tMOVQ $%d, CX", dotAhead/64)
-			g.p("\tCMPQ BX, CX")
-			g.p("\tCMOVQLT BX, CX")
-			g.p("\tLEAQ (DX)(R11*8), R15")
-			g.p("\tLEAQ (R15)(R11*4), SI")
-			loop(label+"_tail", true)
+			prefetchedLoops(g, name, label, 64, nb, func(label string) { loop(label, true) })
 		}
 		for i := 0; i < mr; i++ {
 			x := func(j int) string { return acc(i, j) }
