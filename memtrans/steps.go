@@ -47,8 +47,8 @@ type moduleDecoding struct {
 
 	// pending is the batch of the step before, still computing prep's
 	// products while the strategy picks tokens; the next step finishes it
-	// and then takes prep's rows in the order lazy, the reorders since
-	// (nil: unchanged). lazySpare is the other buffer of lazy.
+	// (settle) and then takes prep's rows in the order lazy, the reorders
+	// since (nil: unchanged). lazySpare is the other buffer of lazy.
 	pending         *radgen.Batch
 	lazy, lazySpare []int
 
@@ -170,6 +170,7 @@ var errReleased = errors.New("memtrans: step of a decoding whose arena was relea
 // release gives the decoding's step space back for later decodings, once
 // the strategy is done with it: the decoding steps no more.
 func (s *moduleDecoding) release() {
+	s.lazy = nil // no step reads prep again: settle only finishes the batch
 	s.settle()
 	if s.space != nil {
 		s.space.put(s.g)
@@ -228,9 +229,10 @@ func (s *moduleDecoding) Reorder(src []int) error {
 			return err
 		}
 	}
-	if s.pending != nil {
-		// prep's products are still being computed: compose the orders,
-		// row i of the result being row lazy[src[i]] of prep.
+	if s.prep.Memory != nil {
+		// prep's products may still be computing (pending): compose the
+		// orders, row i of the result being row lazy[src[i]] of prep, for
+		// the next step's settle.
 		next := s.lazySpare[:0]
 		for _, r := range src {
 			if s.lazy != nil {
@@ -239,9 +241,6 @@ func (s *moduleDecoding) Reorder(src []int) error {
 			next = append(next, r)
 		}
 		s.lazy, s.lazySpare = next, s.lazy
-	} else if s.prep.Memory != nil {
-		s.prep = s.prep.Reorder(s.g, src)
-		s.memory = s.prep.Memory
 	} else if s.memory != nil {
 		s.memory = s.g.IndexSelect(s.memory, 0, src)
 	}
@@ -257,11 +256,10 @@ func (s *moduleDecoding) Reorder(src []int) error {
 // settle finishes the batch of the step before, if it is still
 // computing, and takes prep's rows in the order of the reorders since.
 func (s *moduleDecoding) settle() {
-	if s.pending == nil {
-		return
+	if s.pending != nil {
+		s.pending.Finish()
+		s.pending = nil
 	}
-	s.pending.Finish()
-	s.pending = nil
 	if s.lazy != nil {
 		s.prep = s.prep.Reorder(s.g, s.lazy)
 		s.memory = s.prep.Memory
