@@ -4,6 +4,7 @@ package f32
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -181,16 +182,68 @@ const (
 type microKernel func(k int, a, b []float32, bs int, c []float32, ldc int, beta float32, pf int, bias []float32, relu bool)
 
 // dotKernel computes r×n dot products along k (r fixed by the kernel),
-// taking the rows of b four (AVX2) or eight (AVX-512) at a time:
+// taking the rows of b four (AVX2) or eight (AVX-512) at a time, and
+// stores them through the epilogue that bias and flags describe (see
+// Epilogue; flags holds dotReLU and dotAdd):
 //
-//	for i < r, j < n: dst[i*ldd+j] = Σ_{p<k} a[i*lda+p] · b[j*ldb+p]
+//	for i < r, j < n: dst[i*ldd+j] = epilogue(Σ_{p<k} a[i*lda+p] · b[j*ldb+p])
 //
-// k is a positive multiple of the set's dotK and n of 4. It serves op(B) =
-// Bᵀ in the skinny path, where B's rows are contiguous along k. Each kernel
-// of a set sums a row's products in the same order whatever its number of
-// rows, so that a row's results do not depend on the rows computed with
-// it.
-type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int)
+// k is a positive multiple of the set's dotK and n of 4; bias is nil or
+// holds n values. It serves op(B) = Bᵀ in the skinny path, where B's rows
+// are contiguous along k. Each kernel of a set sums a row's products in
+// the same order whatever its number of rows, so that a row's results do
+// not depend on the rows computed with it.
+type dotKernel func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int)
+
+// The flags of a dotKernel's epilogue.
+const (
+	dotReLU = 1 << iota
+	dotAdd
+)
+
+// Epilogue is what Dots makes of each dot product s of column j before it
+// stores it in C: v = s + Bias[j] when Bias is set, then max(v, 0) when
+// ReLU is, then v + C's value before when Add is. The kernels apply it as
+// they store their sums, so a layer's bias, activation and residual sum
+// cost no pass of their own over the results.
+type Epilogue struct {
+	Bias      []float32
+	ReLU, Add bool
+}
+
+// flags returns ep's ReLU and Add as a dotKernel's flags.
+func (ep Epilogue) flags() int {
+	f := 0
+	if ep.ReLU {
+		f |= dotReLU
+	}
+	if ep.Add {
+		f |= dotAdd
+	}
+	return f
+}
+
+// apply returns s through ep for column j, whose value in C was old.
+func (ep Epilogue) apply(s float32, j int, old float32) float32 {
+	if ep.Bias != nil {
+		s += ep.Bias[j]
+	}
+	if ep.ReLU {
+		s = max(s, 0)
+	}
+	if ep.Add {
+		s += old
+	}
+	return s
+}
+
+// from returns ep for the columns from j on.
+func (ep Epilogue) from(j int) Epilogue {
+	if ep.Bias != nil {
+		ep.Bias = ep.Bias[j:]
+	}
+	return ep
+}
 
 // axpyKernel updates r rows of C with four rows of B (r fixed by the
 // kernel):
@@ -836,64 +889,112 @@ func skinnyDot(ks *kernelSet, procs int, transA bool, m, n, k int, alpha float32
 	workspaces.Put(w0)
 }
 
-// Dots computes C = A·Bᵀ, c[i·ldc+j] = Σ_{p<k} a[i·lda+p]·b[j·ldb+p] for
-// i < m and j < n, on the calling goroutine, with the kernels the skinny
-// products of few rows use (B, a weight matrix stored n×k, read once): for
-// callers that share the columns of several products out among goroutines
-// themselves, such as internal/half's batches. It calls the assembly
-// directly rather than through a function value, so C does not escape: a
-// caller's result buffer on its stack stays there. On the portable
-// kernel set the sums run in Go, four partial sums per product.
-func Dots(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+// Dots computes C = ep(A·Bᵀ): c[i·ldc+j] = ep(Σ_{p<k} a[i·lda+p]·b[j·ldb+p])
+// for i < m and j < n (see Epilogue), on the calling goroutine, with the
+// kernels the skinny products of few rows use (B, a weight matrix stored
+// n×k, read once): for callers that share the columns of several products
+// out among goroutines themselves, such as internal/half's batches. It
+// calls the assembly directly rather than through a function value, so C
+// does not escape: a caller's result buffer on its stack stays there. On
+// the portable kernel set the sums run in Go, four partial sums per
+// product.
+func Dots(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, ep Epilogue) {
 	checkGemm(false, true, m, n, k, a, lda, b, ldb, c, ldc)
+	if ep.Bias != nil && len(ep.Bias) < n {
+		panic("f32: bias too short")
+	}
 	if m == 0 || n == 0 {
 		return
 	}
-	if k == 0 {
-		scaleMatrix(0, m, n, c, ldc)
+	if k == 0 { // every sum is 0
+		for i := range m {
+			cr := c[i*ldc:][:n]
+			for j, v := range cr {
+				cr[j] = ep.apply(0, j, v)
+			}
+		}
 		return
 	}
 	ks := pickKernels()
-	k8, n4 := 0, 0
-	if ks.dot != nil && k >= ks.dotK && n >= 4 {
-		k8, n4 = k&^(ks.dotK-1), n&^3
-		for i0 := 0; i0 < m; i0 += dotRows {
-			r := min(dotRows, m-i0)
-			dotNoEscape(ks, r, k8, a[i0*lda:], lda, b, ldb, n4, c[i0*ldc:], ldc)
+	for i0 := 0; i0 < m; i0 += dotRows {
+		dotsInto(ks, min(dotRows, m-i0), n, k, a[i0*lda:], lda, b, ldb, c[i0*ldc:], ldc, ep)
+	}
+}
+
+// dotsInto computes c[i·ldc+j] = ep(Σ_{p<k} a[i·lda+p]·b[j·ldb+p]) for
+// i < r ≤ dotRows and j < n. The kernels take the columns in whole groups
+// of four and store them through ep themselves when they take all of k;
+// otherwise their sums go through a tile on the stack, and Go adds the
+// rest of k and applies ep. Each column past the groups of four is the
+// first of a group that reads its row four times (a stride of 0), so that
+// every column of a product sums in the kernels' order, wherever it lies.
+// Without kernels (or with k below their step) Go sums each product in
+// four partial sums.
+func dotsInto(ks *kernelSet, r, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, ep Epilogue) {
+	k8 := 0
+	if ks.dot != nil && k >= ks.dotK {
+		k8 = k &^ (ks.dotK - 1)
+	}
+	n4 := 0
+	if k8 > 0 {
+		n4 = n &^ 3
+	}
+	switch {
+	case n4 > 0 && k8 == k:
+		dotNoEscape(ks, r, k, a, lda, b, ldb, n4, c, ldc, ep.Bias, ep.flags())
+	case n4 > 0:
+		var tile [dotRows * dotChunk]float32
+		for j0 := 0; j0 < n4; j0 += dotChunk {
+			w := min(dotChunk, n4-j0)
+			dotNoEscape(ks, r, k8, a, lda, b[j0*ldb:], ldb, w, tile[:], dotChunk, nil, 0)
+			for i := range r {
+				ar, cr, tr := a[i*lda:][:k], c[i*ldc+j0:][:w], tile[i*dotChunk:][:w]
+				for j, s := range tr {
+					br := b[(j0+j)*ldb:][:k]
+					for p := k8; p < k; p++ {
+						s += ar[p] * br[p]
+					}
+					cr[j] = ep.apply(s, j0+j, cr[j])
+				}
+			}
 		}
 	}
-	// The Go loops finish the kernels' columns past k8 and compute the
-	// columns past n4; when the kernels took all of k, only the latter.
-	j0 := 0
-	if k8 == k {
-		j0 = n4
-	}
-	for i := 0; i < m; i++ {
-		ar, cr := a[i*lda:][:k], c[i*ldc:][:n]
-		for j := j0; j < n; j++ {
-			br := b[j*ldb:][:k]
-			if j < n4 {
-				s := cr[j]
+	for j := n4; j < n; j++ {
+		br := b[j*ldb:][:k]
+		var one [dotRows * 4]float32
+		if k8 > 0 {
+			dotNoEscape(ks, r, k8, a, lda, br, 0, 4, one[:], 4, nil, 0)
+		}
+		for i := range r {
+			ar := a[i*lda:][:k]
+			s := one[4*i]
+			if k8 == 0 {
+				s = dot4(ar, br)
+			} else {
 				for p := k8; p < k; p++ {
 					s += ar[p] * br[p]
 				}
-				cr[j] = s
-				continue
 			}
-			var s0, s1, s2, s3 float32
-			p := 0
-			for ; p+4 <= k; p += 4 {
-				s0 += ar[p] * br[p]
-				s1 += ar[p+1] * br[p+1]
-				s2 += ar[p+2] * br[p+2]
-				s3 += ar[p+3] * br[p+3]
-			}
-			for ; p < k; p++ {
-				s0 += ar[p] * br[p]
-			}
-			cr[j] = (s0 + s1) + (s2 + s3)
+			c[i*ldc+j] = ep.apply(s, j, c[i*ldc+j])
 		}
 	}
+}
+
+// dot4 returns Σ x[p]·y[p] over len(x), in four partial sums.
+func dot4(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s0, s1, s2, s3 float32
+	p := 0
+	for ; p+4 <= len(x); p += 4 {
+		s0 += x[p] * y[p]
+		s1 += x[p+1] * y[p+1]
+		s2 += x[p+2] * y[p+2]
+		s3 += x[p+3] * y[p+3]
+	}
+	for ; p < len(x); p++ {
+		s0 += x[p] * y[p]
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // Chunks of the dot path: one kernel call computes up to dotChunk columns
@@ -906,76 +1007,26 @@ const (
 	dotReuseBytes = 24 << 10
 )
 
-// dot computes the columns [4·lo, min(4·hi, n)) of C.
+// dot computes the columns [4·lo, min(4·hi, n)) of C: C = β·C + A·Bᵀ,
+// with β = 0 or 1 through the kernels' epilogue (a bias copied into C
+// first, as Linear does, is added there) and any other β by scaling the
+// chunk of C first.
 func (s *skinny) dot(lo, hi int) {
 	const nb = 4
 	m, k, a, b, c, lda, ldb, ldc := s.m, s.k, s.a, s.b, s.c, s.lda, s.ldb, s.ldc
-	mr := len(s.ks.dot)
-	k8 := k &^ (s.ks.dotK - 1) // the kernels' share of k; the rest is summed here
 	width := dotChunk
-	if m > mr {
+	if m > dotRows {
 		width = min(max(dotReuseBytes/(4*k)&^3, nb), dotChunk)
 	}
-	// The tile lives on the stack (the kernels are called directly, so it
-	// does not escape): a chunk takes no workspace from the shared pool.
-	var buf [dotRows*dotChunk + nb*dotRows]float32
-	tile, one := buf[:mr*dotChunk], buf[mr*dotChunk:]
+	ep := Epilogue{Add: s.beta != 0}
 	j1 := min(nb*hi, s.n)
-	whole := s.n &^ 3 // the columns that come in whole groups of four
 	for jc := nb * lo; jc < j1; jc += width {
 		cols := min(width, j1-jc)
-		full := min(cols, max(whole-jc, 0))
-		for i0 := 0; i0 < m; i0 += mr {
-			r := min(mr, m-i0)
-			ai := a[i0*lda:]
-			if full > 0 {
-				if k8 > 0 {
-					dotNoEscape(s.ks, r, k8, ai, lda, b[jc*ldb:], ldb, full, tile, dotChunk)
-				} else {
-					for i := 0; i < r; i++ {
-						clear(tile[i*dotChunk:][:full])
-					}
-				}
-			}
-			// Fewer than four rows of B left: a stride of 0 reads one row
-			// four times, and we keep the first column.
-			for j := full; j < cols; j++ {
-				o := one[:r*nb]
-				clear(o)
-				if k8 > 0 {
-					dotNoEscape(s.ks, r, k8, ai, lda, b[(jc+j)*ldb:], 0, nb, o, nb)
-				}
-				for i := 0; i < r; i++ {
-					tile[i*dotChunk+j] = o[i*nb]
-				}
-			}
-			for i := 0; i < r; i++ {
-				cr := c[(i0+i)*ldc+jc:][:cols]
-				tr := tile[i*dotChunk:][:cols]
-				if k8 < k {
-					ar := a[(i0+i)*lda:][:k]
-					for j := range tr {
-						br := b[(jc+j)*ldb:][:k]
-						sum := tr[j]
-						for p := k8; p < k; p++ {
-							sum += ar[p] * br[p]
-						}
-						tr[j] = sum
-					}
-				}
-				switch s.beta {
-				case 0:
-					copy(cr, tr)
-				case 1: // a bias copied into C first, as Linear does
-					for j, v := range tr {
-						cr[j] += v
-					}
-				default:
-					for j, v := range tr {
-						cr[j] = s.beta*cr[j] + v
-					}
-				}
-			}
+		if s.beta != 0 && s.beta != 1 {
+			scaleMatrix(s.beta, m, cols, c[jc:], ldc)
+		}
+		for i0 := 0; i0 < m; i0 += dotRows {
+			dotsInto(s.ks, min(dotRows, m-i0), cols, k, a[i0*lda:], lda, b[jc*ldb:], ldb, c[i0*ldc+jc:], ldc, ep)
 		}
 	}
 }
@@ -1102,6 +1153,38 @@ func selfCheck(ks *kernelSet) bool {
 		gemmPacked(1, s.m, a, lda, packBWith(ks, s.transB, s.k, s.n, b, ldb), 0.5, c, ldc, bias, true)
 		for i := range c {
 			if c[i] != want[i] {
+				return false
+			}
+		}
+	}
+	return ks.dot == nil || dotEpiloguesCheck(ks)
+}
+
+// dotEpiloguesCheck reports whether ks's dot kernels store through the
+// epilogues of Dots (bias, ReLU, added to C) what Go's loops store, on
+// small integers (exact in any order), for every row count.
+func dotEpiloguesCheck(ks *kernelSet) bool {
+	const n, k = 13, 48
+	a, b, bias := make([]float32, dotRows*k), make([]float32, n*k), make([]float32, n)
+	for i := range a {
+		a[i] = float32(i*5%7 - 3)
+	}
+	for i := range b {
+		b[i] = float32(i*3%5 - 2)
+	}
+	for j := range bias {
+		bias[j] = float32(j%7 - 3)
+	}
+	c, want := make([]float32, dotRows*n), make([]float32, dotRows*n)
+	for r := 1; r <= dotRows; r++ {
+		for _, ep := range []Epilogue{{Bias: bias, ReLU: true}, {Add: true}, {Bias: bias, ReLU: true, Add: true}} {
+			for i := range c {
+				c[i] = float32(i%9 - 4)
+			}
+			copy(want, c)
+			dotsInto(&goKernels, r, n, k, a, k, b, k, want, n, ep)
+			dotsInto(ks, r, n, k, a, k, b, k, c, n, ep)
+			if !slices.Equal(c, want) {
 				return false
 			}
 		}

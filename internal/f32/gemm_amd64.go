@@ -135,34 +135,45 @@ func winoOutAVX2(c int, src []float32, ms int, dst []float32, rs, ps int, bias [
 }
 
 // dotNoEscape runs the r-row dot kernel of ks (see dotKernel) by a direct
-// call, which lets a, b and dst stay on their caller's stack; a call
+// call, which lets a, b, dst and bias stay on their caller's stack; a call
 // through the ks.dot table would make them escape.
-func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 	_, _, _ = a[(r-1)*lda+k-1], b[(n-1)*ldb+k-1], dst[(r-1)*ldd+n-1]
+	var bp *float32
+	if bias != nil {
+		_ = bias[n-1]
+		bp = &bias[0]
+	}
 	switch {
 	case ks == &avx512Kernels && r == 1:
-		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	case ks == &avx512Kernels && r == 2:
-		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	case ks == &avx512Kernels && r == 3:
-		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	case ks == &avx2Kernels && r == 1:
-		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	case ks == &avx2Kernels && r == 2:
-		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	case ks == &avx2Kernels && r == 3:
-		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	default:
-		dotThroughTable(ks, r, k, a, lda, b, ldb, n, dst, ldd)
+		dotThroughTable(ks, r, k, a, lda, b, ldb, n, dst, ldd, bias, flags)
 	}
 }
 
 // dotThroughTable runs the r-row dot kernel of a kernel set other than the
-// package's own (tests substitute kernels) through ks.dot, into a heap
-// copy of dst, so that dst still does not escape.
-func dotThroughTable(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+// package's own (tests substitute kernels) through ks.dot, on heap copies
+// of dst and bias, so that they still do not escape.
+func dotThroughTable(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 	t := make([]float32, (r-1)*ldd+n)
-	ks.dot[r-1](k, a, lda, b, ldb, n, t, ldd)
+	for i := range r {
+		copy(t[i*ldd:][:n], dst[i*ldd:][:n])
+	}
+	if bias != nil {
+		bias = append([]float32(nil), bias[:n]...)
+	}
+	ks.dot[r-1](k, a, lda, b, ldb, n, t, ldd, bias, flags)
 	for i := range r {
 		copy(dst[i*ldd:][:n], t[i*ldd:][:n])
 	}

@@ -4252,8 +4252,8 @@ gemmKernel12x32AVX512_store:
 	VZEROUPPER
 	RET
 
-// func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot1x4AVX2(SB), NOSPLIT, $0-64
+// func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot1x4AVX2(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $3, BX
 	MOVQ a+8(FP), SI
@@ -4327,26 +4327,39 @@ gemmDot1x4AVX2_loop_tail:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot1x4AVX2_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot1x4AVX2_group_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot1x4AVX2_group_nobias:
+	VXORPS X13, X13, X13
 	VEXTRACTF128 $1, Y0, X15
-	VADDPS X0, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)
+	VADDPS X0, X15, X0
 	VEXTRACTF128 $1, Y1, X15
-	VADDPS X1, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)
+	VADDPS X1, X15, X1
 	VEXTRACTF128 $1, Y2, X15
-	VADDPS X2, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)
+	VADDPS X2, X15, X2
 	VEXTRACTF128 $1, Y3, X15
-	VADDPS X3, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)
+	VADDPS X3, X15, X3
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	TESTQ CX, CX
+	JZ gemmDot1x4AVX2_group_0_bias
+	VADDPS (CX), X0, X0
+gemmDot1x4AVX2_group_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot1x4AVX2_group_0_relu
+	VMAXPS X0, X13, X0
+	VADDPS X13, X0, X0
+gemmDot1x4AVX2_group_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot1x4AVX2_group_0_add
+	VADDPS (DI), X0, X0
+gemmDot1x4AVX2_group_0_add:
+	VMOVUPS X0, (DI)
 	LEAQ (DX)(R11*4), DX
 	ADDQ $16, DI
 	DECQ R8
@@ -4354,8 +4367,8 @@ gemmDot1x4AVX2_loop_tail:
 	VZEROUPPER
 	RET
 
-// func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot2x4AVX2(SB), NOSPLIT, $0-64
+// func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot2x4AVX2(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $3, BX
 	MOVQ a+8(FP), SI
@@ -4443,46 +4456,64 @@ gemmDot2x4AVX2_loop_tail:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot2x4AVX2_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot2x4AVX2_group_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot2x4AVX2_group_nobias:
+	VXORPS X13, X13, X13
 	VEXTRACTF128 $1, Y0, X15
-	VADDPS X0, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)
+	VADDPS X0, X15, X0
 	VEXTRACTF128 $1, Y1, X15
-	VADDPS X1, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)
+	VADDPS X1, X15, X1
 	VEXTRACTF128 $1, Y2, X15
-	VADDPS X2, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)
+	VADDPS X2, X15, X2
 	VEXTRACTF128 $1, Y3, X15
-	VADDPS X3, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)
+	VADDPS X3, X15, X3
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	TESTQ CX, CX
+	JZ gemmDot2x4AVX2_group_0_bias
+	VADDPS (CX), X0, X0
+gemmDot2x4AVX2_group_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x4AVX2_group_0_relu
+	VMAXPS X0, X13, X0
+	VADDPS X13, X0, X0
+gemmDot2x4AVX2_group_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x4AVX2_group_0_add
+	VADDPS (DI), X0, X0
+gemmDot2x4AVX2_group_0_add:
+	VMOVUPS X0, (DI)
 	VEXTRACTF128 $1, Y4, X15
-	VADDPS X4, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)(R9*1)
+	VADDPS X4, X15, X4
 	VEXTRACTF128 $1, Y5, X15
-	VADDPS X5, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)(R9*1)
+	VADDPS X5, X15, X5
 	VEXTRACTF128 $1, Y6, X15
-	VADDPS X6, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)(R9*1)
+	VADDPS X6, X15, X6
 	VEXTRACTF128 $1, Y7, X15
-	VADDPS X7, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)(R9*1)
+	VADDPS X7, X15, X7
+	VHADDPS X5, X4, X4
+	VHADDPS X7, X6, X6
+	VHADDPS X6, X4, X4
+	TESTQ CX, CX
+	JZ gemmDot2x4AVX2_group_1_bias
+	VADDPS (CX), X4, X4
+gemmDot2x4AVX2_group_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x4AVX2_group_1_relu
+	VMAXPS X4, X13, X4
+	VADDPS X13, X4, X4
+gemmDot2x4AVX2_group_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x4AVX2_group_1_add
+	VADDPS (DI)(R9*1), X4, X4
+gemmDot2x4AVX2_group_1_add:
+	VMOVUPS X4, (DI)(R9*1)
 	LEAQ (DX)(R11*4), DX
 	ADDQ $16, DI
 	DECQ R8
@@ -4490,8 +4521,8 @@ gemmDot2x4AVX2_loop_tail:
 	VZEROUPPER
 	RET
 
-// func gemmDot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot3x4AVX2(SB), NOSPLIT, $0-64
+// func gemmDot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot3x4AVX2(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $3, BX
 	MOVQ a+8(FP), SI
@@ -4593,66 +4624,89 @@ gemmDot3x4AVX2_loop_tail:
 	ADDQ $32, R15
 	DECQ CX
 	JNZ gemmDot3x4AVX2_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot3x4AVX2_group_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot3x4AVX2_group_nobias:
+	VXORPS X13, X13, X13
 	VEXTRACTF128 $1, Y0, X15
-	VADDPS X0, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)
+	VADDPS X0, X15, X0
 	VEXTRACTF128 $1, Y1, X15
-	VADDPS X1, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)
+	VADDPS X1, X15, X1
 	VEXTRACTF128 $1, Y2, X15
-	VADDPS X2, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)
+	VADDPS X2, X15, X2
 	VEXTRACTF128 $1, Y3, X15
-	VADDPS X3, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)
+	VADDPS X3, X15, X3
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	TESTQ CX, CX
+	JZ gemmDot3x4AVX2_group_0_bias
+	VADDPS (CX), X0, X0
+gemmDot3x4AVX2_group_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x4AVX2_group_0_relu
+	VMAXPS X0, X13, X0
+	VADDPS X13, X0, X0
+gemmDot3x4AVX2_group_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x4AVX2_group_0_add
+	VADDPS (DI), X0, X0
+gemmDot3x4AVX2_group_0_add:
+	VMOVUPS X0, (DI)
 	VEXTRACTF128 $1, Y4, X15
-	VADDPS X4, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)(R9*1)
+	VADDPS X4, X15, X4
 	VEXTRACTF128 $1, Y5, X15
-	VADDPS X5, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)(R9*1)
+	VADDPS X5, X15, X5
 	VEXTRACTF128 $1, Y6, X15
-	VADDPS X6, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)(R9*1)
+	VADDPS X6, X15, X6
 	VEXTRACTF128 $1, Y7, X15
-	VADDPS X7, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)(R9*1)
+	VADDPS X7, X15, X7
+	VHADDPS X5, X4, X4
+	VHADDPS X7, X6, X6
+	VHADDPS X6, X4, X4
+	TESTQ CX, CX
+	JZ gemmDot3x4AVX2_group_1_bias
+	VADDPS (CX), X4, X4
+gemmDot3x4AVX2_group_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x4AVX2_group_1_relu
+	VMAXPS X4, X13, X4
+	VADDPS X13, X4, X4
+gemmDot3x4AVX2_group_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x4AVX2_group_1_add
+	VADDPS (DI)(R9*1), X4, X4
+gemmDot3x4AVX2_group_1_add:
+	VMOVUPS X4, (DI)(R9*1)
 	VEXTRACTF128 $1, Y8, X15
-	VADDPS X8, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, (DI)(R9*2)
+	VADDPS X8, X15, X8
 	VEXTRACTF128 $1, Y9, X15
-	VADDPS X9, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 4(DI)(R9*2)
+	VADDPS X9, X15, X9
 	VEXTRACTF128 $1, Y10, X15
-	VADDPS X10, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 8(DI)(R9*2)
+	VADDPS X10, X15, X10
 	VEXTRACTF128 $1, Y11, X15
-	VADDPS X11, X15, X15
-	VHADDPS X15, X15, X15
-	VHADDPS X15, X15, X15
-	VMOVSS X15, 12(DI)(R9*2)
+	VADDPS X11, X15, X11
+	VHADDPS X9, X8, X8
+	VHADDPS X11, X10, X10
+	VHADDPS X10, X8, X8
+	TESTQ CX, CX
+	JZ gemmDot3x4AVX2_group_2_bias
+	VADDPS (CX), X8, X8
+gemmDot3x4AVX2_group_2_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x4AVX2_group_2_relu
+	VMAXPS X8, X13, X8
+	VADDPS X13, X8, X8
+gemmDot3x4AVX2_group_2_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x4AVX2_group_2_add
+	VADDPS (DI)(R9*2), X8, X8
+gemmDot3x4AVX2_group_2_add:
+	VMOVUPS X8, (DI)(R9*2)
 	LEAQ (DX)(R11*4), DX
 	ADDQ $16, DI
 	DECQ R8
@@ -4694,8 +4748,8 @@ DATA dotPerm<>+120(SB)/4, $11
 DATA dotPerm<>+124(SB)/4, $15
 GLOBL dotPerm<>(SB), RODATA|NOPTR, $128
 
-// func gemmDot1x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot1x8AVX512(SB), NOSPLIT, $0-64
+// func gemmDot1x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot1x8AVX512(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $4, BX
 	MOVQ a+8(FP), SI
@@ -4791,6 +4845,14 @@ gemmDot1x8AVX512_loop_tail:
 	ADDQ $64, SI
 	DECQ CX
 	JNZ gemmDot1x8AVX512_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot1x8AVX512_loop_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot1x8AVX512_loop_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -4815,6 +4877,19 @@ gemmDot1x8AVX512_loop_tail:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot1x8AVX512_loop_0_bias
+	VADDPS (CX), Y28, Y28
+gemmDot1x8AVX512_loop_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot1x8AVX512_loop_0_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot1x8AVX512_loop_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot1x8AVX512_loop_0_add
+	VADDPS (DI), Y28, Y28
+gemmDot1x8AVX512_loop_0_add:
 	VMOVUPS Y28, (DI)
 	LEAQ (DX)(R11*8), DX
 	ADDQ $32, DI
@@ -4841,6 +4916,14 @@ gemmDot1x8AVX512_loop4:
 	ADDQ $64, R13
 	DECQ CX
 	JNZ gemmDot1x8AVX512_loop4
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot1x8AVX512_loop4_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot1x8AVX512_loop4_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -4856,13 +4939,26 @@ gemmDot1x8AVX512_loop4:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot1x8AVX512_loop4_0_bias
+	VADDPS (CX), X28, X28
+gemmDot1x8AVX512_loop4_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot1x8AVX512_loop4_0_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot1x8AVX512_loop4_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot1x8AVX512_loop4_0_add
+	VADDPS (DI), X28, X28
+gemmDot1x8AVX512_loop4_0_add:
 	VMOVUPS X28, (DI)
 gemmDot1x8AVX512_done:
 	VZEROUPPER
 	RET
 
-// func gemmDot2x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot2x8AVX512(SB), NOSPLIT, $0-64
+// func gemmDot2x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot2x8AVX512(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $4, BX
 	MOVQ a+8(FP), SI
@@ -5000,6 +5096,14 @@ gemmDot2x8AVX512_loop_tail:
 	ADDQ $64, SI
 	DECQ CX
 	JNZ gemmDot2x8AVX512_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot2x8AVX512_loop_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -5024,6 +5128,19 @@ gemmDot2x8AVX512_loop_tail:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop_0_bias
+	VADDPS (CX), Y28, Y28
+gemmDot2x8AVX512_loop_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x8AVX512_loop_0_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot2x8AVX512_loop_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x8AVX512_loop_0_add
+	VADDPS (DI), Y28, Y28
+gemmDot2x8AVX512_loop_0_add:
 	VMOVUPS Y28, (DI)
 	VSHUFF32X4 $0x44, Z9, Z8, Z28
 	VSHUFF32X4 $0xEE, Z9, Z8, Z29
@@ -5049,6 +5166,19 @@ gemmDot2x8AVX512_loop_tail:
 	VPERMPS Z8, Z30, Z28
 	VPERMPS Z8, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop_1_bias
+	VADDPS (CX), Y28, Y28
+gemmDot2x8AVX512_loop_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x8AVX512_loop_1_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot2x8AVX512_loop_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x8AVX512_loop_1_add
+	VADDPS (DI)(R9*1), Y28, Y28
+gemmDot2x8AVX512_loop_1_add:
 	VMOVUPS Y28, (DI)(R9*1)
 	LEAQ (DX)(R11*8), DX
 	ADDQ $32, DI
@@ -5088,6 +5218,14 @@ gemmDot2x8AVX512_loop4:
 	ADDQ $64, R13
 	DECQ CX
 	JNZ gemmDot2x8AVX512_loop4
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop4_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot2x8AVX512_loop4_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -5103,6 +5241,19 @@ gemmDot2x8AVX512_loop4:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop4_0_bias
+	VADDPS (CX), X28, X28
+gemmDot2x8AVX512_loop4_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x8AVX512_loop4_0_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot2x8AVX512_loop4_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x8AVX512_loop4_0_add
+	VADDPS (DI), X28, X28
+gemmDot2x8AVX512_loop4_0_add:
 	VMOVUPS X28, (DI)
 	VSHUFF32X4 $0x44, Z9, Z8, Z28
 	VSHUFF32X4 $0xEE, Z9, Z8, Z29
@@ -5119,13 +5270,26 @@ gemmDot2x8AVX512_loop4:
 	VPERMPS Z8, Z30, Z28
 	VPERMPS Z8, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot2x8AVX512_loop4_1_bias
+	VADDPS (CX), X28, X28
+gemmDot2x8AVX512_loop4_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot2x8AVX512_loop4_1_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot2x8AVX512_loop4_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot2x8AVX512_loop4_1_add
+	VADDPS (DI)(R9*1), X28, X28
+gemmDot2x8AVX512_loop4_1_add:
 	VMOVUPS X28, (DI)(R9*1)
 gemmDot2x8AVX512_done:
 	VZEROUPPER
 	RET
 
-// func gemmDot3x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
-TEXT ·gemmDot3x8AVX512(SB), NOSPLIT, $0-64
+// func gemmDot3x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
+TEXT ·gemmDot3x8AVX512(SB), NOSPLIT, $0-80
 	MOVQ k+0(FP), BX
 	SHRQ $4, BX
 	MOVQ a+8(FP), SI
@@ -5289,6 +5453,14 @@ gemmDot3x8AVX512_loop_tail:
 	ADDQ $64, SI
 	DECQ CX
 	JNZ gemmDot3x8AVX512_loop_tail
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot3x8AVX512_loop_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -5313,6 +5485,19 @@ gemmDot3x8AVX512_loop_tail:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop_0_bias
+	VADDPS (CX), Y28, Y28
+gemmDot3x8AVX512_loop_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop_0_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot3x8AVX512_loop_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop_0_add
+	VADDPS (DI), Y28, Y28
+gemmDot3x8AVX512_loop_0_add:
 	VMOVUPS Y28, (DI)
 	VSHUFF32X4 $0x44, Z9, Z8, Z28
 	VSHUFF32X4 $0xEE, Z9, Z8, Z29
@@ -5338,6 +5523,19 @@ gemmDot3x8AVX512_loop_tail:
 	VPERMPS Z8, Z30, Z28
 	VPERMPS Z8, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop_1_bias
+	VADDPS (CX), Y28, Y28
+gemmDot3x8AVX512_loop_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop_1_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot3x8AVX512_loop_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop_1_add
+	VADDPS (DI)(R9*1), Y28, Y28
+gemmDot3x8AVX512_loop_1_add:
 	VMOVUPS Y28, (DI)(R9*1)
 	VSHUFF32X4 $0x44, Z17, Z16, Z28
 	VSHUFF32X4 $0xEE, Z17, Z16, Z29
@@ -5363,6 +5561,19 @@ gemmDot3x8AVX512_loop_tail:
 	VPERMPS Z16, Z30, Z28
 	VPERMPS Z16, Z31, Z29
 	VADDPS Y29, Y28, Y28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop_2_bias
+	VADDPS (CX), Y28, Y28
+gemmDot3x8AVX512_loop_2_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop_2_relu
+	VMAXPS Y28, Y27, Y28
+	VADDPS Y27, Y28, Y28
+gemmDot3x8AVX512_loop_2_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop_2_add
+	VADDPS (DI)(R9*2), Y28, Y28
+gemmDot3x8AVX512_loop_2_add:
 	VMOVUPS Y28, (DI)(R9*2)
 	LEAQ (DX)(R11*8), DX
 	ADDQ $32, DI
@@ -5411,6 +5622,14 @@ gemmDot3x8AVX512_loop4:
 	ADDQ $64, R13
 	DECQ CX
 	JNZ gemmDot3x8AVX512_loop4
+	MOVQ flags+72(FP), AX
+	MOVQ bias+64(FP), CX
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop4_nobias
+	ADDQ DI, CX
+	SUBQ dst+48(FP), CX
+gemmDot3x8AVX512_loop4_nobias:
+	VPXORD Z27, Z27, Z27
 	VSHUFF32X4 $0x44, Z1, Z0, Z28
 	VSHUFF32X4 $0xEE, Z1, Z0, Z29
 	VADDPS Z29, Z28, Z0
@@ -5426,6 +5645,19 @@ gemmDot3x8AVX512_loop4:
 	VPERMPS Z0, Z30, Z28
 	VPERMPS Z0, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop4_0_bias
+	VADDPS (CX), X28, X28
+gemmDot3x8AVX512_loop4_0_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop4_0_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot3x8AVX512_loop4_0_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop4_0_add
+	VADDPS (DI), X28, X28
+gemmDot3x8AVX512_loop4_0_add:
 	VMOVUPS X28, (DI)
 	VSHUFF32X4 $0x44, Z9, Z8, Z28
 	VSHUFF32X4 $0xEE, Z9, Z8, Z29
@@ -5442,6 +5674,19 @@ gemmDot3x8AVX512_loop4:
 	VPERMPS Z8, Z30, Z28
 	VPERMPS Z8, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop4_1_bias
+	VADDPS (CX), X28, X28
+gemmDot3x8AVX512_loop4_1_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop4_1_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot3x8AVX512_loop4_1_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop4_1_add
+	VADDPS (DI)(R9*1), X28, X28
+gemmDot3x8AVX512_loop4_1_add:
 	VMOVUPS X28, (DI)(R9*1)
 	VSHUFF32X4 $0x44, Z17, Z16, Z28
 	VSHUFF32X4 $0xEE, Z17, Z16, Z29
@@ -5458,6 +5703,19 @@ gemmDot3x8AVX512_loop4:
 	VPERMPS Z16, Z30, Z28
 	VPERMPS Z16, Z31, Z29
 	VADDPS X29, X28, X28
+	TESTQ CX, CX
+	JZ gemmDot3x8AVX512_loop4_2_bias
+	VADDPS (CX), X28, X28
+gemmDot3x8AVX512_loop4_2_bias:
+	TESTQ $1, AX
+	JZ gemmDot3x8AVX512_loop4_2_relu
+	VMAXPS X28, X27, X28
+	VADDPS X27, X28, X28
+gemmDot3x8AVX512_loop4_2_relu:
+	TESTQ $2, AX
+	JZ gemmDot3x8AVX512_loop4_2_add
+	VADDPS (DI)(R9*2), X28, X28
+gemmDot3x8AVX512_loop4_2_add:
 	VMOVUPS X28, (DI)(R9*2)
 gemmDot3x8AVX512_done:
 	VZEROUPPER

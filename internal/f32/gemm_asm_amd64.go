@@ -265,60 +265,90 @@ var kernelsAVX512 = []microKernel{
 // gemmDot1x4AVX2 computes 1 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
 //
 //go:noescape
-func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot1x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 // gemmDot2x4AVX2 computes 2 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
 //
 //go:noescape
-func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot2x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 // gemmDot3x4AVX2 computes 3 row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.
 //
 //go:noescape
-func gemmDot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot3x4AVX2(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 var dotsAVX2 = []dotKernel{
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[0*lda+k-1], b[(n-1)*ldb+k-1], dst[0*ldd+n-1]
-		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot1x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[1*lda+k-1], b[(n-1)*ldb+k-1], dst[1*ldd+n-1]
-		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot2x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[2*lda+k-1], b[(n-1)*ldb+k-1], dst[2*ldd+n-1]
-		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot3x4AVX2(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
 }
 
 // gemmDot1x8AVX512 computes 1 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
 //
 //go:noescape
-func gemmDot1x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot1x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 // gemmDot2x8AVX512 computes 2 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
 //
 //go:noescape
-func gemmDot2x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot2x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 // gemmDot3x8AVX512 computes 3 row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.
 //
 //go:noescape
-func gemmDot3x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)
+func gemmDot3x8AVX512(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)
 
 var dotsAVX512 = []dotKernel{
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[0*lda+k-1], b[(n-1)*ldb+k-1], dst[0*ldd+n-1]
-		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot1x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[1*lda+k-1], b[(n-1)*ldb+k-1], dst[1*ldd+n-1]
-		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot2x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
-	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 		_, _, _ = a[2*lda+k-1], b[(n-1)*ldb+k-1], dst[2*ldd+n-1]
-		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)
+		var bp *float32
+		if bias != nil {
+			_ = bias[n-1]
+			bp = &bias[0]
+		}
+		gemmDot3x8AVX512(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)
 	},
 }
 

@@ -91,7 +91,8 @@ func goKernel4x4(k int, a, b []float32, bs int, c []float32, ldc int, beta float
 // goDot is the pure-Go twin of the dot kernels (see dotKernel) for r rows;
 // the tests check the assembly against it.
 func goDot(r int) dotKernel {
-	return func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+	return func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
+		ep := Epilogue{Bias: bias, ReLU: flags&dotReLU != 0, Add: flags&dotAdd != 0}
 		for i := 0; i < r; i++ {
 			ar := a[i*lda:][:k]
 			for j := 0; j < n; j++ {
@@ -100,7 +101,7 @@ func goDot(r int) dotKernel {
 				for p, v := range ar {
 					s += v * br[p]
 				}
-				dst[i*ldd+j] = s
+				dst[i*ldd+j] = ep.apply(s, j, dst[i*ldd+j])
 			}
 		}
 	}

@@ -13,6 +13,6 @@ func winoOutKernel() winoOut { return goWinoOut }
 
 // dotNoEscape is never called in this build: the portable kernel set has
 // no dot kernels.
-func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
+func dotNoEscape(ks *kernelSet, r, k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
 	panic("f32: no dot kernels in this build")
 }

@@ -485,27 +485,91 @@ func TestDotKernels(t *testing.T) {
 						b[i] = float32(rng.NormFloat64())
 					}
 					got, want, one := make([]float32, r*ldd), make([]float32, r*ldd), make([]float32, ldd)
-					ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd)
-					goDot(r)(k, a, lda, b, ldb, n, want, ldd)
+					ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd, nil, 0)
+					goDot(r)(k, a, lda, b, ldb, n, want, ldd, nil, 0)
 					for i := range got {
 						if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Sqrt(float64(k)) {
 							t.Fatalf("%s r=%d k=%d n=%d: dst[%d] = %g, want %g", ks.name, r, k, n, i, got[i], want[i])
 						}
 					}
 					for i := 0; i < r; i++ {
-						ks.dot[0](k, a[i*lda:], lda, b, ldb, n, one, ldd)
+						ks.dot[0](k, a[i*lda:], lda, b, ldb, n, one, ldd, nil, 0)
 						for j := 0; j < n; j++ {
 							if got[i*ldd+j] != one[j] {
 								t.Fatalf("%s r=%d k=%d n=%d: row %d column %d = %g, but %g computed alone", ks.name, r, k, n, i, j, got[i*ldd+j], one[j])
 							}
 						}
 					}
+					checkDotEpilogues(t, ks, r, k, n, a, lda, b, ldb, got, ldd, rng)
 				}
 			}
 		}
 	}
 	if !tested {
 		t.Skip("no dot kernels in this build")
+	}
+}
+
+// checkDotEpilogues requires ks's r-row dot kernel to store its sums
+// (sums, computed without an epilogue) through every epilogue exactly as
+// Epilogue.apply does: bias or not, ReLU or not, added to dst or not.
+func checkDotEpilogues(t *testing.T, ks *kernelSet, r, k, n int, a []float32, lda int, b []float32, ldb int, sums []float32, ldd int, rng *rand.Rand) {
+	t.Helper()
+	bias, old := make([]float32, n), make([]float32, r*ldd)
+	for j := range bias {
+		bias[j] = float32(rng.NormFloat64())
+	}
+	for i := range old {
+		old[i] = float32(rng.NormFloat64())
+	}
+	got := make([]float32, r*ldd)
+	for flags := 0; flags < 4; flags++ {
+		for _, bs := range [][]float32{nil, bias} {
+			ep := Epilogue{Bias: bs, ReLU: flags&dotReLU != 0, Add: flags&dotAdd != 0}
+			copy(got, old)
+			ks.dot[r-1](k, a, lda, b, ldb, n, got, ldd, bs, ep.flags())
+			for i := 0; i < r; i++ {
+				for j := 0; j < n; j++ {
+					at := i*ldd + j
+					want := ep.apply(sums[at], j, old[at])
+					if math.Float32bits(got[at]) != math.Float32bits(want) {
+						t.Fatalf("%s r=%d k=%d n=%d %+v: dst[%d][%d] = %g, want %g", ks.name, r, k, n, ep, i, j, got[at], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotKernelNaN requires the dot kernels' ReLU to keep a NaN, as Go's
+// max does, and to store +0 for negative sums.
+func TestDotKernelNaN(t *testing.T) {
+	for _, ks := range kernelSets() {
+		if ks.dot == nil {
+			continue
+		}
+		k, n := ks.dotK, 8
+		a, b := make([]float32, 3*k), make([]float32, n*k)
+		for i := range b {
+			b[i] = -1
+		}
+		for i := range a {
+			a[i] = 1
+		}
+		a[k] = float32(math.NaN()) // row 1 sums to NaN, rows 0 and 2 to −k
+		for r := 1; r <= len(ks.dot); r++ {
+			dst := make([]float32, r*n)
+			ks.dot[r-1](k, a, k, b, k, n, dst, n, nil, dotReLU)
+			for i, v := range dst {
+				if i/n == 1 {
+					if !math.IsNaN(float64(v)) {
+						t.Fatalf("%s r=%d: ReLU(NaN) = %g, want NaN", ks.name, r, v)
+					}
+				} else if math.Float32bits(v) != 0 {
+					t.Fatalf("%s r=%d: ReLU(%d) = %g (bits %#x), want +0", ks.name, r, -k, v, math.Float32bits(v))
+				}
+			}
+		}
 	}
 }
 
@@ -537,14 +601,21 @@ func TestSelfCheck(t *testing.T) {
 		badDot := *ks
 		badDot.dot = append([]dotKernel(nil), ks.dot...)
 		goodDot := badDot.dot[len(badDot.dot)-1]
-		badDot.dot[len(badDot.dot)-1] = func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {
-			goodDot(k, a, lda, b, ldb, n, dst, ldd)
+		badDot.dot[len(badDot.dot)-1] = func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
+			goodDot(k, a, lda, b, ldb, n, dst, ldd, bias, flags)
 			if n > 5 {
 				dst[ldd+5]++
 			}
 		}
 		if selfCheck(&badDot) {
 			t.Errorf("%s: self-check accepted a wrong dot kernel", ks.name)
+		}
+		// One that forgets the ReLU.
+		badDot.dot[len(badDot.dot)-1] = func(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {
+			goodDot(k, a, lda, b, ldb, n, dst, ldd, bias, flags&^dotReLU)
+		}
+		if selfCheck(&badDot) {
+			t.Errorf("%s: self-check accepted a dot kernel without its ReLU", ks.name)
 		}
 	}
 }
@@ -674,11 +745,34 @@ func TestDots(t *testing.T) {
 			got[i] = float32(math.NaN()) // Dots writes every value
 		}
 		ld := max(k, 1)
-		Dots(m, n, k, a, ld, b, ld, got, n)
+		Dots(m, n, k, a, ld, b, ld, got, n, Epilogue{})
 		Gemm(false, true, m, n, k, 1, a, ld, b, ld, 0, want, n)
 		for i, v := range want {
 			if math.Abs(float64(got[i]-v)) > 1e-4*(1+math.Abs(float64(v))) {
 				t.Fatalf("%v: c[%d] = %v, want %v", sz, i, got[i], v)
+			}
+		}
+		// Through every epilogue, on the kernels' path and Go's (k below
+		// or not a multiple of the kernels' step, columns past the groups
+		// of four), each value is the plain product's through Epilogue.apply.
+		sums := append([]float32(nil), got...)
+		bias, old := make([]float32, n), make([]float32, m*n)
+		for j := range bias {
+			bias[j] = float32(r.NormFloat64())
+		}
+		for i := range old {
+			old[i] = float32(r.NormFloat64())
+		}
+		for flags := 0; flags < 4; flags++ {
+			for _, bs := range [][]float32{nil, bias} {
+				ep := Epilogue{Bias: bs, ReLU: flags&dotReLU != 0, Add: flags&dotAdd != 0}
+				copy(got, old)
+				Dots(m, n, k, a, ld, b, ld, got, n, ep)
+				for i, v := range got {
+					if w := ep.apply(sums[i], i%n, old[i]); math.Float32bits(v) != math.Float32bits(w) {
+						t.Fatalf("%v %+v: c[%d] = %v, want %v", sz, ep, i, v, w)
+					}
+				}
 			}
 		}
 	}

@@ -533,7 +533,9 @@ func (r *Runner) run(c0, c1 int, tile *[maxRows * maxChunk]float32) {
 // multiple of 4. With more rows than the kernels take at once, it goes
 // through the columns in passes of about l1Bytes of weights, each serving
 // every group of rows while its weights are in L1: the next weights stream
-// in from memory as the later groups compute.
+// in from memory as the later groups compute. float32 weights go through
+// f32.Dots, whose kernels add the bias, apply the ReLU and add to Y as
+// they store; the binary16 kernels write into tile, and finish does that.
 func (op *Op) columns(j0, j1 int, tile *[maxRows * maxChunk]float32) {
 	pass := j1 - j0
 	if op.M > maxRows {
@@ -546,19 +548,22 @@ func (op *Op) columns(j0, j1 int, tile *[maxRows * maxChunk]float32) {
 	for js := j0; js < j1; js += pass {
 		je := min(js+pass, j1)
 		n := je - js
+		var b []float32
+		if op.Bias != nil {
+			b = op.Bias[js:je]
+		}
+		if op.W.f16 == nil {
+			ld := op.W.ld()
+			f32.Dots(op.M, n, op.W.K, op.X, op.LDX, op.W.F32[js*ld:], ld, op.Y[js:], op.LDY, f32.Epilogue{Bias: b, ReLU: op.ReLU, Add: op.Add})
+			continue
+		}
 		ldt := roundUp(n, 4)
 		for i0 := 0; i0 < op.M; i0 += maxRows {
 			rows := min(maxRows, op.M-i0)
 			t := tile[:rows*ldt]
-			dots(rows, op.X[i0*op.LDX:], op.LDX, &op.W, js, je, t, ldt)
+			dotsHalf(rows, op.X[i0*op.LDX:], op.LDX, &op.W, js, je, t, ldt)
 			for i := 0; i < rows; i++ {
-				y := op.Y[(i0+i)*op.LDY+js:][:n]
-				s := t[i*ldt:][:n]
-				var b []float32
-				if op.Bias != nil {
-					b = op.Bias[js:je]
-				}
-				finish(y, s, b, op.ReLU, op.Add)
+				finish(op.Y[(i0+i)*op.LDY+js:][:n], t[i*ldt:][:n], b, op.ReLU, op.Add)
 			}
 		}
 	}
@@ -600,25 +605,20 @@ func finish(y, s, b []float32, relu, add bool) {
 	}
 }
 
-// dots writes t[i*ldt + j−j0] = Σ_p x[i*ldx+p]·W[j][p] for i < rows
-// (≤ maxRows) and j0 ≤ j < j1 (for a binary16 copy, also for the padding
-// rows up to the next multiple of 4, j0 being one): the assembly takes
-// groups of four columns over the first multiple of 8 of K, the Go loops
-// the rest.
-func dots(rows int, x []float32, ldx int, w *Weights, j0, j1 int, t []float32, ldt int) {
-	k := w.K
-	k8 := 0
-	if w.f16 != nil {
-		n4 := roundUp(j1-j0, 4)
-		kp := w.kp()
-		if useAsm() && k >= 8 {
-			k8 = k &^ 7
-			dotF16(rows, k8, &x[0], ldx, &w.f16[j0*kp], kp, n4, &t[0], ldt)
-		}
-		dotGoPanel(rows, x, ldx, w, j0, j0+n4, k8, k, t, ldt, k8 > 0)
-		return
+// dotsHalf writes t[i*ldt + j−j0] = Σ_p x[i*ldx+p]·W[j][p] for i < rows
+// (≤ maxRows) and j0 ≤ j < j1, and for the padding rows up to the next
+// multiple of 4, of a binary16 copy, j0 being a multiple of 4: the
+// assembly takes groups of four columns over the first multiple of 8 of
+// K, the Go loops the rest.
+func dotsHalf(rows int, x []float32, ldx int, w *Weights, j0, j1 int, t []float32, ldt int) {
+	k, k8 := w.K, 0
+	n4 := roundUp(j1-j0, 4)
+	kp := w.kp()
+	if useAsm() && k >= 8 {
+		k8 = k &^ 7
+		dotF16(rows, k8, &x[0], ldx, &w.f16[j0*kp], kp, n4, &t[0], ldt)
 	}
-	f32.Dots(rows, j1-j0, k, x, ldx, w.F32[j0*w.ld():], w.ld(), t, ldt)
+	dotGoPanel(rows, x, ldx, w, j0, j0+n4, k8, k, t, ldt, k8 > 0)
 }
 
 // dot4 is Σ x[p]·w[p] with four partial sums.

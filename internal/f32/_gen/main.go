@@ -194,14 +194,26 @@ func kernel(g *gen, s isa, mr int) {
 	g.p("")
 }
 
+// dotSignature is the Go signature of the dot kernels' assembly (see
+// dotKernel): bias is nil or the bias of the n columns, flags holds
+// dotReLU and dotAdd.
+const dotSignature = "(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int, bias *float32, flags int)"
+
+// The bits of the dot kernels' flags argument (dotReLU and dotAdd in
+// package f32).
+const (
+	flagReLU = 1
+	flagAdd  = 2
+)
+
 // dotPrologue emits the header of dot kernel name (see dotKernel for its
 // arguments) and loads them: k >> kShift (the kernel's k steps) into BX, a
 // into SI and lda, ldb, 3·ldb and ldd in bytes into R10, R11, R12 and R9, b
 // into DX, dst into DI and n into R8, as n/4 groups of columns when
 // groups4 is set.
 func dotPrologue(g *gen, name string, kShift int, groups4 bool) {
-	g.p("// func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("// func %s%s", name, dotSignature)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-80", name)
 	g.p("\tMOVQ k+0(FP), BX")
 	g.p("\tSHRQ $%d, BX", kShift)
 	g.p("\tMOVQ a+8(FP), SI")
@@ -218,6 +230,46 @@ func dotPrologue(g *gen, name string, kShift int, groups4 bool) {
 	g.p("\tMOVQ dst+48(FP), DI")
 	g.p("\tMOVQ ldd+56(FP), R9")
 	g.p("\tSHLQ $2, R9")
+}
+
+// epiloguePrelude emits, after a group's k loops, the loads that
+// dotStore needs: the flags into AX and, when there is a bias, the
+// address of the group's first bias value into CX (bias plus the group's
+// offset in dst, which advances with the columns as the bias does); clear
+// zeroes a register the loops no longer need, for the ReLU.
+func epiloguePrelude(g *gen, name, label, clear string) {
+	g.p("\tMOVQ flags+72(FP), AX")
+	g.p("\tMOVQ bias+64(FP), CX")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_%s_nobias", name, label)
+	g.p("\tADDQ DI, CX")
+	g.p("\tSUBQ dst+48(FP), CX")
+	g.p("%s_%s_nobias:", name, label)
+	g.p("\t%s", clear)
+}
+
+// dotStore emits the epilogue of one row of a group, whose sums are in
+// register v (X or Y), and stores it at dst: v + bias (CX, when not nil),
+// then max(v, 0) + 0 when AX has flagReLU, then v + dst when AX has
+// flagAdd, as goDot computes them. VMAXPS returns its second source, v,
+// when v is NaN or when both are zeros, and adding +0 turns −0 into +0, so
+// the ReLU matches Go's max(v, 0) bit for bit.
+func dotStore(g *gen, name, label string, row int, v, zero, dst string) {
+	l := fmt.Sprintf("%s_%s_%d", name, label, row)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_bias", l)
+	g.p("\tVADDPS (CX), %s, %s", v, v)
+	g.p("%s_bias:", l)
+	g.p("\tTESTQ $%d, AX", flagReLU)
+	g.p("\tJZ %s_relu", l)
+	g.p("\tVMAXPS %s, %s, %s", v, zero, v)
+	g.p("\tVADDPS %s, %s, %s", zero, v, v)
+	g.p("%s_relu:", l)
+	g.p("\tTESTQ $%d, AX", flagAdd)
+	g.p("\tJZ %s_add", l)
+	g.p("\tVADDPS %s, %s, %s", dst, v, v)
+	g.p("%s_add:", l)
+	g.p("\tVMOVUPS %s, %s", v, dst)
 }
 
 // maxDotRows is the most rows of a that one dot kernel takes: three rows of
@@ -295,20 +347,19 @@ func dot(g *gen, mr int) {
 		g.p("\tJNZ %s_%s", name, label)
 	}
 	prefetchedLoops(g, name, "loop", 32, nb, loop)
+	epiloguePrelude(g, name, "group", "VXORPS X13, X13, X13")
 	for i := 0; i < mr; i++ {
+		// Each sum adds the register's halves, then pairs of lanes
+		// twice: [s0 s1 s2 s3] gathers four columns' sums in X(i,0).
+		x := func(j int) string { return "X" + acc(i, j)[1:] }
 		for j := 0; j < nb; j++ {
-			r := acc(i, j)
-			x := "X" + r[1:]
-			g.p("\tVEXTRACTF128 $1, %s, X15", r)
-			g.p("\tVADDPS %s, X15, X15", x)
-			g.p("\tVHADDPS X15, X15, X15")
-			g.p("\tVHADDPS X15, X15, X15")
-			if j == 0 {
-				g.p("\tVMOVSS X15, %s", drow[i])
-			} else {
-				g.p("\tVMOVSS X15, %d%s", 4*j, drow[i])
-			}
+			g.p("\tVEXTRACTF128 $1, %s, X15", acc(i, j))
+			g.p("\tVADDPS %s, X15, %s", x(j), x(j))
 		}
+		g.p("\tVHADDPS %s, %s, %s", x(1), x(0), x(0))
+		g.p("\tVHADDPS %s, %s, %s", x(3), x(2), x(2))
+		g.p("\tVHADDPS %s, %s, %s", x(2), x(0), x(0))
+		dotStore(g, name, "group", i, x(0), "X13", drow[i])
 	}
 	g.p("\tLEAQ (DX)(R11*4), DX")
 	g.p("\tADDQ $%d, DI", 4*nb)
@@ -452,6 +503,7 @@ func dot512(g *gen, mr int) {
 		} else {
 			prefetchedLoops(g, name, label, 64, nb, func(label string) { loop(label, true) })
 		}
+		epiloguePrelude(g, name, label, fmt.Sprintf("VPXORD %s, %s, %s", breg, breg, breg))
 		for i := 0; i < mr; i++ {
 			x := func(j int) string { return acc(i, j) }
 			// y: the 256-bit halves of pairs, [y_j | y_j+1].
@@ -478,13 +530,12 @@ func dot512(g *gen, mr int) {
 			// The sums, in column order.
 			g.p("\tVPERMPS %s, %s, %s", x(0), perm0, t0)
 			g.p("\tVPERMPS %s, %s, %s", x(0), perm1, t1)
-			if nb == 8 {
-				g.p("\tVADDPS Y%s, Y%s, Y%s", t1[1:], t0[1:], t0[1:])
-				g.p("\tVMOVUPS Y%s, %s", t0[1:], drow[i])
-			} else {
-				g.p("\tVADDPS X%s, X%s, X%s", t1[1:], t0[1:], t0[1:])
-				g.p("\tVMOVUPS X%s, %s", t0[1:], drow[i])
+			v := "Y"
+			if nb == 4 {
+				v = "X"
 			}
+			g.p("\tVADDPS %s%s, %s%s, %s%s", v, t1[1:], v, t0[1:], v, t0[1:])
+			dotStore(g, name, label, i, v+t0[1:], v+breg[1:], drow[i])
 		}
 	}
 	g.p("\tSHRQ $3, R8")
@@ -519,6 +570,20 @@ func dotPerm(g *gen) {
 	}
 	g.p("GLOBL dotPerm<>(SB), RODATA|NOPTR, $128")
 	g.p("")
+}
+
+// dotWrapper emits the dotKernel entry of assembly kernel name, of mr
+// rows: it checks the slices' bounds and passes their first elements.
+func dotWrapper(g *gen, name string, mr int) {
+	g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int, bias []float32, flags int) {")
+	g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
+	g.p("\t\tvar bp *float32")
+	g.p("\t\tif bias != nil {")
+	g.p("\t\t\t_ = bias[n-1]")
+	g.p("\t\t\tbp = &bias[0]")
+	g.p("\t\t}")
+	g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd, bp, flags)", name)
+	g.p("\t},")
 }
 
 // decls writes the Go side: the assembly declarations, bounds-checked slice
@@ -562,16 +627,13 @@ func decls() []byte {
 		g.p("// %s computes %d row(s) of dot products, four columns at a time; see dotKernel and goDot for the loop.", name, mr)
 		g.p("//")
 		g.p("//go:noescape")
-		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+		g.p("func %s%s", name, dotSignature)
 		g.p("")
 	}
 	g.p("var dotsAVX2 = []dotKernel{")
 	for mr := 1; mr <= maxDotRows; mr++ {
 		name := fmt.Sprintf("gemmDot%dx4AVX2", mr)
-		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {")
-		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
-		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)", name)
-		g.p("\t},")
+		dotWrapper(g, name, mr)
 	}
 	g.p("}")
 	g.p("")
@@ -580,16 +642,13 @@ func decls() []byte {
 		g.p("// %s computes %d row(s) of dot products, eight columns at a time and k a multiple of 16; see dotKernel, dot512 in ./_gen and goDot for the loop.", name, mr)
 		g.p("//")
 		g.p("//go:noescape")
-		g.p("func %s(k int, a *float32, lda int, b *float32, ldb int, n int, dst *float32, ldd int)", name)
+		g.p("func %s%s", name, dotSignature)
 		g.p("")
 	}
 	g.p("var dotsAVX512 = []dotKernel{")
 	for mr := 1; mr <= maxDotRows; mr++ {
 		name := fmt.Sprintf("gemmDot%dx%dAVX512", mr, dot512Cols)
-		g.p("\tfunc(k int, a []float32, lda int, b []float32, ldb int, n int, dst []float32, ldd int) {")
-		g.p("\t\t_, _, _ = a[%d*lda+k-1], b[(n-1)*ldb+k-1], dst[%d*ldd+n-1]", mr-1, mr-1)
-		g.p("\t\t%s(k, &a[0], lda, &b[0], ldb, n, &dst[0], ldd)", name)
-		g.p("\t},")
+		dotWrapper(g, name, mr)
 	}
 	g.p("}")
 	g.p("")
