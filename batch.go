@@ -61,6 +61,29 @@ func (b *Batch) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
 	}
 }
 
+// LinearsBeside adds maps to b's last stage, beside the maps already in
+// it: out[i] = act(xs[i]·Wᵢᵀ + bᵢ) as Linears computes them, with an
+// activation of their own. They may read the results of the stages before
+// the last, not of the last itself, and the stage count stays. Putting
+// independent maps in one stage spares the goroutines computing b a
+// meeting at the stage's end. On an empty batch it is Linears. It panics
+// once b has started.
+func (b *Batch) LinearsBeside(out, xs []*Tensor, ls []*Linear, relu bool) {
+	if b.start {
+		panic("radgen: Batch.LinearsBeside after Start")
+	}
+	if b.stages == 0 {
+		b.Linears(out, xs, ls, relu)
+		return
+	}
+	if !b.g.batchable(xs) {
+		b.flush() // computed at once below: the stages before the last may hold its inputs
+	}
+	if b.g.addLinears(b.r, "Batch.LinearsBeside", out, xs, ls, relu) && b.pend == 0 {
+		b.pend = 1 // the last stage was computed at once; the runner holds these maps alone
+	}
+}
+
 // Stages returns the number of stages added to b.
 func (b *Batch) Stages() int { return b.stages }
 

@@ -27,6 +27,20 @@ func newBatchChain(r *rand.Rand, groups, in, hidden, out int) *batchChain {
 	return c
 }
 
+// to64 returns c with float64 copies of its maps.
+func (c *batchChain) to64() *batchChain {
+	to64 := func(l *Linear) *Linear { return &Linear{Weight: l.Weight.To64(), Bias: l.Bias.To64()} }
+	c64 := &batchChain{}
+	for i := range c.first {
+		var f, s []*Linear
+		for j := range 2 {
+			f, s = append(f, to64(c.first[i][j])), append(s, to64(c.second[i][j]))
+		}
+		c64.first, c64.second = append(c64.first, f), append(c64.second, s)
+	}
+	return c64
+}
+
 // stages runs every group's two stages through linears (Graph.Linears,
 // one stage after the other, or Batch.Linears, which adds them to a batch)
 // and returns the outputs.
@@ -50,15 +64,7 @@ func TestBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	c := newBatchChain(r, 4, 384, 256, 128)
 	side := NewLinear(256, 512, true, r)
-	c64 := &batchChain{}
-	for i := range c.first {
-		var f, s []*Linear
-		for j := range 2 {
-			f = append(f, &Linear{Weight: c.first[i][j].Weight.To64(), Bias: c.first[i][j].Bias.To64()})
-			s = append(s, &Linear{Weight: c.second[i][j].Weight.To64(), Bias: c.second[i][j].Bias.To64()})
-		}
-		c64.first, c64.second = append(c64.first, f), append(c64.second, s)
-	}
+	c64 := c.to64()
 	for _, f64 := range []bool{false, true} {
 		x := Zeros(3, 384)
 		Uniform(x, r, 1)
@@ -124,5 +130,54 @@ func TestBatchAllocs(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(20, run); allocs != 0 {
 		t.Fatalf("%v allocations per batch", allocs)
+	}
+}
+
+// Maps added beside a stage's (Batch.LinearsBeside), each group's first
+// layers beside the second layers of the group before, as mcln.Group adds
+// them, give what Graph.Linears gives one stage after the other: bit for
+// bit in float32, where the batch runs beside the caller, and the same
+// values in float64, computed as they are added. The batch counts one
+// stage per group and one more.
+func TestBatchBeside(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
+	r := rand.New(rand.NewPCG(7, 9))
+	c32 := newBatchChain(r, 4, 384, 256, 128)
+	for _, f64 := range []bool{false, true} {
+		x, c := Zeros(3, 384), c32
+		Uniform(x, r, 1)
+		if f64 {
+			x, c = x.To64(), c32.to64()
+		}
+		want := c.stages(x, NoGrad().Linears)
+		n := len(c.first)
+		b := NoGrad().Batch()
+		hidden, got := make([][]*Tensor, n), make([][]*Tensor, n)
+		for i := 0; i <= n; i++ {
+			if i > 0 {
+				got[i-1] = make([]*Tensor, 2)
+				b.Linears(got[i-1], hidden[i-1], c.second[i-1], false)
+			}
+			if i < n {
+				hidden[i] = make([]*Tensor, 2)
+				b.LinearsBeside(hidden[i], []*Tensor{x, x}, c.first[i], true)
+			}
+		}
+		if b.Stages() != n+1 {
+			t.Fatalf("f64=%v: %d stages, want %d", f64, b.Stages(), n+1)
+		}
+		b.Start()
+		for i := range n {
+			b.Wait(i + 2)
+			for j := range got[i] {
+				w, h := want[i][j].Float64s(), got[i][j].Float64s()
+				for k := range w {
+					if h[k] != w[k] && !(f64 && math.Abs(h[k]-w[k]) < 1e-12) {
+						t.Fatalf("f64=%v: group %d map %d y[%d] = %v, want %v", f64, i, j, k, h[k], w[k])
+					}
+				}
+			}
+		}
+		b.Finish()
 	}
 }

@@ -110,9 +110,11 @@ func (c *Conditional) Apply(g *radgen.Graph, x, gammaHat, betaHat *radgen.Tensor
 
 // Group computes γ̂ and β̂ (Eqs. 11–14) of several conditional norms that
 // read one memory — every sublayer norm of a decoder, whose memory changes
-// once per position — as one batch of products (radgen.Batch): two stages
-// per norm, the first layers of its γ and β MLPs, then their second
-// layers, instead of four separate products. The batch may run beside
+// once per position — as one batch of products (radgen.Batch), instead of
+// four separate products per norm: the first layers of the first norm's γ
+// and β MLPs, then one stage per norm with its second layers beside the
+// next norm's first layers, which read only the memory. So the goroutines
+// that compute the batch meet at one stage's end per norm, not two. The batch may run beside
 // the caller (Start, Ready): a decoder needs the norms of its first layer
 // first, and the products of the later layers' norms, which stream most
 // of a decoding step's weights, then overlap the first layers' work. A
@@ -169,7 +171,7 @@ func (gr *Group) Start(g *radgen.Graph, memory *radgen.Tensor) {
 }
 
 // Add is Start in a batch of the caller's: it adds the group's products
-// for a memory to b, as 2·Len stages, norm after norm, after b's stages so
+// for a memory to b, as Len+1 stages, norm after norm, after b's stages so
 // far. The caller may add stages of its own after them (products that run
 // once the group's are done), starts b before the first Ready, and
 // finishes b after the last.
@@ -181,9 +183,15 @@ func (gr *Group) Add(g *radgen.Graph, b *radgen.Batch, memory *radgen.Tensor) {
 		gr.ins[i] = memory
 	}
 	gr.g, gr.batch, gr.stage0, gr.owned, gr.ready = g, b, b.Stages(), false, 0
-	for i := 0; i < len(gr.ins); i += 2 {
-		b.Linears(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true) // ReLU(L0(M)) of γ's and β's MLP
-		b.Linears(gr.out[i:i+2], gr.hidden[i:i+2], gr.second[i:i+2], false)
+	// Stage 0 holds ReLU(L0(M)) of the first norm's γ and β MLPs; stage
+	// i > 0 the second layers of norm i−1 and the first of norm i.
+	for i := 0; i <= len(gr.ins); i += 2 {
+		if i > 0 {
+			b.Linears(gr.out[i-2:i], gr.hidden[i-2:i], gr.second[i-2:i], false)
+		}
+		if i < len(gr.ins) {
+			b.LinearsBeside(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true)
+		}
 	}
 }
 
@@ -203,7 +211,7 @@ func (gr *Group) Ready(n int) (gammas, betas []*radgen.Tensor) {
 		return gr.gammas[:n], gr.betas[:n]
 	}
 	if n > gr.ready {
-		gr.batch.Wait(gr.stage0 + 2*n)
+		gr.batch.Wait(gr.stage0 + n + 1) // norm n−1's second layers are in stage n
 		for i := gr.ready; i < n; i++ {
 			gr.gammas[i], gr.betas[i] = gr.norms[i].modulate(gr.g, gr.out[2*i], gr.out[2*i+1])
 		}
