@@ -969,7 +969,7 @@ func dotsInto(ks *kernelSet, r, n, k int, a []float32, lda int, b []float32, ldb
 			ar := a[i*lda:][:k]
 			s := one[4*i]
 			if k8 == 0 {
-				s = dot4(ar, br)
+				s = Dot4(ar, br)
 			} else {
 				for p := k8; p < k; p++ {
 					s += ar[p] * br[p]
@@ -980,8 +980,10 @@ func dotsInto(ks *kernelSet, r, n, k int, a []float32, lda int, b []float32, ldb
 	}
 }
 
-// dot4 returns Σ x[p]·y[p] over len(x), in four partial sums.
-func dot4(x, y []float32) float32 {
+// Dot4 returns Σ x[p]·y[p] over p < len(x) in four partial sums, of the
+// p ≡ 0, 1, 2, 3 (mod 4), added pairwise: the portable loop of Dots, and
+// of internal/half's binary16 products.
+func Dot4(x, y []float32) float32 {
 	y = y[:len(x)]
 	var s0, s1, s2, s3 float32
 	p := 0
@@ -1121,15 +1123,9 @@ func selfCheck(ks *kernelSet) bool {
 		}
 		lda, ldb, ldc := ca+1, cb+2, s.n+3
 		a, b, c := make([]float32, ra*lda), make([]float32, rb*ldb), make([]float32, s.m*ldc)
-		for i := range a {
-			a[i] = float32(i*7%5 - 2)
-		}
-		for i := range b {
-			b[i] = float32(i*3%7 - 3)
-		}
-		for i := range c {
-			c[i] = float32(i%9 - 4)
-		}
+		smallInts(a, 7, 5, 2)
+		smallInts(b, 3, 7, 3)
+		smallInts(c, 1, 9, 4)
 		c0 := append([]float32(nil), c...)
 		want := append([]float32(nil), c...)
 		gemm(&goKernels, 1, s.transA, s.transB, s.m, s.n, s.k, 2, a, lda, b, ldb, 0.5, want, ldc)
@@ -1166,21 +1162,13 @@ func selfCheck(ks *kernelSet) bool {
 func dotEpiloguesCheck(ks *kernelSet) bool {
 	const n, k = 13, 48
 	a, b, bias := make([]float32, dotRows*k), make([]float32, n*k), make([]float32, n)
-	for i := range a {
-		a[i] = float32(i*5%7 - 3)
-	}
-	for i := range b {
-		b[i] = float32(i*3%5 - 2)
-	}
-	for j := range bias {
-		bias[j] = float32(j%7 - 3)
-	}
+	smallInts(a, 5, 7, 3)
+	smallInts(b, 3, 5, 2)
+	smallInts(bias, 1, 7, 3)
 	c, want := make([]float32, dotRows*n), make([]float32, dotRows*n)
 	for r := 1; r <= dotRows; r++ {
 		for _, ep := range []Epilogue{{Bias: bias, ReLU: true}, {Add: true}, {Bias: bias, ReLU: true, Add: true}} {
-			for i := range c {
-				c[i] = float32(i%9 - 4)
-			}
+			smallInts(c, 1, 9, 4)
 			copy(want, c)
 			dotsInto(&goKernels, r, n, k, a, k, b, k, want, n, ep)
 			dotsInto(ks, r, n, k, a, k, b, k, c, n, ep)
@@ -1190,6 +1178,14 @@ func dotEpiloguesCheck(ks *kernelSet) bool {
 		}
 	}
 	return true
+}
+
+// smallInts fills x with x[i] = i·mul mod m − off: small integers, whose
+// products sum exactly in any order.
+func smallInts(x []float32, mul, m, off int) {
+	for i := range x {
+		x[i] = float32(i*mul%m - off)
+	}
 }
 
 func scaleMatrix(beta float32, m, n int, c []float32, ldc int) {

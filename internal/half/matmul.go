@@ -621,23 +621,6 @@ func dotsHalf(rows int, x []float32, ldx int, w *Weights, j0, j1 int, t []float3
 	dotGoPanel(rows, x, ldx, w, j0, j0+n4, k8, k, t, ldt, k8 > 0)
 }
 
-// dot4 is Σ x[p]·w[p] with four partial sums.
-func dot4(x, w []float32) float32 {
-	x = x[:len(w)]
-	var s0, s1, s2, s3 float32
-	p := 0
-	for ; p+4 <= len(w); p += 4 {
-		s0 += x[p] * w[p]
-		s1 += x[p+1] * w[p+1]
-		s2 += x[p+2] * w[p+2]
-		s3 += x[p+3] * w[p+3]
-	}
-	for ; p < len(w); p++ {
-		s0 += x[p] * w[p]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // dotGoPanel computes, for i < rows and j0 ≤ j < j1 (j0 a multiple of 4,
 // j1 ≤ the padded row count), the partial dot products
 // s = Σ_{p0≤p<p1} x[i*ldx+p]·W[j][p] of a binary16 copy and stores
@@ -662,7 +645,7 @@ func dotGoPanel(rows int, x []float32, ldx int, w *Weights, j0, j1, p0, p1 int, 
 				}
 			}
 			for i := 0; i < rows; i++ {
-				acc[i] += dot4(x[i*ldx+q:i*ldx+q1], wr)
+				acc[i] += f32.Dot4(x[i*ldx+q:i*ldx+q1], wr)
 			}
 		}
 		for i := 0; i < rows; i++ {
