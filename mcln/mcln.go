@@ -114,11 +114,11 @@ func (c *Conditional) Apply(g *radgen.Graph, x, gammaHat, betaHat *radgen.Tensor
 // four separate products per norm: the first layers of the first norm's γ
 // and β MLPs, then one stage per norm with its second layers beside the
 // next norm's first layers, which read only the memory. So the goroutines
-// that compute the batch meet at one stage's end per norm, not two. The batch may run beside
-// the caller (Start, Ready): a decoder needs the norms of its first layer
-// first, and the products of the later layers' norms, which stream most
-// of a decoding step's weights, then overlap the first layers' work. A
-// Group belongs to one goroutine.
+// that compute the batch meet at one stage's end per norm, not two. The
+// batch may run beside the caller (Start, Ready): a decoder needs the
+// norms of its first layer first, and the products of the later layers'
+// norms, which stream most of a decoding step's weights, then overlap the
+// first layers' work. A Group belongs to one goroutine.
 type Group struct {
 	norms         []*Conditional
 	first, second []*radgen.Linear // γ's and β's MLP layers, norm by norm
@@ -183,12 +183,16 @@ func (gr *Group) Add(g *radgen.Graph, b *radgen.Batch, memory *radgen.Tensor) {
 		gr.ins[i] = memory
 	}
 	gr.g, gr.batch, gr.stage0, gr.owned, gr.ready = g, b, b.Stages(), false, 0
-	// Stage 0 holds ReLU(L0(M)) of the first norm's γ and β MLPs; stage
-	// i > 0 the second layers of norm i−1 and the first of norm i.
-	for i := 0; i <= len(gr.ins); i += 2 {
-		if i > 0 {
-			b.Linears(gr.out[i-2:i], gr.hidden[i-2:i], gr.second[i-2:i], false)
-		}
+	if len(gr.ins) == 0 {
+		return
+	}
+	// The group's first stage, a stage of its own (the memory may be a
+	// result of b's last stage), holds ReLU(L0(M)) of the first norm's γ
+	// and β MLPs; each next one the second layers of a norm and the first
+	// layers of the norm after it.
+	b.Linears(gr.hidden[:2], gr.ins[:2], gr.first[:2], true)
+	for i := 2; i <= len(gr.ins); i += 2 {
+		b.Linears(gr.out[i-2:i], gr.hidden[i-2:i], gr.second[i-2:i], false)
 		if i < len(gr.ins) {
 			b.LinearsBeside(gr.hidden[i:i+2], gr.ins[i:i+2], gr.first[i:i+2], true)
 		}

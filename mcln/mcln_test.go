@@ -108,3 +108,40 @@ func TestGroupStartReady(t *testing.T) {
 		t.Fatalf("%d and %d deltas after the last Ready", len(gammas), len(betas))
 	}
 }
+
+// Added to a batch after a stage of the caller's that computes the memory
+// itself, a Group's products read that stage's results: its first stage
+// is a stage of its own, and its deltas are the norms' own.
+func TestGroupAddAfterStage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 7))
+	var norms []*Conditional
+	for range 3 {
+		norms = append(norms, NewConditional(256, 768, rng))
+	}
+	gr := NewGroup(norms...)
+	project := radgen.NewLinear(512, 768, true, rng)
+	x := radgen.Zeros(3, 512)
+	radgen.Uniform(x, rng, 1)
+	g := radgen.NoGrad()
+	b := g.Batch()
+	var mem [1]*radgen.Tensor
+	b.Linears(mem[:], []*radgen.Tensor{x}, []*radgen.Linear{project}, false)
+	gr.Add(g, b, mem[0])
+	if got, want := b.Stages(), 1+len(norms)+1; got != want {
+		t.Fatalf("%d stages, want %d", got, want)
+	}
+	b.Start()
+	gammas, betas := gr.Ready(len(norms))
+	b.Finish()
+	want := project.Forward(radgen.NoGrad(), x)
+	for i, c := range norms {
+		wantG, wantB := c.Deltas(radgen.NoGrad(), want)
+		for _, pair := range [][2]*radgen.Tensor{{gammas[i], wantG}, {betas[i], wantB}} {
+			for j, v := range pair[1].Data() {
+				if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
+					t.Fatalf("norm %d: value %d = %v, want %v", i, j, pair[0].Data()[j], v)
+				}
+			}
+		}
+	}
+}

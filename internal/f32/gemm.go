@@ -237,14 +237,6 @@ func (ep Epilogue) apply(s float32, j int, old float32) float32 {
 	return s
 }
 
-// from returns ep for the columns from j on.
-func (ep Epilogue) from(j int) Epilogue {
-	if ep.Bias != nil {
-		ep.Bias = ep.Bias[j:]
-	}
-	return ep
-}
-
 // axpyKernel updates r rows of C with four rows of B (r fixed by the
 // kernel):
 //
