@@ -16,7 +16,7 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
-		arch      Architecture
+		arch      string
 		configure func(int) ModelConfig
 	}{
 		{ArchR2Gen, R2GenTiny},
@@ -70,7 +70,7 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 					}
 				}
 				if tc.arch == ArchMETransformer {
-					if n := m.Config().METrans.Experts; len(r.Candidates) != n || len(r.Votes) != n || r.Text != r.Candidates[r.Expert] {
+					if n := mtcfg(m.Config()).Experts; len(r.Candidates) != n || len(r.Votes) != n || r.Text != r.Candidates[r.Expert] {
 						t.Fatalf("report %d: %d candidates, %d votes, expert %d for %d experts", i, len(r.Candidates), len(r.Votes), r.Expert, n)
 					}
 				} else if r.Candidates != nil {
@@ -106,21 +106,15 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 
 func TestModelConfigArchitectureErrors(t *testing.T) {
 	v := 30
-	both := M2Tiny(v)
-	both.Transformer = R2GenTiny(v).Transformer
-	two := M2Tiny(v)
-	two.METrans = METransTiny(v).METrans
+	none := M2Tiny(v)
+	none.EncoderDecoder = nil
 	ids := M2Tiny(v)
-	badIDs := *ids.M2
-	badIDs.BOS = 1
-	ids.M2 = &badIDs
+	editM2(&ids, func(c *M2Config) { c.BOS = 1 })
 	patches := METransTiny(v)
 	patches.ImageSize = 128 // 2·4² patches, the METransformer still takes 2·2²
 	width := M2Tiny(v)
-	narrow := *width.M2
-	narrow.DIn = 7
-	width.M2 = &narrow
-	for name, c := range map[string]ModelConfig{"r2gen+m2": both, "m2+metrans": two, "m2 ids": ids, "metrans patches": patches, "m2 width": width} {
+	editM2(&width, func(c *M2Config) { c.DIn = 7 })
+	for name, c := range map[string]ModelConfig{"none": none, "m2 ids": ids, "metrans patches": patches, "m2 width": width} {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
@@ -138,7 +132,7 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 // The M² facade feeds <bos> first and <pad> for R2Gen's later zeros.
 func TestM2FacadeInput(t *testing.T) {
 	c := tinyM2Preset(10, 8).ForReports(10, 5)
-	f := m2Facade{&m2Model{Config: c}}
+	f := m2Facade{&m2Model{config: c}}
 	got := f.m2Input([]int{0, 4, 5, 0, 0, 0, 7, 0, 0, 0}, 5)
 	want := []int{10, 4, 5, 11, 11, 10, 7, 11, 11, 11}
 	for i := range want {

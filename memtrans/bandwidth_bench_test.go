@@ -115,7 +115,7 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 			b.Fatal(err)
 		}
 		elapsed := time.Since(start)
-		model.release() // the next decoding steps on this one's arena, as Generate's do
+		model.Release() // the next decoding steps on this one's arena, as Generate's do
 		ratios = append(ratios, weights*maxLen/elapsed.Seconds()/read)
 	}
 	b.StopTimer()

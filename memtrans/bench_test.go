@@ -74,7 +74,7 @@ func (n noEOS) Step(ctx context.Context, tokens []int, dst []float32) error {
 // recomputation, reporting ms per study and ns per token.
 func BenchmarkGenerate(b *testing.B) {
 	m := paperModel(b)
-	hw := halfSnapshot(m.stepMatrices())
+	hw := halfSnapshot(m.StepWeights())
 	const maxLen = 60
 	for _, mode := range []string{"incremental", "half", "recompute"} {
 		for _, strat := range []string{"greedy", "beam3"} {

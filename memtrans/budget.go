@@ -222,34 +222,53 @@ func (c ModelConfig) cost() cost {
 	// at s/2, or a bottleneck's 256 at s/4); a training step keeps about
 	// twice that per view.
 	ext := cost{float64(c.Vision.NumParams()), views * 32 * s * s}
-	switch c.Architecture() {
-	case ArchM2:
-		return ext.add(c.M2.cost(c.PatchesPerStudy()))
-	case ArchMETransformer:
-		mt := *c.METrans
-		mt.Patches = c.PatchesPerStudy()
-		return ext.add(mt.cost())
+	if c.EncoderDecoder == nil {
+		return ext
 	}
-	return ext.add(c.Transformer.cost(c.PatchesPerStudy()))
+	k := c.EncoderDecoder.Cost(c.PatchesPerStudy())
+	return ext.add(cost{k.Params, k.Activations})
+}
+
+// budgetFielded is implemented by the library's configurations, whose
+// budget errors name the field that makes a model too large: it returns
+// the integer fields of a copy of the configuration and the cost of that
+// copy over patches.
+type budgetFielded interface {
+	budgetFields(patches int) ([]sizeField, func() cost)
+}
+
+func (c Config) budgetFields(p int) ([]sizeField, func() cost) {
+	return c.sizeFields(), func() cost { return c.cost(p) }
+}
+
+func (c M2Config) budgetFields(p int) ([]sizeField, func() cost) {
+	return c.sizeFields(), func() cost { return c.cost(p) }
+}
+
+func (c METransConfig) budgetFields(p int) ([]sizeField, func() cost) {
+	c.Patches = p
+	return c.sizeFields(), func() cost { return c.cost() }
 }
 
 // checkModelBudget reports whether a model of c fits b (the zero fields of b
 // meaning their defaults); it does not check anything else (see
 // Validate). The error wraps ErrConfig and ErrBudget and names the field
-// responsible.
+// responsible where the configuration says which it is.
 func (c ModelConfig) checkModelBudget(b Budget) error {
 	fields := []sizeField{{"views", &c.Views, 2}, {"image_size", &c.ImageSize, 224}}
-	switch c.Architecture() {
-	case ArchM2:
-		m2 := *c.M2
-		c.M2 = &m2
-		fields = append(fields, m2.sizeFields()...)
-	case ArchMETransformer:
-		mt := *c.METrans
-		c.METrans = &mt
-		fields = append(fields, mt.sizeFields()...)
-	default:
-		fields = append(fields, c.Transformer.sizeFields()...)
+	ext := func() cost { return ModelConfig{Vision: c.Vision, Views: c.Views, ImageSize: c.ImageSize}.cost() }
+	archCost := func() cost {
+		k := c.EncoderDecoder.Cost(c.PatchesPerStudy())
+		return cost{k.Params, k.Activations}
 	}
-	return checkBudget("model", b, fields, func() cost { return c.cost() })
+	if f, ok := c.EncoderDecoder.(budgetFielded); ok {
+		var own func() cost
+		var more []sizeField
+		more, own = f.budgetFields(c.PatchesPerStudy())
+		fields = append(fields, more...)
+		// The copy's cost follows its fields; the patches follow views and
+		// image_size only through the copy's fixed count, as before.
+		archCost = own
+	}
+	return checkBudget("model", b, fields, func() cost { return ext().add(archCost()) })
 }

@@ -95,24 +95,24 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 		edit(&c)
 		cases = append(cases, tc{name, c, field})
 	}
-	add("layers", "num_layers", func(c *ModelConfig) { c.Transformer.Layers = 1 << 20 })
-	add("d_model", "d_model", func(c *ModelConfig) { c.Transformer.DModel, c.Transformer.DFF = 1<<20, 64 })
-	add("d_ff", "d_ff", func(c *ModelConfig) { c.Transformer.DFF = 1 << 20 })
-	add("pe_len", "pe_len", func(c *ModelConfig) { c.Transformer.DModel, c.Transformer.PositionLen = 512, 1<<20 })
+	add("layers", "num_layers", func(c *ModelConfig) { editR2(c, func(t *Config) { t.Layers = 1 << 20 }) })
+	add("d_model", "d_model", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel, t.DFF = 1<<20, 64 }) })
+	add("d_ff", "d_ff", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DFF = 1 << 20 }) })
+	add("pe_len", "pe_len", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel, t.PositionLen = 512, 1<<20 }) })
 	add("image_size", "image_size", func(c *ModelConfig) { c.ImageSize, c.ResizeTo, c.Views = 4096, 4096, 16 })
 	add("m2 d_ff", "d_ff", func(c *ModelConfig) {
 		m := M2Tiny(vocab)
-		m.M2.DFF = 1 << 20
+		editM2(&m, func(c *M2Config) { c.DFF = 1 << 20 })
 		*c = m
 	})
 	add("m2 layers", "enc_layers", func(c *ModelConfig) {
 		m := M2Tiny(vocab)
-		m.M2.EncLayers = 1 << 20
+		editM2(&m, func(c *M2Config) { c.EncLayers = 1 << 20 })
 		*c = m
 	})
 	add("metrans experts", "experts", func(c *ModelConfig) {
 		m := METransTiny(vocab)
-		m.METrans.Experts = 1 << 20
+		editMT(&m, func(c *METransConfig) { c.Experts = 1 << 20 })
 		*c = m
 	})
 	for _, c := range cases {

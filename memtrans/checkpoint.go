@@ -410,6 +410,7 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	if err != nil {
 		return nil, err
 	}
+	src = withoutDataParallel(src)
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
 		if rest, ok := cutPrefix(n, "encoder_decoder."); ok {
@@ -428,7 +429,7 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	if err != nil {
 		return nil, fmt.Errorf("memtrans: visual extractor: %w", err)
 	}
-	cfg := ModelConfig{Transformer: tcfg, Vision: vcfg, Corpus: tok.Corpus(), Views: views, ImageSize: 224, ResizeTo: 256}
+	cfg := ModelConfig{EncoderDecoder: tcfg, Vision: vcfg, Corpus: tok.Corpus(), Views: views, ImageSize: 224, ResizeTo: 256}
 	m, err := New(cfg, tok, 0, opts...)
 	if err != nil {
 		return nil, err
@@ -438,6 +439,39 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	}
 	m.extractor.ResNet.Refold()
 	return m, nil
+}
+
+// withoutDataParallel returns src with the "module." prefix that
+// PyTorch's DataParallel and DistributedDataParallel put before every name
+// removed, when every name has it; otherwise src itself.
+func withoutDataParallel(src vision.WeightSource) vision.WeightSource {
+	names := src.Names()
+	if len(names) == 0 {
+		return src
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		rest, ok := cutPrefix(n, dataParallelPrefix)
+		if !ok {
+			return src
+		}
+		out[i] = rest
+	}
+	return prefixedSource{src, out}
+}
+
+const dataParallelPrefix = "module."
+
+// prefixedSource serves src's tensors without dataParallelPrefix.
+type prefixedSource struct {
+	src   vision.WeightSource
+	names []string
+}
+
+func (p prefixedSource) Names() []string { return p.names }
+
+func (p prefixedSource) Float32(name string) ([]float32, []int, error) {
+	return p.src.Float32(dataParallelPrefix + name)
 }
 
 func cutPrefix(s, p string) (string, bool) {

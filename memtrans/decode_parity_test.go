@@ -25,7 +25,7 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.Config.Vocab
+	V := m.config.Vocab
 	lp := make([]float32, b*V)
 	tok := make([]int, b)
 	var worst float64
@@ -56,7 +56,7 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 func TestParityR2GenDecoding(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
-	checkGoldenDecoding(t, g, m.Config.MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
+	checkGoldenDecoding(t, g, m.config.MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
 		return m.startModuleDecoding(feats)
 	})
 }

@@ -308,7 +308,7 @@ func TestDeviceParityLogProbs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.Config.Vocab
+	V := m.config.Vocab
 	out := make([]float32, b*V)
 	var worst float64
 	counted := 0

@@ -13,6 +13,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/testdevice"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -93,7 +94,7 @@ func (tt *tinyTrainer) Step(t *testing.T) float64 {
 	b := tt.batch
 	g := radgen.NewGraph(radgen.Train(uint64(100 + tt.step)))
 	tt.step++
-	loss, err := tt.m.trainingLoss(g, tt.feats, b.in, b.targets, b.mask, b.b, b.t)
+	loss, err := tt.m.Loss(g, tt.feats, arch.Batch{In: b.in, Targets: b.targets, Mask: b.mask, Size: b.b, Len: b.t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func (tt *tinyTrainer) Step(t *testing.T) float64 {
 func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	dev := trainDevice(t)
 	const vocab, steps = 40, 20
-	cfg := R2GenTiny(vocab).Transformer
+	cfg := r2cfg(R2GenTiny(vocab))
 	cpu, err := newR2GenModel(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 	if err := radgen.ToDevice(devModel.EncoderDecoder(), dev); err != nil {
 		t.Fatal(err)
 	}
-	tb := newTinyBatch(cfg.Transformer.Vocab, cfg.Transformer.DVisual)
+	tb := newTinyBatch(r2cfg(cfg).Vocab, r2cfg(cfg).DVisual)
 	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*r2genModel), tb, radgen.CPU)
 	td := newTinyTrainer(t, devModel.EncoderDecoder().(*r2genModel), tb, dev)
 	for range 20 {
@@ -336,7 +337,7 @@ func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
 	if testing.Short() {
 		steps = 100
 	}
-	cfg := R2GenTiny(40).Transformer
+	cfg := r2cfg(R2GenTiny(40))
 	m, err := newR2GenModel(cfg, 7)
 	if err != nil {
 		t.Fatal(err)

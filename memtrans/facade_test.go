@@ -194,8 +194,8 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 8, 8, 1
-	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
+	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		f.Fatal(err)

@@ -403,7 +403,7 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	if m.half != nil && m.device == radgen.CPU {
 		o.stored = m.half.current(m.net)
 	}
-	res, width, err = m.net.decodeStudies(ctx, feats, o)
+	res, width, err = m.decodeStudies(ctx, feats, o)
 	if err != nil {
 		return nil, err
 	}

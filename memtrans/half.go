@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -42,11 +43,15 @@ type halfState struct {
 // current returns the snapshot of net's step matrices, taking it again
 // first if the weights changed. A decoding keeps the map it was given: a
 // new snapshot is a new map, so a decoding in flight is never disturbed.
-func (h *halfState) current(net encoderDecoder) map[*radgen.Tensor]*radgen.Tensor {
+func (h *halfState) current(net arch.EncoderDecoder) map[*radgen.Tensor]*radgen.Tensor {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stored == nil || h.stale {
-		h.stored = halfSnapshot(net.stepMatrices())
+		var ws []*radgen.Tensor
+		if sw, ok := net.(arch.StepWeighted); ok {
+			ws = sw.StepWeights()
+		}
+		h.stored = halfSnapshot(ws)
 		h.stale = false
 	}
 	return h.stored
@@ -81,10 +86,10 @@ func attnStepMatrices(a *mesh.MultiHeadAttention, self bool) []*radgen.Tensor {
 	return []*radgen.Tensor{a.Linears[0].Weight, a.Linears[3].Weight}
 }
 
-// stepMatrices implements encoderDecoder: the decoder layers' matrices (the
+// StepWeights implements arch.StepWeighted: the decoder layers' matrices (the
 // relational memory's and Mem2Mem's stay out: they are recurrences) and the
 // logit layer's.
-func (m *r2genModel) stepMatrices() []*radgen.Tensor {
+func (m *r2genModel) StepWeights() []*radgen.Tensor {
 	ws := []*radgen.Tensor{m.Logit.Weight}
 	for _, l := range m.Decoder.Layers {
 		ws = append(ws, attnStepMatrices(l.SelfAttn, true)...)
@@ -99,10 +104,10 @@ func (m *r2genModel) stepMatrices() []*radgen.Tensor {
 	return ws
 }
 
-// stepMatrices implements encoderDecoder: the meshed decoder layers'
+// StepWeights implements arch.StepWeighted: the meshed decoder layers'
 // matrices (the encoder attention's keys and values are projected once per
 // study), the multi-view routings' and the logit layer's.
-func (f m2Facade) stepMatrices() []*radgen.Tensor {
+func (f m2Facade) StepWeights() []*radgen.Tensor {
 	d := f.Decoder
 	ws := []*radgen.Tensor{d.FC.Weight}
 	for i, l := range d.Layers {
@@ -125,11 +130,11 @@ func (f m2Facade) stepMatrices() []*radgen.Tensor {
 	return ws
 }
 
-// stepMatrices implements encoderDecoder: the decoder layers' bilinear
+// StepWeights implements arch.StepWeighted: the decoder layers' bilinear
 // attention matrices (the cross-attention's keys and values over the
 // visual tokens are projected once per study), the fusions and the logit
 // layer's.
-func (m *metransModel) stepMatrices() []*radgen.Tensor {
+func (m *metransModel) StepWeights() []*radgen.Tensor {
 	ws := []*radgen.Tensor{m.Logit.Weight}
 	for _, l := range m.Decoder {
 		s, c := l.Self, l.Cross

@@ -9,6 +9,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
 )
 
 // halfTestModel is a small R2Gen model (all of a step's matrix kinds, sizes
@@ -64,8 +65,8 @@ func TestHalfWeightsDecoding(t *testing.T) {
 	for _, v := range []Variant{VariantR2Gen, VariantBaseRM, VariantBase} {
 		t.Run(string(v), func(t *testing.T) {
 			m := halfTestModel(t, v)
-			feats := randomFeats(2, 5, m.Config.DVisual, 11)
-			stored := halfSnapshot(m.stepMatrices())
+			feats := randomFeats(2, 5, m.config.DVisual, 11)
+			stored := halfSnapshot(m.StepWeights())
 			if len(stored) == 0 {
 				t.Fatal("empty snapshot")
 			}
@@ -91,7 +92,7 @@ func TestHalfWeightsDecoding(t *testing.T) {
 // once per study, and covers every architecture.
 func TestHalfWeightsStepMatrices(t *testing.T) {
 	m := halfTestModel(t, VariantR2Gen)
-	stored := halfSnapshot(m.stepMatrices())
+	stored := halfSnapshot(m.StepWeights())
 	for name, w := range map[string]*radgen.Tensor{
 		"relational memory": m.Memory.W.Weight, "source keys": m.Decoder.Layers[0].SrcAttn.Linears[1].Weight,
 		"encoder": m.Encoder.Layers[0].FeedForward.W1.Weight,
@@ -109,11 +110,11 @@ func TestHalfWeightsStepMatrices(t *testing.T) {
 		}
 	}
 	for _, c := range []ModelConfig{M2Tiny(30), METransTiny(30)} {
-		net, err := newEncoderDecoder(c, 1)
+		net, err := c.EncoderDecoder.New(1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(halfSnapshot(net.stepMatrices())); n < 5 {
+		if n := len(halfSnapshot(net.(arch.StepWeighted).StepWeights())); n < 5 {
 			t.Errorf("%s: %d matrices in the snapshot", c.Architecture(), n)
 		}
 	}
@@ -123,7 +124,7 @@ func TestHalfWeightsStepMatrices(t *testing.T) {
 // change; a decoding keeps the snapshot it started with.
 func TestHalfWeightsSnapshot(t *testing.T) {
 	m := halfTestModel(t, VariantR2Gen)
-	feats := randomFeats(1, 5, m.Config.DVisual, 12)
+	feats := randomFeats(1, 5, m.config.DVisual, 12)
 	var h halfState
 	first := h.current(m)
 	if again := h.current(m); reflect.ValueOf(again).Pointer() != reflect.ValueOf(first).Pointer() {
@@ -166,7 +167,7 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		t.Skip("decodes the paper-sized model")
 	}
 	m := paperModel(t)
-	hw := halfSnapshot(m.stepMatrices())
+	hw := halfSnapshot(m.StepWeights())
 	const studies, maxLen = 3, 60
 	feats := randomFeats(studies, 98, 2048, 21)
 	beam := decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
@@ -207,7 +208,7 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		}
 	}
 	t.Logf("paper model, random weights: max |Δ log p| = %.3g over %d studies × %d steps (all %d tokens); beam-3 best tokens identical for %d of %d studies",
-		worst, studies, maxLen, m.Config.Vocab, same, studies)
+		worst, studies, maxLen, m.config.Vocab, same, studies)
 	t.Logf("per step: %.2g", stepWorst)
 	if worst > 5e-3 {
 		t.Errorf("max |Δ log p| = %.3g", worst)
@@ -219,7 +220,7 @@ func BenchmarkHalfWeights(b *testing.B) {
 	m := paperModel(b)
 	b.ResetTimer()
 	for range b.N {
-		halfSnapshot(m.stepMatrices())
+		halfSnapshot(m.StepWeights())
 	}
 }
 
@@ -228,11 +229,11 @@ func BenchmarkHalfWeights(b *testing.B) {
 func TestHalfWeightsOtherArchitectures(t *testing.T) {
 	for _, c := range []ModelConfig{M2Tiny(40), METransTiny(40)} {
 		t.Run(string(c.Architecture()), func(t *testing.T) {
-			net, err := newEncoderDecoder(c, 3)
+			net, err := c.EncoderDecoder.New(3)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored := halfSnapshot(net.stepMatrices())
+			stored := halfSnapshot(net.(arch.StepWeighted).StepWeights())
 			start := func(opts ...radgen.GraphOption) decode.Model {
 				var dec decode.Model
 				switch n := net.(type) {

@@ -46,15 +46,13 @@ func TestBatchIndependence(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		arch      Architecture
+		arch      string
 		configure func(int) ModelConfig
 	}{
 		{ArchR2Gen, R2GenTiny},
 		{ArchM2, func(v int) ModelConfig {
 			c := M2Tiny(v)
-			m2 := *c.M2
-			m2.Padding = mesh.PadZeroRows
-			c.M2 = &m2
+			editM2(&c, func(m2 *M2Config) { m2.Padding = mesh.PadZeroRows })
 			return c
 		}},
 		{ArchMETransformer, METransTiny},

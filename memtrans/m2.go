@@ -23,7 +23,7 @@ import (
 // An M2Transformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs or decode; training mutates it and must be exclusive.
 type m2Model struct {
-	Config  M2Config
+	config  M2Config
 	Encoder *mesh.MemoryEncoder
 	Decoder *mesh.MeshedDecoder
 }
@@ -46,7 +46,7 @@ func newM2Transformer(c M2Config, seed uint64) (*m2Model, error) {
 		Vocab: c.Vocab, MaxLen: c.MaxLen, Pad: c.Pad, D: c.DModel, DK: c.DK, DV: c.DV, Heads: c.Heads,
 		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout, Routing: c.Routing,
 	}, rng)
-	return &m2Model{Config: c, Encoder: enc, Decoder: dec}, nil
+	return &m2Model{config: c, Encoder: enc, Decoder: dec}, nil
 }
 
 // loadM2 builds an M² model from weights by the published state_dict names
@@ -120,8 +120,8 @@ func (m *m2Model) encodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*m2
 }
 
 func (m *m2Model) checkFeats(feats *radgen.Tensor) error {
-	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DIn || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
-		return fmt.Errorf("memtrans: M² region features %v, want (B, R, %d)", feats.Shape(), m.Config.DIn)
+	if feats.Rank() != 3 || feats.Dim(2) != m.config.DIn || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
+		return fmt.Errorf("memtrans: M² region features %v, want (B, R, %d)", feats.Shape(), m.config.DIn)
 	}
 	return nil
 }
@@ -142,8 +142,8 @@ func (m *m2Model) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b,
 		return nil, fmt.Errorf("memtrans: %d positions exceed M²'s positional table (%d)", t, m.Decoder.MaxLen())
 	}
 	for i, id := range tokens {
-		if id < 0 || id >= m.Config.Vocab {
-			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.Config.Vocab)
+		if id < 0 || id >= m.config.Vocab {
+			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.config.Vocab)
 		}
 	}
 	return m.Decoder.Forward(g, tokens, b, t, enc.Levels, enc.Mask), nil
@@ -155,7 +155,7 @@ func (m *m2Model) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b,
 func (m *m2Model) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {
 	mask := make([]float32, len(targets))
 	for i, id := range targets {
-		if id != m.Config.Pad {
+		if id != m.config.Pad {
 			mask[i] = 1
 		}
 	}

@@ -60,7 +60,7 @@ func (g *m2Golden) m2(t testing.TB) *m2Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := m.Config
+	c := m.config
 	if c.Pad != g.meta.Pad || c.BOS != g.meta.BOS || c.EOS != g.meta.EOS {
 		t.Fatalf("special ids %d/%d/%d, meta.json has %d/%d/%d", c.Pad, c.BOS, c.EOS, g.meta.Pad, g.meta.BOS, g.meta.EOS)
 	}
@@ -116,7 +116,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
 	wantMask := g.tensor(t, "encoder_mask")
-	if m.Config.Padding == mesh.PadAfterNorm {
+	if m.config.Padding == mesh.PadAfterNorm {
 		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm)
 		differ, ours, theirs := m2MaskAgreement(ref, wantMask)
 		t.Logf("encoder mask in the reference's arithmetic: %d of %d regions differ from the golden (masks %d, the golden %d)",
@@ -150,7 +150,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (
 	}
 	t.Logf("encoder mask (%v rule): %d of %d regions decided whatever the rounding (%d of them computed exactly), %d differ from the golden; "+
 		"%d of the %d others (|Σ| within the rounding bound) differ on this kernel path",
-		m.Config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
+		m.config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
 	enc, err := m.encodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +338,7 @@ func TestParityM2(t *testing.T) {
 	defer testdevice.FailOnPanic(t)
 	g := loadM2Golden(t)
 	m := g.m2(t)
-	t.Logf("config from the golden files: %+v", m.Config)
+	t.Logf("config from the golden files: %+v", m.config)
 	_, enc := g.goldenEncoding(t, m, dev)
 	if enc.Levels.Device() != dev {
 		t.Errorf("encoded on %v, not %v", enc.Levels.Device(), dev)
@@ -396,7 +396,7 @@ func TestParityM2Beam(t *testing.T) {
 		t.Fatalf("golden shapes %v %v disagree with meta.json (beam %d, max_len %d)", bs, as, g.meta.BeamSize, g.meta.MaxLen)
 	}
 	for _, full := range []bool{true, false} {
-		strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.Config.BOS, EOS: m.Config.EOS,
+		strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.config.BOS, EOS: m.config.EOS,
 			Semantics: decode.M2, FullLength: full}
 		t.Run(strategy.String(), func(t *testing.T) {
 			// Both runs use the golden's recorded mask, whose regions may
@@ -479,7 +479,7 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.Config.Vocab
+	V := m.config.Vocab
 	lp := make([]float32, b*V)
 	tok := make([]int, b)
 	var worst float64

@@ -29,8 +29,8 @@ func routedM2(t testing.TB, r mesh.Routing) *m2Model {
 func TestM2RoutingStructure(t *testing.T) {
 	for _, r := range mesh.Routings {
 		m := routedM2(t, r)
-		if len(m.Decoder.Views) != m.Config.DecLayers {
-			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.Config.DecLayers)
+		if len(m.Decoder.Views) != m.config.DecLayers {
+			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.config.DecLayers)
 		}
 		for i, l := range m.Decoder.Layers {
 			if len(l.Alpha) != 1 {
@@ -101,7 +101,7 @@ func TestM2RoutingGradients(t *testing.T) {
 func TestM2RoutingBeamMatchesTeacherForcing(t *testing.T) {
 	for _, r := range mesh.Routings {
 		m := routedM2(t, r)
-		c := m.Config
+		c := m.config
 		feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
 		enc, err := m.encode(radgen.NoGrad(), feats)
 		if err != nil {

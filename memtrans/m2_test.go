@@ -83,12 +83,12 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 	for name, tensor := range sd {
 		shapes[name] = tensor.Shape()
 	}
-	c, err := inferM2Config(shapes, m.Config.Heads)
+	c, err := inferM2Config(shapes, m.config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != m.Config {
-		t.Fatalf("inferred %+v\n     want %+v", c, m.Config)
+	if c != m.config {
+		t.Fatalf("inferred %+v\n     want %+v", c, m.config)
 	}
 	m2, err := newM2Transformer(c, 99)
 	if err != nil {
@@ -115,7 +115,7 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 // log-probabilities equal to teacher forcing each hypothesis.
 func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	m := tinyM2(t)
-	c := m.Config
+	c := m.config
 	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
 	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
 		m.Encoder.Padding = padding
@@ -150,7 +150,7 @@ func m2TeacherForcedDelta(t *testing.T, m *m2Model, enc *m2Encoded, hyps [][]dec
 	for i, hs := range hyps {
 		one := &m2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
 		for _, h := range hs {
-			in := append([]int{m.Config.BOS}, h.Tokens...)
+			in := append([]int{m.config.BOS}, h.Tokens...)
 			lp, err := m.teacherForce(radgen.NoGrad(), one, in, 1, len(in))
 			if err != nil {
 				t.Fatal(err)
@@ -267,12 +267,12 @@ func (s m2NamedSource) Names() []string {
 func TestLoadM2(t *testing.T) {
 	m := tinyM2(t)
 	src := m2NamedSource(radgen.StateDict(m, ""))
-	got, err := loadM2(src, m.Config.Heads)
+	got, err := loadM2(src, m.config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Config != m.Config {
-		t.Fatalf("loaded config %+v, want %+v", got.Config, m.Config)
+	if got.config != m.config {
+		t.Fatalf("loaded config %+v, want %+v", got.config, m.config)
 	}
 	for _, p := range radgen.Params(m) {
 		q := radgen.StateDict(got, "")[p.Name]
@@ -283,11 +283,11 @@ func TestLoadM2(t *testing.T) {
 		}
 	}
 	delete(src, "decoder.layers.1.pwff.fc2.bias")
-	if _, err := loadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
+	if _, err := loadM2(src, m.config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
 		t.Fatalf("missing tensor: %v", err)
 	}
 	src["decoder.layers.1.pwff.fc2.bias"] = radgen.Zeros(3)
-	if _, err := loadM2(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
+	if _, err := loadM2(src, m.config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("wrong shape: %v", err)
 	}
 	if _, err := loadM2(src, 5); !errors.Is(err, ErrConfig) {
@@ -363,7 +363,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		m := tinyM2(t)
 		m.Encoder.Padding = mesh.PadAfterNorm
 		if fresh {
-			m.Encoder.Norm = mesh.NewLayerNorm(m.Config.DModel)
+			m.Encoder.Norm = mesh.NewLayerNorm(m.config.DModel)
 		}
 		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
 		decided, exact := m2MaskDecided(m, feats)

@@ -74,7 +74,7 @@ func (m *m2Model) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Graph
 // study of an encoding made by Encode or EncodeMasked on the device of the
 // model's parameters, whose steps run on a no-grad graph made with opts.
 func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
-	c := m.Config
+	c := m.config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
 		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
 	}
@@ -95,10 +95,10 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 	return s, nil
 }
 
-// release gives the decoding's step space (its arena and self-attention
+// Release implements arch.Releaser: it gives the decoding's step space (its arena and self-attention
 // caches) back for later decodings, once the strategy is done with it: the
 // decoding steps no more.
-func (s *m2ModuleDecoding) release() {
+func (s *m2ModuleDecoding) Release() {
 	if s.space != nil {
 		s.space.put(s.g)
 		s.space = nil
@@ -106,7 +106,7 @@ func (s *m2ModuleDecoding) release() {
 }
 
 // VocabSize implements decode.Model.
-func (s *m2ModuleDecoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *m2ModuleDecoding) VocabSize() int { return s.m.config.Vocab }
 
 // Rows implements decode.Model.
 func (s *m2ModuleDecoding) Rows() int { return s.steps.Rows() }
@@ -137,7 +137,7 @@ func (s *m2ModuleDecoding) Reorder(src []int) error {
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
 func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
-	c := s.m.Config
+	c := s.m.config
 	R, V := s.steps.Rows(), c.Vocab
 	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err

@@ -153,9 +153,9 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 		t.Run(dev.String(), func(t *testing.T) {
 			ref := tinyM2(t)
 			m := tinyM2(t)
-			c := ref.Config
+			c := ref.config
 			c.Padding = mesh.PadZeroRows
-			ref.Config, m.Config = c, c
+			ref.config, m.config = c, c
 			ref.Encoder.Padding, m.Encoder.Padding = c.Padding, c.Padding
 			if err := radgen.ToDevice(m, dev); err != nil {
 				t.Fatal(err)
@@ -229,11 +229,11 @@ func TestM2ModuleDecodingErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp := make([]float32, 2*m.Config.Vocab)
+	lp := make([]float32, 2*m.config.Vocab)
 	if err := dec.Attention(lp); err == nil {
 		t.Fatal("attention before a step")
 	}
-	if err := dec.Step(context.Background(), []int{2, m.Config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
+	if err := dec.Step(context.Background(), []int{2, m.config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
 		t.Fatalf("token out of range: %v", err)
 	}
 	if err := dec.Step(context.Background(), []int{2}, lp); !errors.Is(err, decode.ErrShape) {
@@ -284,7 +284,7 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, full := range []bool{true, false} {
-			strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.Config.BOS, EOS: m.Config.EOS,
+			strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.config.BOS, EOS: m.config.EOS,
 				Semantics: decode.M2, FullLength: full}
 			t.Run(fmt.Sprintf("%v/full=%v", dev, full), func(t *testing.T) {
 				dec, err := m.startModuleDecodingEncoded(enc)
@@ -374,6 +374,6 @@ func decodeEncodedLoop(b *testing.B, m *m2Model, enc *m2Encoded, st decode.Strat
 		if _, err := st.Decode(context.Background(), dec); err != nil {
 			b.Fatal(err)
 		}
-		dec.release()
+		dec.Release()
 	}
 }

@@ -202,7 +202,7 @@ func (l *metransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 // A METransformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs or decode; training mutates it and must be exclusive.
 type metransModel struct {
-	Config       METransConfig
+	config       METransConfig
 	ViT          *vision.ViT
 	Bilinear     []*metransEncoderLayer
 	AdjustExpert *radgen.Linear // W_e of Eq. 10
@@ -234,7 +234,7 @@ func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
 	eba := func(dropout float64) *mesh.BilinearAttention {
 		return mesh.NewBilinearAttention(mesh.BilinearConfig{DQuery: d, DKey: d, DValue: d, DBilinear: d, DMid: c.DMid, Dropout: dropout}, rng)
 	}
-	m := &metransModel{Config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
+	m := &metransModel{config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
 		Words: radgen.NewParam(c.Vocab, d), Positions: radgen.NewParam(c.MaxSeqLen+1, d), Logit: lin(d, c.Vocab)}
 	radgen.XavierUniform(m.Words, rng)
 	radgen.Uniform(m.Positions, rng, 0.02*math.Sqrt(3))
@@ -283,7 +283,7 @@ type metransEncoded struct {
 // once per expert m, so that each expert's decoding stream reads its own
 // view of the image.
 func (m *metransModel) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEncoded, error) {
-	c := m.Config
+	c := m.config
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
 		return nil, fmt.Errorf("memtrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
 	}
@@ -303,7 +303,7 @@ func (m *metransModel) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEn
 // and returns the log-probabilities of the next token, (R, T, V). Position
 // t attends positions ≤ t only.
 func (m *metransModel) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
-	c := m.Config
+	c := m.config
 	if len(tokens) != r*t || r <= 0 || t <= 0 || fv.Dim(0) != r {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
 	}
@@ -353,7 +353,7 @@ func (m *metransModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, token
 	if err != nil {
 		return nil, err
 	}
-	mm := m.Config.Experts
+	mm := m.config.Experts
 	rep := make([]int, 0, b*mm*t)
 	for i := range b {
 		for range mm {
@@ -374,7 +374,7 @@ func (m *metransModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, token
 // orthogonal loss on "the expert tokens" without saying which layer's; it
 // is taken on f_e, the expert embeddings that guide the decoder.
 func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
-	mm := m.Config.Experts
+	mm := m.config.Experts
 	lp := f.LogProbs
 	b, t := lp.Dim(0)/mm, lp.Dim(1)
 	if len(targets) != b*t || len(mask) != b*t {
@@ -391,7 +391,7 @@ func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, m
 	// Loss averages over all B·M streams' positions, (1/M)·Σ_m NLL_m.
 	nll = g.Scale(languageModelLoss(g, lp, rt, rm), float64(mm))
 	orth = vision.OrthogonalLoss(g, f.Encoded.Experts)
-	total = g.Add(nll, g.Scale(orth, m.Config.Lambda))
+	total = g.Add(nll, g.Scale(orth, m.config.Lambda))
 	return total, nll, orth
 }
 
@@ -417,9 +417,9 @@ func (m *metransModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, 
 		if err != nil {
 			return err
 		}
-		return copyToHost(dst, g.Reshape(g.Slice(lp, 1, length-1, length), r*m.Config.Vocab))
+		return copyToHost(dst, g.Reshape(g.Slice(lp, 1, length-1, length), r*m.config.Vocab))
 	}
-	return decode.NewRecompute(feats.Dim(0)*m.Config.Experts, m.Config.Vocab, score)
+	return decode.NewRecompute(feats.Dim(0)*m.config.Experts, m.config.Vocab, score)
 }
 
 // metransReport is the outcome for one study.
@@ -448,7 +448,7 @@ func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strat
 	if err != nil {
 		return nil, err
 	}
-	mm := m.Config.Experts
+	mm := m.config.Experts
 	b := len(hyps) / mm
 	experts := make([][][]decode.Hypothesis, b)
 	out := make([]metransReport, b)

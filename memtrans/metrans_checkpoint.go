@@ -19,7 +19,7 @@ const metaMETransConfig = "radgen.metrans.config"
 // metadata, compressed and checksummed. Write it through a temporary file
 // and a rename for atomicity, as Model.SaveFile does.
 func (m *metransModel) save(w io.Writer) error {
-	cfg, err := json.Marshal(m.Config)
+	cfg, err := json.Marshal(m.config)
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,8 @@ func TestMETransSaveLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Config != m.Config {
-		t.Fatalf("config %+v, want %+v", got.Config, m.Config)
+	if got.config != m.config {
+		t.Fatalf("config %+v, want %+v", got.config, m.config)
 	}
 	want := radgen.StateDict(m, "")
 	for _, p := range radgen.Params(got) {
@@ -105,8 +105,8 @@ func FuzzLoadMETransformer(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if back.Config != got.Config {
-			t.Fatalf("config changed: %+v vs %+v", back.Config, got.Config)
+		if back.config != got.config {
+			t.Fatalf("config changed: %+v vs %+v", back.config, got.config)
 		}
 	})
 }

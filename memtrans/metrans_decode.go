@@ -62,7 +62,7 @@ func (m *metransModel) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphO
 }
 
 // VocabSize implements decode.Model.
-func (s *metransDecoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *metransDecoding) VocabSize() int { return s.m.config.Vocab }
 
 // Rows implements decode.Model.
 func (s *metransDecoding) Rows() int { return len(s.stream) }
@@ -77,7 +77,7 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := s.m.Config
+	c := s.m.config
 	r := len(s.stream)
 	if len(tokens) != r {
 		return fmt.Errorf("%w: %d tokens for %d rows", decode.ErrShape, len(tokens), r)

@@ -53,8 +53,10 @@ func ExampleSCST() {
 		return
 	}
 	cfg := memtrans.R2GenTiny(tok.Len() + 1)
-	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
-	cfg.Transformer.MemorySlots, cfg.Transformer.MaxSeqLen = 2, 8
+	r2 := cfg.EncoderDecoder.(memtrans.Config)
+	r2.DModel, r2.DFF, r2.Layers = 16, 16, 1
+	r2.MemorySlots, r2.MaxSeqLen = 2, 8
+	cfg.EncoderDecoder = r2
 	m, err := memtrans.New(cfg, tok, 3)
 	if err != nil {
 		fmt.Println(err)

@@ -182,7 +182,7 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 	t.Logf("loss: %.4f → %.4f", losses[0], losses[len(losses)-1])
 	// With dropout, a training graph draws masks (the loss differs from
 	// evaluation) from its seed (the same seed, the same loss).
-	m.Config.Dropout = 0.3
+	m.config.Dropout = 0.3
 	for _, l := range m.Decoder {
 		l.dropout = 0.3
 	}
@@ -233,7 +233,7 @@ func TestMETransGenerateVotes(t *testing.T) {
 
 func TestMETransStateDictRoundTrip(t *testing.T) {
 	a := tinyMETrans(t, 0)
-	b, err := newMETransformer(a.Config, 99)
+	b, err := newMETransformer(a.config, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestMETransIncrementalMatchesRecompute(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	ctx := context.Background()
-	V := m.Config.Vocab
+	V := m.config.Vocab
 	reorders := [][]int{{0, 0, 1, 1, 2, 2, 3, 3}, {7, 6, 5, 4, 3, 2, 1, 0}, {1, 1, 1, 4, 5}, {4, 3, 2, 1, 0}}
 	for step := range 5 {
 		rows := inc.Rows()

@@ -1,6 +1,7 @@
 package memtrans
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
 )
@@ -18,32 +20,94 @@ import (
 // extractor, the encoder–decoder and how images are prepared. It is saved
 // with the weights.
 //
-// Exactly one encoder–decoder is configured (see [ModelConfig.Architecture]):
-// Transformer, R2Gen and the variants its Config composes; or M2, the
-// Meshed-Memory Transformer; or METrans, METransformer. The other two stay
-// zero.
+// The encoder–decoder is any registered architecture's configuration (see
+// package arch): R2Gen and the variants its [Config] composes, the
+// Meshed-Memory Transformer ([M2Config]), METransformer
+// ([METransConfig]), or a researcher's own.
 type ModelConfig struct {
-	Transformer Config              `json:"transformer,omitzero"`
-	M2          *M2Config           `json:"m2,omitempty"`
-	METrans     *METransConfig      `json:"metrans,omitempty"`
-	Vision      vision.ResNetConfig `json:"vision"`
-	Corpus      data.Corpus         `json:"corpus"`     // report cleaner and tokenizer defaults
-	Views       int                 `json:"views"`      // images per study (2 for IU X-Ray)
-	ImageSize   int                 `json:"image_size"` // evaluation Resize((s, s)); training crop
-	ResizeTo    int                 `json:"resize_to"`  // training Resize on the shorter side
+	EncoderDecoder arch.Config
+	Vision         vision.ResNetConfig
+	Corpus         data.Corpus // report cleaner and tokenizer defaults
+	Views          int         // images per study (2 for IU X-Ray)
+	ImageSize      int         // evaluation Resize((s, s)); training crop
+	ResizeTo       int         // training Resize on the shorter side
+}
+
+// modelConfigJSON is ModelConfig's saved form: the encoder–decoder by its
+// registered name and configuration. Configurations saved before the
+// registry (API record v0.2.0) name theirs by field: "transformer" (R2Gen),
+// "m2" or "metrans".
+type modelConfigJSON struct {
+	Architecture   string              `json:"architecture,omitempty"`
+	EncoderDecoder json.RawMessage     `json:"encoder_decoder,omitempty"`
+	Transformer    json.RawMessage     `json:"transformer,omitempty"`
+	M2             json.RawMessage     `json:"m2,omitempty"`
+	METrans        json.RawMessage     `json:"metrans,omitempty"`
+	Vision         vision.ResNetConfig `json:"vision"`
+	Corpus         data.Corpus         `json:"corpus"`
+	Views          int                 `json:"views"`
+	ImageSize      int                 `json:"image_size"`
+	ResizeTo       int                 `json:"resize_to"`
+}
+
+// MarshalJSON writes the configuration with its encoder–decoder's
+// registered name; an unregistered one is an error.
+func (c ModelConfig) MarshalJSON() ([]byte, error) {
+	name, err := arch.Name(c.EncoderDecoder)
+	if err != nil {
+		return nil, err
+	}
+	ed, err := json.Marshal(c.EncoderDecoder)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(modelConfigJSON{Architecture: name, EncoderDecoder: ed, Vision: c.Vision, Corpus: c.Corpus, Views: c.Views, ImageSize: c.ImageSize, ResizeTo: c.ResizeTo})
+}
+
+// UnmarshalJSON reads a configuration written by MarshalJSON, or by an
+// earlier version; an unregistered architecture is an error wrapping
+// arch.ErrUnregistered.
+func (c *ModelConfig) UnmarshalJSON(b []byte) error {
+	var j modelConfigJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	name, raw := j.Architecture, j.EncoderDecoder
+	legacy := 0
+	for _, l := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{ArchR2Gen, j.Transformer}, {ArchM2, j.M2}, {ArchMETransformer, j.METrans}} {
+		if len(l.raw) > 0 && string(l.raw) != "null" {
+			name, raw = l.name, l.raw
+			legacy++
+		}
+	}
+	switch {
+	case legacy > 1 || legacy == 1 && j.Architecture != "":
+		return fmt.Errorf("%w: more than one encoder–decoder configured", ErrConfig)
+	case name == "":
+		return fmt.Errorf("%w: no encoder–decoder configured", ErrConfig)
+	}
+	ed, err := arch.Decode(name, raw)
+	if err != nil {
+		return err
+	}
+	*c = ModelConfig{EncoderDecoder: ed, Vision: j.Vision, Corpus: j.Corpus, Views: j.Views, ImageSize: j.ImageSize, ResizeTo: j.ResizeTo}
+	return nil
 }
 
 // R2GenIUXray returns the paper's IU X-Ray generator: ResNet-101 over two
 // 224² views, d_model 512, 3 layers, 3 memory slots. vocab is the tokenizer
 // size + 1.
 func R2GenIUXray(vocab int) ModelConfig {
-	return ModelConfig{Transformer: iuXRayTransformer(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{EncoderDecoder: iuXRayTransformer(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
 // R2GenMIMICCXR returns the paper's MIMIC-CXR generator (one view, reports
 // up to 100 tokens).
 func R2GenMIMICCXR(vocab int) ModelConfig {
-	return ModelConfig{Transformer: mimicCXRTransformer(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{EncoderDecoder: mimicCXRTransformer(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
 }
 
 // R2GenTiny returns a small generator for demos and tests: a ResNet with one
@@ -52,7 +116,7 @@ func R2GenMIMICCXR(vocab int) ModelConfig {
 func R2GenTiny(vocab int) ModelConfig {
 	v := vision.ResNetConfig{Block: vision.BasicBlock, Layers: [4]int{1, 1, 1, 1}}
 	t := tinyTransformer(vocab, v.OutChannels())
-	return ModelConfig{Transformer: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
+	return ModelConfig{EncoderDecoder: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
 }
 
 // Validate reports the first inconsistency in c, including a model beyond
@@ -91,7 +155,7 @@ func (c ModelConfig) validate(b Budget) error {
 type Model struct {
 	cfg         ModelConfig
 	extractor   *vision.Extractor
-	net         encoderDecoder
+	net         arch.EncoderDecoder
 	transformer *r2genModel // net, for ArchR2Gen; nil otherwise
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
@@ -182,14 +246,14 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 	if err != nil {
 		return nil, err
 	}
-	net, err := newEncoderDecoder(cfg, seed)
+	net, err := cfg.EncoderDecoder.New(seed)
 	if err != nil {
 		return nil, err
 	}
 	return newModel(cfg, ext, net, tok, opts)
 }
 
-func newModel(cfg ModelConfig, ext *vision.Extractor, net encoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
+func newModel(cfg ModelConfig, ext *vision.Extractor, net arch.EncoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
 	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels, budget: DefaultBudget()}
 	m.transformer, _ = net.(*r2genModel)
 	for _, o := range opts {
@@ -242,9 +306,10 @@ func (m *Model) ContinueFrom(prev *Model) error {
 }
 
 // EncoderDecoder returns the model's encoder–decoder, whatever its
-// architecture, as a module: its parameters by their names under
-// "encoder_decoder." in the model's state_dict.
-func (m *Model) EncoderDecoder() radgen.Module { return m.net }
+// architecture: its parameters are the model's under "encoder_decoder.".
+// Calling its methods while the model trains or closes is the caller's
+// race to avoid.
+func (m *Model) EncoderDecoder() arch.EncoderDecoder { return m.net }
 
 // VisitParams implements radgen.Module with the names of R2Gen's full
 // state_dict: "visual_extractor.model.…" and "encoder_decoder.…" (for M²

@@ -152,7 +152,7 @@ func TestParityR2Gen(t *testing.T) {
 	defer testdevice.FailOnPanic(t)
 	g := loadGolden(t)
 	m := g.transformer(t)
-	t.Logf("config from the golden files: %+v", m.Config)
+	t.Logf("config from the golden files: %+v", m.config)
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
 	testdevice.Move(t, m, dev)
 	f, err := m.teacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
@@ -209,7 +209,7 @@ func TestLoadErrorsNameTheTensor(t *testing.T) {
 		t.Errorf("mis-shaped tensor: %v", err)
 	}
 	src = radgen.StateDict(m, "")
-	nan := radgen.Zeros(m.Config.DModel)
+	nan := radgen.Zeros(m.config.DModel)
 	nan.Data()[3] = float32(math.NaN())
 	src["model.decoder.norm.gamma"] = nan
 	if err := radgen.LoadParams(m, src, ""); err == nil || !strings.Contains(err.Error(), "model.decoder.norm.gamma") {

@@ -32,8 +32,8 @@ func tinyR2GenWeights(t *testing.T) (*data.Tokenizer, ModelConfig, []pth.Tensor)
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
-	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 16, 16, 1 })
+	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -90,12 +90,12 @@ func TestLoadR2GenFile(t *testing.T) {
 	}
 	for _, path := range []string{pthPath, stPath} {
 		var logs bytes.Buffer
-		m, err := LoadR2GenFile(path, tok, cfg.Views, cfg.Transformer.Heads, cfg.Transformer.MemoryHeads,
+		m, err := LoadR2GenFile(path, tok, cfg.Views, r2cfg(cfg).Heads, r2cfg(cfg).MemoryHeads,
 			WithModelOptions(WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
 		if err != nil {
 			t.Fatalf("%s: %v", filepath.Base(path), err)
 		}
-		if got := m.Config().Transformer; got.DModel != 16 || got.Layers != 1 || got.Vocab != cfg.Transformer.Vocab {
+		if got := r2cfg(m.Config()); got.DModel != 16 || got.Layers != 1 || got.Vocab != r2cfg(cfg).Vocab {
 			t.Errorf("%s: inferred config %+v", filepath.Base(path), got)
 		}
 		n := 0

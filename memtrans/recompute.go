@@ -14,8 +14,8 @@ import (
 // It exists as the baseline of benchmarks and as a cross-check of the
 // incremental Decoding, which must give the same log-probabilities.
 func (m *r2genModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
-	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual || feats.Dim(0) == 0 {
-		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual)
+	if feats.Rank() != 3 || feats.Dim(2) != m.config.DVisual || feats.Dim(0) == 0 {
+		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual)
 	}
 	enc := m.encode(radgen.NoGrad(), feats)
 	score := func(ctx context.Context, studies []int, prefixes []int, length int, dst []float32) error {
@@ -38,13 +38,13 @@ func (m *r2genModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, er
 		x := m.Embed.Forward(g, prefixes, rows, length, 0)
 		_, memory, in := m.memoryStates(g, sel, x, x)
 		h := m.Decoder.ForwardSources(g, in, sel.Sources, sel.Mask, tgtMask, memory)
-		h = g.Reshape(g.Slice(h, 1, length-1, length), rows, m.Config.DModel)
-		if m.Config.Variant == VariantBaseRM {
+		h = g.Reshape(g.Slice(h, 1, length-1, length), rows, m.config.DModel)
+		if m.config.Variant == VariantBaseRM {
 			last := g.Reshape(g.Slice(memory, 1, length-1, length), rows, -1)
 			h = g.Concat(1, h, last)
 		}
 		copy(dst, g.LogSoftmax(m.Logit.Forward(g, h)).Data())
 		return nil
 	}
-	return decode.NewRecompute(feats.Dim(0), m.Config.Vocab, score)
+	return decode.NewRecompute(feats.Dim(0), m.config.Vocab, score)
 }

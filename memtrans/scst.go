@@ -17,6 +17,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -52,7 +53,7 @@ type SCSTConfig struct {
 // input.
 var ErrSCST = errors.New("memtrans: invalid SCST input")
 
-// SCST fine-tunes a [Transformer] with self-critical sequence training. For
+// SCST fine-tunes a model's encoder–decoder with self-critical sequence training. For
 // every study it decodes k sequences w¹…wᵏ, rewards each with
 // r(wⁱ) (CIDEr-D against the study's references by default), and descends
 //
@@ -63,8 +64,8 @@ var ErrSCST = errors.New("memtrans: invalid SCST input")
 //
 // An SCST holds its model exclusively during Step; it is for one goroutine.
 type SCST struct {
-	owner  *Model // nil for a bare Transformer
-	model  *r2genModel
+	owner  *Model // nil for a bare encoder–decoder
+	model  arch.EncoderDecoder
 	opt    *optim.Adam
 	cfg    SCSTConfig
 	reward decode.Scorer
@@ -80,16 +81,20 @@ type SCSTResult struct {
 	Sequences  [][]int   // (B·k) the sampled token ids, EOS included when produced
 }
 
-// NewSCST prepares self-critical training of an R2Gen model m with the
+// NewSCST prepares self-critical training of model m, of any architecture
+// whose decoding has one row per study (not METransformer's experts), with the
 // optimiser opt (built over radgen.Trainable(m.EncoderDecoder()), typically
 // at a small fixed rate: M² uses 5e-6) and the reward, nil for
 // metrics.CIDErDOfIDs. Each Step takes m exclusively while it updates the
 // weights, as a Trainer does.
 func NewSCST(m *Model, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
-	if m == nil || m.transformer == nil {
-		return nil, fmt.Errorf("%w: self-critical training needs an R2Gen model", ErrSCST)
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil model", ErrSCST)
 	}
-	s, err := newSCST(m.transformer, opt, cfg, reward)
+	if _, ok := m.net.(arch.StudyDecoder); ok {
+		return nil, fmt.Errorf("%w: the %s architecture decodes each study through its own candidates; self-critical training needs one decoding row per study", ErrSCST, m.cfg.Architecture())
+	}
+	s, err := newSCST(m.net, opt, cfg, reward)
 	if err != nil {
 		return nil, err
 	}
@@ -97,23 +102,27 @@ func NewSCST(m *Model, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*
 	return s, nil
 }
 
-// newSCST is NewSCST over a bare Transformer.
-func newSCST(m *r2genModel, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
+// newSCST is NewSCST over a bare encoder–decoder.
+func newSCST(m arch.EncoderDecoder, opt *optim.Adam, cfg SCSTConfig, reward decode.Scorer) (*SCST, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil model or optimiser", ErrSCST)
+	}
+	d := m.Config().Dims()
 	switch {
 	case m == nil || opt == nil:
 		return nil, fmt.Errorf("%w: nil model or optimiser", ErrSCST)
 	case cfg.Samples < 2:
 		return nil, fmt.Errorf("%w: %d samples per study, the baseline needs at least 2", ErrSCST, cfg.Samples)
-	case cfg.MaxLen < 0 || cfg.MaxLen > m.Config.MaxSeqLen:
-		return nil, fmt.Errorf("%w: maximum length %d outside [0, %d]", ErrSCST, cfg.MaxLen, m.Config.MaxSeqLen)
+	case cfg.MaxLen < 0 || cfg.MaxLen > d.MaxSeqLen:
+		return nil, fmt.Errorf("%w: maximum length %d outside [0, %d]", ErrSCST, cfg.MaxLen, d.MaxSeqLen)
 	case cfg.ClipValue < 0 || cfg.ClipNorm < 0:
 		return nil, fmt.Errorf("%w: negative clipping", ErrSCST)
 	}
 	if cfg.MaxLen == 0 {
-		cfg.MaxLen = m.Config.MaxSeqLen
+		cfg.MaxLen = d.MaxSeqLen
 	}
 	if cfg.Strategy == nil {
-		cfg.Strategy = decode.BeamSearch{Size: cfg.Samples, N: cfg.Samples, MaxLen: cfg.MaxLen}
+		cfg.Strategy = decode.BeamSearch{Size: cfg.Samples, N: cfg.Samples, MaxLen: cfg.MaxLen, BOS: d.BOS, Semantics: d.Semantics}
 	}
 	if reward == nil {
 		reward = cidErDReward
@@ -144,21 +153,28 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 		}
 	}
 	m := s.model
-	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(refs) || len(refs) == 0 || feats.Dim(2) != m.Config.DVisual {
-		return res, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrSCST, shapeOf(feats), len(refs), m.Config.DVisual)
+	d := m.Config().Dims()
+	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(refs) || len(refs) == 0 || feats.Dim(2) != d.VisualWidth {
+		return res, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrSCST, shapeOf(feats), len(refs), d.VisualWidth)
 	}
 	for i, r := range refs {
 		if len(r) == 0 {
 			return res, fmt.Errorf("%w: study %d has no reference", ErrSCST, i)
 		}
 	}
-	feats = feats.To(m.Logit.Weight.Device()) // sampling and the update run where the model is
-	dec, err := m.startModuleDecoding(feats)
+	feats = feats.To(moduleDevice(m)) // sampling and the update run where the model is
+	raw, err := m.StartDecoding(feats)
 	if err != nil {
 		return res, err
 	}
+	dec := raw
+	if d.Words < d.Vocab {
+		dec = wordsOnly{raw, d.Words}
+	}
 	hyps, err := s.cfg.Strategy.Decode(ctx, dec)
-	dec.release()
+	if r, ok := raw.(arch.Releaser); ok {
+		r.Release()
+	}
 	if err != nil {
 		return res, fmt.Errorf("memtrans: SCST sampling: %w", err)
 	}
@@ -206,7 +222,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	res.MeanReward /= float64(len(res.Rewards))
 
 	g := radgen.NewGraph(radgen.Train(s.stepSeed()))
-	logp, err := m.sequenceLogProbs(g, feats, res.Sequences, studies, !s.cfg.SumLogProbs)
+	logp, err := sequenceLogProbs(m, g, feats, res.Sequences, studies, !s.cfg.SumLogProbs)
 	if err != nil {
 		return res, err
 	}
@@ -268,7 +284,7 @@ func scstLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radge
 // is Σ_t log p(w_t | w_<t) over the tokens of each sequence, divided by its
 // length when mean is true. It records on g, so it carries gradients to the
 // model's parameters.
-func (m *r2genModel) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
+func sequenceLogProbs(m arch.EncoderDecoder, g *radgen.Graph, feats *radgen.Tensor, seqs [][]int, studies []int, mean bool) (*radgen.Tensor, error) {
 	r := len(seqs)
 	if r == 0 || len(studies) != r {
 		return nil, fmt.Errorf("%w: %d sequences for %d studies", ErrSCST, r, len(studies))
@@ -299,11 +315,11 @@ func (m *r2genModel) sequenceLogProbs(g *radgen.Graph, feats *radgen.Tensor, seq
 			weights[i*t+j] = w
 		}
 	}
-	f, err := m.teacherForce(g, g.IndexSelect(feats, 0, studies), in, r, t)
+	lp, err := m.LogProbs(g, g.IndexSelect(feats, 0, studies), in, r, t)
 	if err != nil {
 		return nil, err
 	}
-	picked := g.PickLast(f.LogProbs, targets) // (R, T)
+	picked := g.PickLast(lp, targets) // (R, T)
 	wt := radgen.FromFloat64(weights, r, t)
 	ones := radgen.FromFloat64(onesOf(t), t, 1)
 	if !picked.Is64() {

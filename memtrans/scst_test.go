@@ -70,7 +70,7 @@ func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 		}
 	}
 	for _, mean := range []bool{false, true} {
-		got, err := m.sequenceLogProbs(radgen.NoGrad(), feats, seqs, studies, mean)
+		got, err := sequenceLogProbs(m, radgen.NoGrad(), feats, seqs, studies, mean)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func weighted(t *testing.T, m *r2genModel, feats *radgen.Tensor, res SCSTResult,
 	for i := range studies {
 		studies[i] = i / k
 	}
-	lp, err := m.sequenceLogProbs(radgen.NoGrad(), feats, res.Sequences, studies, true)
+	lp, err := sequenceLogProbs(m, radgen.NoGrad(), feats, res.Sequences, studies, true)
 	if err != nil {
 		t.Fatal(err)
 	}

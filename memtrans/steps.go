@@ -78,7 +78,7 @@ var (
 // of the Transformer's parameters, and returns a decoding state with one
 // row per study. The steps' graph takes opts.
 func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*moduleDecoding, error) {
-	c := m.Config
+	c := m.config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
 		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
 	}
@@ -167,9 +167,9 @@ func (sp *stepSpace) put(g *radgen.Graph) {
 // errReleased is the error of a step after release.
 var errReleased = errors.New("memtrans: step of a decoding whose arena was released")
 
-// release gives the decoding's step space back for later decodings, once
+// Release implements arch.Releaser: it gives the decoding's step space back for later decodings, once
 // the strategy is done with it: the decoding steps no more.
-func (s *moduleDecoding) release() {
+func (s *moduleDecoding) Release() {
 	s.lazy = nil // no step reads prep again: settle only finishes the batch
 	s.settle()
 	if s.space != nil {
@@ -179,7 +179,7 @@ func (s *moduleDecoding) release() {
 }
 
 // VocabSize implements decode.Model.
-func (s *moduleDecoding) VocabSize() int { return s.m.Config.Vocab }
+func (s *moduleDecoding) VocabSize() int { return s.m.config.Vocab }
 
 // Rows implements decode.Model.
 func (s *moduleDecoding) Rows() int { return len(s.study) }
@@ -271,7 +271,7 @@ func (s *moduleDecoding) settle() {
 // the next token's log-probabilities.
 func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	m, g := s.m, s.g
-	c := m.Config
+	c := m.config
 	R, d, V := len(s.study), c.DModel, c.Vocab
 	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
 		return err

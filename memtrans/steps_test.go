@@ -116,7 +116,7 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		checkGoldenDecoding(t, g, m.Config.MaxSeqLen, dev.String()+"/", func(feats *radgen.Tensor) (decode.Model, error) {
+		checkGoldenDecoding(t, g, m.config.MaxSeqLen, dev.String()+"/", func(feats *radgen.Tensor) (decode.Model, error) {
 			return m.startModuleDecoding(feats)
 		})
 	}
@@ -131,11 +131,11 @@ func TestModuleDecodingStepAllocs(t *testing.T) {
 	}
 	for _, v := range []Variant{VariantR2Gen, VariantBase} {
 		m := halfTestModel(t, v)
-		m.Config.PositionLen = 400
-		feats := randomFeats(2, 5, m.Config.DVisual, 13)
-		for _, stored := range []map[*radgen.Tensor]*radgen.Tensor{nil, halfSnapshot(m.stepMatrices())} {
+		m.config.PositionLen = 400
+		feats := randomFeats(2, 5, m.config.DVisual, 13)
+		for _, stored := range []map[*radgen.Tensor]*radgen.Tensor{nil, halfSnapshot(m.StepWeights())} {
 			dec := halfDecoding(t, m, feats, stored)
-			V := m.Config.Vocab
+			V := m.config.Vocab
 			lp := make([]float32, 6*V)
 			ctx := context.Background()
 			if err := dec.Step(ctx, []int{0, 0}, lp); err != nil {
@@ -175,17 +175,17 @@ func TestModuleDecodingStepAllocs(t *testing.T) {
 // released one refuses to step.
 func TestModuleDecodingReusesArena(t *testing.T) {
 	m := halfTestModel(t, VariantR2Gen)
-	feats := randomFeats(2, 5, m.Config.DVisual, 17)
+	feats := randomFeats(2, 5, m.config.DVisual, 17)
 	tokens := [][]int{{0, 0}, {3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}}
 	src := [][]int{{0, 0, 0, 1, 1, 1}, {2, 0, 1, 3, 3, 5}, nil}
 	first := halfDecoding(t, m, feats, nil)
 	want := stepAll(t, first, tokens, src)
-	first.release()
-	if err := first.Step(context.Background(), []int{1, 1, 1, 1, 1, 1}, make([]float32, 6*m.Config.Vocab)); !errors.Is(err, errReleased) {
+	first.Release()
+	if err := first.Step(context.Background(), []int{1, 1, 1, 1, 1, 1}, make([]float32, 6*m.config.Vocab)); !errors.Is(err, errReleased) {
 		t.Fatalf("step after release: %v", err)
 	}
 	second := halfDecoding(t, m, feats, nil)
-	defer second.release()
+	defer second.Release()
 	if got := stepAll(t, second, tokens, src); !equalSteps(got, want) {
 		t.Fatal("a decoding on a reused arena differs from the first")
 	}

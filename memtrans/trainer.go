@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
 )
@@ -341,7 +342,12 @@ func (t *Trainer) calibrate(ctx context.Context) error {
 	}
 	if count > 1 {
 		m.mu.Lock()
-		emb := m.net.visualEmbedding()
+		ve, ok := m.net.(arch.VisualEmbedder)
+		if !ok {
+			m.mu.Unlock()
+			return fmt.Errorf("memtrans: calibration: the %s architecture has no linear visual embedding (arch.VisualEmbedder)", m.cfg.Architecture())
+		}
+		emb := ve.VisualEmbedding()
 		// Read and write the weights on the CPU, wherever they live.
 		wt, bt := emb.Weight.To(radgen.CPU).Clone(), emb.Bias.To(radgen.CPU).Clone()
 		w, bias := wt.Data(), bt.Data()
@@ -416,7 +422,7 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		targets = append(targets, row[1:]...)
 		mask = append(mask, b.Masks[i*T+1:(i+1)*T]...)
 	}
-	loss, err := m.net.trainingLoss(g, feats, in, targets, mask, B, T-1)
+	loss, err := m.net.Loss(g, feats, arch.Batch{In: in, Targets: targets, Mask: mask, Size: B, Len: T - 1})
 	if err != nil {
 		return 0, err
 	}

@@ -18,7 +18,7 @@ import (
 // A Transformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs; training mutates it and must be exclusive.
 type r2genModel struct {
-	Config   Config
+	config   Config
 	AttEmbed *radgen.Linear // att_embed.0: d_vf → D, followed by ReLU and dropout
 	Encoder  *r2Encoder
 	Decoder  *r2Decoder
@@ -42,7 +42,7 @@ func newR2GenModel(c Config, seed uint64) (*r2genModel, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x52324765))
 	m := &r2genModel{
-		Config:   c,
+		config:   c,
 		AttEmbed: radgen.NewLinear(c.DVisual, c.DModel, true, rng),
 		Encoder:  newEncoder(c, rng),
 		Decoder:  newDecoder(c, rng),
@@ -136,11 +136,11 @@ func (e *r2Encoded) rows(g *radgen.Graph, idx []int) *r2Encoded {
 
 // Encode embeds visual patch features (B, N, d_vf) and runs the encoder.
 func (m *r2genModel) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
-	if feats.Rank() != 3 || feats.Dim(2) != m.Config.DVisual {
-		panic(fmt.Sprintf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.Config.DVisual))
+	if feats.Rank() != 3 || feats.Dim(2) != m.config.DVisual {
+		panic(fmt.Sprintf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual))
 	}
 	b, n := feats.Dim(0), feats.Dim(1)
-	att := g.Dropout(g.ReLU(m.AttEmbed.Forward(g, feats)), m.Config.EmbedDrop)
+	att := g.Dropout(g.ReLU(m.AttEmbed.Forward(g, feats)), m.config.EmbedDrop)
 	mask := radgen.Zeros(b, 1, n)
 	radgen.Fill(mask, 1)
 	mask = mask.To(feats.Device())
@@ -185,15 +185,15 @@ func (m *r2genModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens 
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
-	if feats.Rank() != 3 || feats.Dim(0) != b || feats.Dim(2) != m.Config.DVisual {
-		return nil, fmt.Errorf("memtrans: visual features %v for a batch of %d, want (B, N, %d)", feats.Shape(), b, m.Config.DVisual)
+	if feats.Rank() != 3 || feats.Dim(0) != b || feats.Dim(2) != m.config.DVisual {
+		return nil, fmt.Errorf("memtrans: visual features %v for a batch of %d, want (B, N, %d)", feats.Shape(), b, m.config.DVisual)
 	}
-	if t > m.Config.PositionLen {
-		return nil, fmt.Errorf("memtrans: %d positions exceed the positional table (%d)", t, m.Config.PositionLen)
+	if t > m.config.PositionLen {
+		return nil, fmt.Errorf("memtrans: %d positions exceed the positional table (%d)", t, m.config.PositionLen)
 	}
 	for i, id := range tokens {
-		if id < 0 || id >= m.Config.Vocab {
-			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.Config.Vocab)
+		if id < 0 || id >= m.config.Vocab {
+			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.config.Vocab)
 		}
 	}
 	f := &teacherForced{Encoded: m.encode(g, feats)}
@@ -219,7 +219,7 @@ func (m *r2genModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens 
 	f.MemoryInit, f.Memory, f.DecoderIn = m.memoryStates(g, f.Encoded, memIn, f.TgtEmbedded)
 	f.DecoderOut = m.Decoder.ForwardSources(g, f.DecoderIn, f.Encoded.Sources, f.Encoded.Mask, tgtMask, f.Memory)
 	out := f.DecoderOut
-	if m.Config.Variant == VariantBaseRM {
+	if m.config.Variant == VariantBaseRM {
 		out = g.Concat(2, out, f.Memory)
 	}
 	f.LogProbs = g.LogSoftmax(m.Logit.Forward(g, out))
@@ -247,10 +247,10 @@ func (m *r2genModel) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *rad
 // Config.Mem2MemPenalty · ‖AAᵀ − I‖²_F (Eq. 12, averaged over the batch).
 // It is nil when the configuration has none.
 func (m *r2genModel) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
-	if m.Mem2Mem == nil || m.Config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
+	if m.Mem2Mem == nil || m.config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
 		return nil
 	}
-	return g.Scale(relmem.Penalty(g, f.Encoded.BankAttention), m.Config.Mem2MemPenalty)
+	return g.Scale(relmem.Penalty(g, f.Encoded.BankAttention), m.config.Mem2MemPenalty)
 }
 
 // ContinueFrom loads every tensor of R2Gen's architecture from src (names

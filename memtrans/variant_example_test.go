@@ -30,10 +30,13 @@ func ExampleConfig_variants() {
 		return n
 	}
 	r2gen := memtrans.R2GenTiny(tok.Len() + 1)
-	gca := r2gen
-	gca.Transformer.Routing = mesh.RoutingGCA
-	m2m := r2gen
-	m2m.Transformer.Memory, m2m.Transformer.Mem2MemPenalty = memtrans.MemoryMem2Mem, 0.1
+	// The variants are fields of R2Gen's configuration.
+	r2 := r2gen.EncoderDecoder.(memtrans.Config)
+	gca, m2m := r2gen, r2gen
+	withGCA, withM2M := r2, r2
+	withGCA.Routing = mesh.RoutingGCA
+	withM2M.Memory, withM2M.Mem2MemPenalty = memtrans.MemoryMem2Mem, 0.1
+	gca.EncoderDecoder, m2m.EncoderDecoder = withGCA, withM2M
 	fmt.Println("R2Gen parameters:", count(r2gen))
 	fmt.Println("GCA adds:", count(gca)-count(r2gen))
 	fmt.Println("Mem2Mem valid:", m2m.Validate() == nil)

@@ -331,8 +331,8 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	cfg.Transformer.Routing = mesh.RoutingGCA
-	cfg.Transformer.Memory, cfg.Transformer.Mem2MemPenalty = MemoryMem2Mem, 0.5
+	editR2(&cfg, func(t *Config) { t.Routing = mesh.RoutingGCA })
+	editR2(&cfg, func(t *Config) { t.Memory, t.Mem2MemPenalty = MemoryMem2Mem, 0.5 })
 	m, err := New(cfg, tok, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -345,10 +345,10 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.transformer.Config; got != cfg.Transformer {
+	if got := m2.transformer.config; got != r2cfg(cfg) {
 		t.Fatalf("config after load: %+v", got)
 	}
-	feats := randomFeats(2, 4, cfg.Transformer.DVisual, 8)
+	feats := randomFeats(2, 4, r2cfg(cfg).DVisual, 8)
 	ids := []string{"a", "b"}
 	r1, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(2))
 	if err != nil {

@@ -31,7 +31,7 @@ type Options struct {
 	// Architecture selects the encoder–decoder (the zero value is R2Gen's,
 	// configured by Variant and Configure; M² and METransformer take their
 	// tiny configurations, memtrans.TinyM2Config and TinyMETransConfig).
-	Architecture     memtrans.Architecture
+	Architecture     string
 	Beam             int
 	Progress         func(memtrans.Progress)
 	AttentionExample bool // generate with attention maps
@@ -138,18 +138,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg = memtrans.METransTiny(tok.Len() + 1)
 	case "", memtrans.ArchR2Gen:
 		cfg = memtrans.R2GenTiny(tok.Len() + 1)
-		cfg.Transformer.Variant = o.Variant
+		r2 := cfg.EncoderDecoder.(memtrans.Config)
+		r2.Variant = o.Variant
 		// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
-		cfg.Transformer.EmbedDrop = 0.1
+		r2.EmbedDrop = 0.1
 		if o.Configure != nil {
-			o.Configure(&cfg.Transformer)
+			o.Configure(&r2)
 		}
+		cfg.EncoderDecoder = r2
 	default:
 		return nil, fmt.Errorf("synthrun: unknown architecture %q", o.Architecture)
 	}
 	cfg.ImageSize, cfg.ResizeTo = o.Size, o.Size
-	if cfg.METrans != nil {
-		cfg.METrans.Patches = cfg.PatchesPerStudy()
+	if mt, ok := cfg.EncoderDecoder.(memtrans.METransConfig); ok {
+		mt.Patches = cfg.PatchesPerStudy()
+		cfg.EncoderDecoder = mt
 	}
 	if o.ConfigureModel != nil {
 		o.ConfigureModel(&cfg)

@@ -13,7 +13,7 @@ import (
 // memory-driven Transformer.
 type Spec struct {
 	Name         string
-	Architecture memtrans.Architecture // zero: R2Gen's, configured by Variant and Configure
+	Architecture string // zero: R2Gen's, configured by Variant and Configure
 	Variant      memtrans.Variant
 	Configure    func(*memtrans.Config) // nil: the variant as it is
 	// ConfigureModel edits the whole model configuration (M², METransformer).
@@ -51,7 +51,9 @@ func Specs(epochs int) []Spec {
 		}},
 		{Name: "M²", Architecture: memtrans.ArchM2},
 		{Name: "M² multi-view GCA", Architecture: memtrans.ArchM2, ConfigureModel: func(c *memtrans.ModelConfig) {
-			c.M2.Routing = mesh.RoutingGCA
+			m2 := c.EncoderDecoder.(memtrans.M2Config)
+			m2.Routing = mesh.RoutingGCA
+			c.EncoderDecoder = m2
 		}},
 		{Name: "METransformer", Architecture: memtrans.ArchMETransformer},
 	}

@@ -52,9 +52,9 @@ func benchModel(b *testing.B) *memtrans.Model {
 	case "iu-decoder":
 		iuOnce.Do(func() {
 			cfg := f.model.Config()
-			dv := cfg.Transformer.DVisual
-			cfg.Transformer = memtrans.R2GenIUXray(cfg.Transformer.Vocab).Transformer
-			cfg.Transformer.DVisual = dv
+			iu := memtrans.R2GenIUXray(cfg.EncoderDecoder.Dims().Words).EncoderDecoder.(memtrans.Config)
+			iu.DVisual = cfg.EncoderDecoder.Dims().VisualWidth
+			cfg.EncoderDecoder = iu
 			iuModel, iuErr = memtrans.New(cfg, f.model.Tokenizer(), 5)
 		})
 		if iuErr != nil {

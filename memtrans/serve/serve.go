@@ -53,8 +53,8 @@ type Handler struct {
 
 // ModelInfo describes the served model (GET /v1/model).
 type ModelInfo struct {
-	Name         string                `json:"name"`
-	Architecture memtrans.Architecture `json:"architecture"`
+	Name         string `json:"name"`
+	Architecture string `json:"architecture"`
 	// Checksum identifies the weights: "sha256:" and the hex SHA-256 of the
 	// configuration, the vocabulary and every parameter (name, shape and
 	// little-endian float32 values, in the model's parameter order).

@@ -91,7 +91,7 @@ func TestRoutes(t *testing.T) {
 	}
 	cfg := f.model.Config()
 	if info.Name != "tiny" || info.Architecture != memtrans.ArchR2Gen || info.VocabSize != f.model.Tokenizer().Len()+1 ||
-		info.Views != 2 || info.ImageSize != 64 || info.MaxLength != cfg.MaxSeqLen() || info.Config.Transformer.DModel != cfg.Transformer.DModel {
+		info.Views != 2 || info.ImageSize != 64 || info.MaxLength != cfg.MaxSeqLen() || info.Config.EncoderDecoder.(memtrans.Config).DModel != cfg.EncoderDecoder.(memtrans.Config).DModel {
 		t.Errorf("model info %+v", info)
 	}
 	if !strings.HasPrefix(info.Checksum, "sha256:") || len(info.Checksum) != 7+64 {

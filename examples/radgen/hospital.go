@@ -72,7 +72,7 @@ func (h *hospital) studies(ctx context.Context, args []string, views int) ([]mem
 func (h *hospital) keep(reps []memtrans.Report) { h.reports = append(h.reports, reps...) }
 
 // write writes the FHIR and SR files asked for.
-func (h *hospital) write(modelPath string, arch memtrans.Architecture, studies []memtrans.Study) error {
+func (h *hospital) write(modelPath string, arch string, studies []memtrans.Study) error {
 	if *h.fhirOut == "" && *h.srOut == "" {
 		return nil
 	}

@@ -125,7 +125,7 @@ func train(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := modelConfig(*config, memtrans.Architecture(*arch), mesh.Routing(*routing), c, tok.Len()+1)
+	cfg, err := modelConfig(*config, *arch, mesh.Routing(*routing), c, tok.Len()+1)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func train(ctx context.Context, args []string) error {
 }
 
 // modelConfig assembles the architecture the train flags name.
-func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, c data.Corpus, vocab int) (memtrans.ModelConfig, error) {
+func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, vocab int) (memtrans.ModelConfig, error) {
 	var cfg memtrans.ModelConfig
 	switch arch {
 	case memtrans.ArchR2Gen, memtrans.ArchM2, memtrans.ArchMETransformer:
@@ -228,12 +228,12 @@ func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, 
 			// One view and reports of up to MIMIC-CXR's length.
 			mimic := memtrans.R2GenMIMICCXR(vocab)
 			cfg.Corpus, cfg.Views = mimic.Corpus, mimic.Views
-			if cfg.M2 != nil {
-				m2 := cfg.M2.ForReports(vocab, mimic.Transformer.MaxSeqLen)
-				cfg.M2 = &m2
-			}
-			if cfg.METrans != nil {
-				cfg.METrans.MaxSeqLen = mimic.Transformer.MaxSeqLen
+			switch ed := cfg.EncoderDecoder.(type) {
+			case memtrans.M2Config:
+				cfg.EncoderDecoder = ed.ForReports(vocab, mimic.MaxSeqLen())
+			case memtrans.METransConfig:
+				ed.MaxSeqLen = mimic.MaxSeqLen()
+				cfg.EncoderDecoder = ed
 			}
 		}
 	default:
@@ -242,19 +242,23 @@ func modelConfig(size string, arch memtrans.Architecture, routing mesh.Routing, 
 	if cfg.Views == 0 {
 		return cfg, fmt.Errorf("unknown -arch %q (r2gen, m2 or metransformer)", arch)
 	}
-	if cfg.METrans != nil {
-		cfg.METrans.Patches = cfg.PatchesPerStudy()
+	if mt, ok := cfg.EncoderDecoder.(memtrans.METransConfig); ok {
+		mt.Patches = cfg.PatchesPerStudy()
+		cfg.EncoderDecoder = mt
 	}
 	if routing != mesh.RoutingNone {
-		switch {
-		case !routing.Valid():
+		if !routing.Valid() {
 			return cfg, fmt.Errorf("unknown -routing %q", routing)
-		case cfg.M2 != nil:
-			cfg.M2.Routing = routing
-		case cfg.METrans != nil:
-			return cfg, errors.New("-routing applies to r2gen and m2")
+		}
+		switch ed := cfg.EncoderDecoder.(type) {
+		case memtrans.M2Config:
+			ed.Routing = routing
+			cfg.EncoderDecoder = ed
+		case memtrans.Config:
+			ed.Routing = routing
+			cfg.EncoderDecoder = ed
 		default:
-			cfg.Transformer.Routing = routing
+			return cfg, errors.New("-routing applies to r2gen and m2")
 		}
 	}
 	return cfg, cfg.Validate()

@@ -99,8 +99,10 @@ func TestCommandErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := memtrans.R2GenTiny(tok.Len() + 1)
-	cfg.Transformer.DModel, cfg.Transformer.DFF, cfg.Transformer.Layers = 16, 16, 1
-	cfg.Transformer.Heads, cfg.Transformer.MemoryHeads = 2, 2
+	r2 := cfg.EncoderDecoder.(memtrans.Config)
+	r2.DModel, r2.DFF, r2.Layers = 16, 16, 1
+	r2.Heads, r2.MemoryHeads = 2, 2
+	cfg.EncoderDecoder = r2
 	m, err := memtrans.New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +111,16 @@ func TestCommandErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, _ := os.ReadFile(p("model.radgen"))
-	os.WriteFile(p("layers.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) { c.Transformer.Layers = 1 << 20 }), 0o644)
-	os.WriteFile(p("width.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) { c.Transformer.DModel = 1 << 20 }), 0o644)
+	os.WriteFile(p("layers.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) {
+		r2 := c.EncoderDecoder.(memtrans.Config)
+		r2.Layers = 1 << 20
+		c.EncoderDecoder = r2
+	}), 0o644)
+	os.WriteFile(p("width.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) {
+		r2 := c.EncoderDecoder.(memtrans.Config)
+		r2.DModel = 1 << 20
+		c.EncoderDecoder = r2
+	}), 0o644)
 	os.WriteFile(p("bomb.radgen"), bomb(t, 64<<20), 0o644)
 	os.WriteFile(p("truncated.radgen"), good[:len(good)/2], 0o644)
 	os.WriteFile(p("garbage.radgen"), bytes.Repeat([]byte("x"), 1000), 0o644)

@@ -16,7 +16,7 @@ import (
 // configuration; nonsense is refused.
 func TestModelConfig(t *testing.T) {
 	for _, size := range []string{"tiny", "iu", "mimic"} {
-		for _, arch := range []memtrans.Architecture{memtrans.ArchR2Gen, memtrans.ArchM2, memtrans.ArchMETransformer} {
+		for _, arch := range []string{memtrans.ArchR2Gen, memtrans.ArchM2, memtrans.ArchMETransformer} {
 			for _, r := range []mesh.Routing{mesh.RoutingNone, mesh.RoutingGCA} {
 				c := data.IUXray
 				if size == "mimic" {
@@ -40,7 +40,7 @@ func TestModelConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range [][3]string{{"huge", "r2gen", ""}, {"tiny", "lstm", ""}, {"tiny", "m2", "zigzag"}} {
-		if _, err := modelConfig(bad[0], memtrans.Architecture(bad[1]), mesh.Routing(bad[2]), data.IUXray, 100); err == nil {
+		if _, err := modelConfig(bad[0], bad[1], mesh.Routing(bad[2]), data.IUXray, 100); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -72,8 +72,8 @@ func TestTrainAndGenerateM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Config().M2 == nil || m.Config().M2.Routing != mesh.RoutingGCA {
-		t.Fatalf("trained %s, routing %v", m.Config().Architecture(), m.Config().M2)
+	if m2, ok := m.Config().EncoderDecoder.(memtrans.M2Config); !ok || m2.Routing != mesh.RoutingGCA {
+		t.Fatalf("trained %s: %+v", m.Config().Architecture(), m.Config().EncoderDecoder)
 	}
 	m.Close()
 	reports, onDevice := filepath.Join(dir, "reports.json"), filepath.Join(dir, "device.json")

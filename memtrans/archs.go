@@ -1,0 +1,541 @@
+package memtrans
+
+// The facade's architectures: a Model holds one encoder–decoder behind the
+// encoderDecoder interface, so that generation, training, calibration and
+// checkpoints are written once for R2Gen (and its variants), the
+// Meshed-Memory Transformer and METransformer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/vision"
+)
+
+// The names the library's architectures are registered under (see
+// arch.Register): a checkpoint records its architecture's name.
+const (
+	// ArchR2Gen is R2Gen's memory-driven Transformer (a [Config]) and
+	// every variant its Config composes: BASE, +RM, +MCLN, layer-wise
+	// multi-view routing, Mem2Mem.
+	ArchR2Gen = "r2gen"
+	// ArchM2 is the Meshed-Memory Transformer (an [M2Config], seed 001):
+	// its patches are M²'s regions, and beam search follows M²'s rules.
+	ArchM2 = "m2"
+	// ArchMETransformer is METransformer (a [METransConfig], seed 003):
+	// each expert writes a candidate report and expert voting chooses one.
+	ArchMETransformer = "metransformer"
+)
+
+// The library's architectures register as any other does.
+func init() {
+	arch.Register[Config](ArchR2Gen)
+	arch.Register[M2Config](ArchM2)
+	arch.Register[METransConfig](ArchMETransformer)
+}
+
+// Architecture returns the name c's encoder–decoder is registered under,
+// or "" when it is not set or not registered.
+func (c ModelConfig) Architecture() string {
+	name, _ := arch.Name(c.EncoderDecoder)
+	return name
+}
+
+// ForReports returns c adapted to the facade's report vocabulary: the
+// tokenizer's vocab ids (vocab = tokenizer size + 1; id 0 ends a report, as
+// in R2Gen) followed by two ids of M²'s own, <bos> at vocab and <pad> at
+// vocab+1, and a positional table for reports of maxSeqLen tokens (the
+// decoder reads <bos> and up to maxSeqLen words).
+func (c M2Config) ForReports(vocab, maxSeqLen int) M2Config {
+	c.Vocab, c.BOS, c.Pad, c.EOS = vocab+2, vocab, vocab+1, 0
+	c.MaxLen = maxSeqLen + 1
+	// Every patch is a real region: nothing to mask.
+	c.Padding = mesh.PadNone
+	return c
+}
+
+// M2IUXray returns the Meshed-Memory Transformer of the M² paper (d_model
+// 512, 8 heads, 3 encoder and 3 decoder layers, 40 memory slots) over
+// ResNet-101 patch features of two 224² IU X-Ray views. vocab is the
+// tokenizer size + 1.
+func M2IUXray(vocab int) ModelConfig {
+	m2 := m2COCO(vocab).ForReports(vocab, iuXRayTransformer(vocab).MaxSeqLen)
+	return ModelConfig{EncoderDecoder: m2, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
+}
+
+// METransIUXray returns a METransformer over ResNet-101 patch features of
+// two 224² IU X-Ray views (98 visual tokens): 6 experts, d_model 512, 8
+// heads, 3 ViT blocks, 1 bilinear encoder layer and 3 bilinear decoder
+// layers. The seed notes give no sizes; these follow R2Gen's scale.
+func METransIUXray(vocab int) ModelConfig {
+	c := METransConfig{DIn: 2048, Patches: 2 * 7 * 7, Experts: 6, DModel: 512, Heads: 8, DFF: 2048, DMid: 256,
+		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: iuXRayTransformer(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
+	return ModelConfig{EncoderDecoder: c, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
+}
+
+// M2Tiny returns R2GenTiny's extractor and images with a small
+// Meshed-Memory Transformer (tinyM2Preset) in place of R2Gen's decoder.
+func M2Tiny(vocab int) ModelConfig {
+	c := R2GenTiny(vocab)
+	m2 := tinyM2Preset(vocab, c.Vision.OutChannels()).ForReports(vocab, c.EncoderDecoder.Dims().MaxSeqLen)
+	c.EncoderDecoder = m2
+	return c
+}
+
+// METransTiny returns R2GenTiny's extractor and images with a small
+// METransformer in place of R2Gen's encoder–decoder, as wide and deep as
+// R2GenTiny's decoder (d_model 64, 2 decoder layers; 3 experts). After
+// changing ImageSize or Views, set METrans.Patches to PatchesPerStudy.
+func METransTiny(vocab int) ModelConfig {
+	c := R2GenTiny(vocab)
+	r2 := c.EncoderDecoder.(Config)
+	mt := tinyMETransPreset(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
+	mt.DModel, mt.DFF, mt.DMid = r2.DModel, 2*r2.DModel, r2.DModel/2
+	mt.MaxSeqLen = r2.MaxSeqLen
+	c.EncoderDecoder = mt
+	return c
+}
+
+// PatchesPerStudy returns the visual tokens the extractor gives per study:
+// Views × G², where G = ⌈ImageSize / 32⌉ is the side of the ResNet's last
+// feature map (every stride-2 stage rounds up).
+func (c ModelConfig) PatchesPerStudy() int {
+	g := c.ImageSize
+	for range 5 {
+		g = (g + 1) / 2
+	}
+	return c.Views * g * g
+}
+
+// dims returns the encoder–decoder's sizes (zero when none is set).
+func (c ModelConfig) dims() arch.Dims {
+	if c.EncoderDecoder == nil {
+		return arch.Dims{}
+	}
+	return c.EncoderDecoder.Dims()
+}
+
+// vocab returns the ids the tokenizer side uses: tokenizer size + 1.
+func (c ModelConfig) vocab() int { return c.dims().Words }
+
+// visualWidth returns the feature width the encoder–decoder takes.
+func (c ModelConfig) visualWidth() int { return c.dims().VisualWidth }
+
+// MaxSeqLen returns the longest report, in tokens, that the model is
+// trained on and writes by default (R2Gen's max_seq_length).
+func (c ModelConfig) MaxSeqLen() int { return c.dims().MaxSeqLen }
+
+// maxDecodeLen returns the longest report the positional table allows.
+func (c ModelConfig) maxDecodeLen() int { return c.dims().MaxLen }
+
+// validateArchitecture checks the encoder–decoder part of c: registered,
+// valid for the extractor's patches, and with consistent sizes.
+func (c ModelConfig) validateArchitecture() error {
+	if c.EncoderDecoder == nil {
+		return fmt.Errorf("%w: no encoder–decoder configured", ErrConfig)
+	}
+	if _, err := arch.Name(c.EncoderDecoder); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.EncoderDecoder.Validate(c.PatchesPerStudy()); err != nil {
+		if !errors.Is(err, ErrConfig) {
+			err = fmt.Errorf("%w: %s: %w", ErrConfig, c.Architecture(), err)
+		}
+		return err
+	}
+	d := c.EncoderDecoder.Dims()
+	switch {
+	case d.Words < 2 || d.Vocab < d.Words:
+		return fmt.Errorf("%w: %s: vocabulary of %d ids with %d report words", ErrConfig, c.Architecture(), d.Vocab, d.Words)
+	case d.BOS < 0 || d.BOS >= d.Vocab:
+		return fmt.Errorf("%w: %s: start id %d outside the vocabulary [0, %d)", ErrConfig, c.Architecture(), d.BOS, d.Vocab)
+	case d.VisualWidth <= 0 || d.MaxSeqLen <= 0 || d.MaxLen < d.MaxSeqLen:
+		return fmt.Errorf("%w: %s: visual width %d, reports of %d tokens, positions %d", ErrConfig, c.Architecture(), d.VisualWidth, d.MaxSeqLen, d.MaxLen)
+	case d.Semantics != decode.R2Gen && d.Semantics != decode.M2:
+		return fmt.Errorf("%w: %s: unknown beam search semantics %v", ErrConfig, c.Architecture(), d.Semantics)
+	}
+	return nil
+}
+
+// studyResult is one study's decoded report.
+type studyResult struct {
+	best       decode.Hypothesis
+	candidates []decode.Hypothesis // METransformer: every expert's report
+	expert     int
+	scores     []float64
+}
+
+// strategyFor returns the decode strategy of o for a model whose reports
+// start with bos and end with eos, following semantics in beam search.
+func strategyFor(o genOptions, bos, eos int, semantics decode.Semantics) decode.Strategy {
+	switch o.strategy {
+	case "greedy":
+		return decode.Greedy{MaxLen: o.maxLen, BOS: bos, EOS: eos, BlockTrigrams: o.trigrams, Attention: o.attention}
+	case "sample":
+		return decode.Sample{MaxLen: o.maxLen, BOS: bos, EOS: eos, Temperature: o.temp, TopK: o.topK, TopP: float64(o.topP), Seed: o.seed, Attention: o.attention}
+	}
+	return decode.BeamSearch{Size: o.beam, MaxLen: o.maxLen, BOS: bos, EOS: eos, Attention: o.attention, Semantics: semantics}
+}
+
+// decodeStudies writes each study's report from features feats with the
+// strategy settings o, through the encoder–decoder's decoding (or its own
+// StudyDecoder), and returns the width of the attention rows.
+func (m *Model) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOptions) ([]studyResult, int, error) {
+	d := m.cfg.dims()
+	var gopts []radgen.GraphOption
+	if o.stored != nil {
+		gopts = append(gopts, radgen.SubstituteWeights(o.stored))
+	}
+	strategy := strategyFor(o, d.BOS, 0, d.Semantics)
+	if sd, ok := m.net.(arch.StudyDecoder); ok {
+		if o.attention {
+			return nil, 0, fmt.Errorf("%w: the %s architecture records no attention maps", decode.ErrNoAttention, m.cfg.Architecture())
+		}
+		decs, err := sd.DecodeStudies(ctx, feats, strategy, gopts...)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(decs) != feats.Dim(0) {
+			return nil, 0, fmt.Errorf("memtrans: %s decoded %d of %d studies", m.cfg.Architecture(), len(decs), feats.Dim(0))
+		}
+		out := make([]studyResult, len(decs))
+		for i, r := range decs {
+			out[i] = studyResult{best: r.Best, candidates: r.Candidates, expert: r.Chosen, scores: r.Scores}
+		}
+		return out, 0, nil
+	}
+	dec, err := m.net.StartDecoding(feats, gopts...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if r, ok := dec.(arch.Releaser); ok {
+		defer r.Release()
+	}
+	if dec.Rows() != feats.Dim(0) {
+		return nil, 0, fmt.Errorf("memtrans: %s decodes %d rows for %d studies", m.cfg.Architecture(), dec.Rows(), feats.Dim(0))
+	}
+	width := 0
+	if rec, ok := dec.(decode.AttentionRecorder); ok {
+		width = rec.AttentionWidth()
+		if d.Words < d.Vocab {
+			dec = wordsOnlyRecorder{wordsOnly{rec, d.Words}, rec}
+		}
+	} else if o.attention {
+		return nil, 0, fmt.Errorf("%w: the %s architecture records no attention maps", decode.ErrNoAttention, m.cfg.Architecture())
+	} else if d.Words < d.Vocab {
+		dec = wordsOnly{dec, d.Words}
+	}
+	hyps, err := strategy.Decode(ctx, dec)
+	if err != nil {
+		return nil, 0, err
+	}
+	res, err := bestOf(hyps)
+	return res, width, err
+}
+
+// wordsOnly forbids an architecture's own ids (M²'s <bos> and <pad>), the
+// ids from words on, as report words: their log-probabilities become −Inf
+// after every step.
+type wordsOnly struct {
+	decode.Model
+	words int
+}
+
+func (w wordsOnly) Step(ctx context.Context, tokens []int, dst []float32) error {
+	if err := w.Model.Step(ctx, tokens, dst); err != nil {
+		return err
+	}
+	v := w.VocabSize()
+	inf := float32(math.Inf(-1))
+	for r := range w.Rows() {
+		row := dst[r*v : (r+1)*v]
+		for i := w.words; i < v; i++ {
+			row[i] = inf
+		}
+	}
+	return nil
+}
+
+// wordsOnlyRecorder is wordsOnly over a decoding that records attention.
+type wordsOnlyRecorder struct {
+	wordsOnly
+	rec decode.AttentionRecorder
+}
+
+func (w wordsOnlyRecorder) AttentionWidth() int           { return w.rec.AttentionWidth() }
+func (w wordsOnlyRecorder) Attention(dst []float32) error { return w.rec.Attention(dst) }
+
+// checkStep validates a decode.Model.Step call: ctx still live, one token
+// per row, each in [0, vocab), room for rows·vocab outputs, and position
+// pos inside a positional table of positions rows.
+func checkStep(ctx context.Context, tokens []int, dst []float32, rows, vocab, pos, positions int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(tokens) != rows || len(dst) < rows*vocab {
+		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), rows)
+	}
+	for _, tok := range tokens {
+		if tok < 0 || tok >= vocab {
+			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, vocab)
+		}
+	}
+	if pos >= positions {
+		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", pos, positions)
+	}
+	return nil
+}
+
+// bestOf keeps each study's best hypothesis.
+func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
+	out := make([]studyResult, len(hyps))
+	for i, h := range hyps {
+		if len(h) == 0 {
+			return nil, fmt.Errorf("memtrans: study %d decoded nothing", i)
+		}
+		out[i].best = h[0]
+	}
+	return out, nil
+}
+
+// --- R2Gen: Config implements arch.Config, r2genModel arch.EncoderDecoder ---
+
+// Dims implements arch.Config: R2Gen's ids are the report vocabulary's.
+func (c Config) Dims() arch.Dims {
+	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab, VisualWidth: c.DVisual, MaxSeqLen: c.MaxSeqLen, MaxLen: c.PositionLen, Semantics: decode.R2Gen}
+}
+
+// Validate implements arch.Config.
+func (c Config) Validate(patches int) error { return c.validateShape() }
+
+// Cost implements arch.Config.
+func (c Config) Cost(patches int) arch.Cost {
+	k := c.cost(patches)
+	return arch.Cost{Params: k.params, Activations: k.acts}
+}
+
+// New implements arch.Config: R2Gen's encoder–decoder, initialised as
+// R2Gen's make_model does.
+func (c Config) New(seed uint64) (arch.EncoderDecoder, error) { return newR2GenModel(c, seed) }
+
+func (m *r2genModel) Config() arch.Config { return m.config }
+
+func (m *r2genModel) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
+	f, err := m.teacherForce(g, feats, in, b, t)
+	if err != nil {
+		return nil, err
+	}
+	return f.LogProbs, nil
+}
+
+func (m *r2genModel) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
+	if err := arch.CheckBatch(batch, m.config.Dims()); err != nil {
+		return nil, err
+	}
+	f, err := m.teacherForce(g, feats, batch.In, batch.Size, batch.Len)
+	if err != nil {
+		return nil, err
+	}
+	loss := arch.LanguageModelLoss(g, f.LogProbs, batch.Targets, batch.Mask)
+	if aux := m.auxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
+		loss = g.Add(loss, aux)
+	}
+	return loss, nil
+}
+
+func (m *r2genModel) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
+	return m.startModuleDecoding(feats, opts...)
+}
+
+func (m *r2genModel) VisualEmbedding() *radgen.Linear { return m.AttEmbed }
+
+// --- M²: M2Config implements arch.Config, m2Facade arch.EncoderDecoder ---
+
+// Dims implements arch.Config: the report vocabulary, then M²'s <bos> and
+// <pad> (see ForReports), and M²'s beam search.
+func (c M2Config) Dims() arch.Dims {
+	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab - 2, VisualWidth: c.DIn, MaxSeqLen: c.MaxLen - 1, MaxLen: c.MaxLen, BOS: c.BOS, Semantics: decode.M2}
+}
+
+// Validate implements arch.Config: M²'s ids must be the facade's (see
+// ForReports).
+func (c M2Config) Validate(patches int) error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	if c.Vocab < 3 || c.EOS != 0 || c.BOS != c.Vocab-2 || c.Pad != c.Vocab-1 {
+		return fmt.Errorf("%w: M² ids (vocab %d, bos %d, eos %d, pad %d) are not the facade's (see M2Config.ForReports)", ErrConfig, c.Vocab, c.BOS, c.EOS, c.Pad)
+	}
+	return nil
+}
+
+// Cost implements arch.Config.
+func (c M2Config) Cost(patches int) arch.Cost {
+	k := c.cost(patches)
+	return arch.Cost{Params: k.params, Activations: k.acts}
+}
+
+// New implements arch.Config: a Meshed-Memory Transformer over the
+// facade's ids.
+func (c M2Config) New(seed uint64) (arch.EncoderDecoder, error) {
+	m, err := newM2Transformer(c, seed)
+	if err != nil {
+		return nil, err
+	}
+	return m2Facade{m}, nil
+}
+
+// m2Facade adapts an M2Transformer to the facade's ids: R2Gen's
+// vocabulary, 0 ending a report, and M²'s <bos> and <pad> past it (see
+// M2Config.ForReports).
+type m2Facade struct{ *m2Model }
+
+// m2Input maps R2Gen decoder inputs to M²'s: the first id of each row
+// (R2Gen's BOS 0) becomes <bos>, a later 0 (the end or padding) <pad>.
+func (f m2Facade) m2Input(in []int, t int) []int {
+	c := f.m2Model.config
+	out := make([]int, len(in))
+	for i, id := range in {
+		switch {
+		case i%t == 0:
+			out[i] = c.BOS
+		case id == 0:
+			out[i] = c.Pad
+		default:
+			out[i] = id
+		}
+	}
+	return out
+}
+
+func (f m2Facade) Config() arch.Config { return f.m2Model.config }
+
+func (f m2Facade) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
+	if t <= 0 {
+		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(in), b, t)
+	}
+	enc, err := f.encode(g, feats)
+	if err != nil {
+		return nil, err
+	}
+	return f.teacherForce(g, enc, f.m2Input(in, t), b, t)
+}
+
+func (f m2Facade) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
+	if err := arch.CheckBatch(batch, f.m2Model.config.Dims()); err != nil {
+		return nil, err
+	}
+	lp, err := f.LogProbs(g, feats, batch.In, batch.Size, batch.Len)
+	if err != nil {
+		return nil, err
+	}
+	// M²'s NLLLoss ignores <pad> targets; here the batch mask says which
+	// targets count, so the end id 0 is learned as a word, as in R2Gen.
+	return arch.LanguageModelLoss(g, lp, batch.Targets, batch.Mask), nil
+}
+
+func (f m2Facade) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
+	return f.startModuleDecoding(feats, opts...)
+}
+
+func (f m2Facade) VisualEmbedding() *radgen.Linear { return f.Encoder.FC }
+
+// --- METransformer: METransConfig implements arch.Config, metransModel
+// arch.EncoderDecoder and arch.StudyDecoder ---
+
+// Dims implements arch.Config.
+func (c METransConfig) Dims() arch.Dims {
+	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab, VisualWidth: c.DIn, MaxSeqLen: c.MaxSeqLen, MaxLen: c.MaxSeqLen + 1, Semantics: decode.R2Gen}
+}
+
+// Validate implements arch.Config: METransformer's positional table is
+// sized for Patches visual tokens, which must be the extractor's.
+func (c METransConfig) Validate(patches int) error {
+	if err := c.validateShape(); err != nil {
+		return err
+	}
+	if c.Patches != patches {
+		return fmt.Errorf("%w: METransformer takes %d visual tokens, the extractor gives %d per study", ErrConfig, c.Patches, patches)
+	}
+	return nil
+}
+
+// Cost implements arch.Config.
+func (c METransConfig) Cost(patches int) arch.Cost {
+	c.Patches = patches
+	k := c.cost()
+	return arch.Cost{Params: k.params, Activations: k.acts}
+}
+
+// New implements arch.Config.
+func (c METransConfig) New(seed uint64) (arch.EncoderDecoder, error) {
+	return newMETransformer(c, seed)
+}
+
+func (m *metransModel) Config() arch.Config { return m.config }
+
+// LogProbs implements arch.EncoderDecoder with every expert's stream: row
+// b·M + m of the result is expert m's for study b, as in its decodings.
+func (m *metransModel) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
+	f, err := m.teacherForce(g, feats, in, b, t)
+	if err != nil {
+		return nil, err
+	}
+	return f.LogProbs, nil
+}
+
+func (m *metransModel) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
+	if err := arch.CheckBatch(batch, m.config.Dims()); err != nil {
+		return nil, err
+	}
+	f, err := m.teacherForce(g, feats, batch.In, batch.Size, batch.Len)
+	if err != nil {
+		return nil, err
+	}
+	total, _, _ := m.loss(g, f, batch.Targets, batch.Mask) // every expert's NLL + λ·orthogonal loss
+	return total, nil
+}
+
+// StartDecoding implements arch.EncoderDecoder with one row per study and
+// expert (row b·M + m is expert m's report of study b).
+func (m *metransModel) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
+	return m.startDecoding(feats, opts...)
+}
+
+// DecodeStudies implements arch.StudyDecoder: each expert writes a
+// candidate with strategy and the experts vote.
+func (m *metransModel) DecodeStudies(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, opts ...radgen.GraphOption) ([]arch.Decoded, error) {
+	// The experts vote by sentence BLEU-4 against the study's other
+	// candidates, which depends on the study alone: a study's report is the
+	// same alone and in any batch. CIDEr-D (metrics.CIDErDOfIDs) would take its
+	// document frequencies from the whole batch, and gives every candidate
+	// of a study scored alone 0.
+	score, err := bleuReward(4)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := m.generate(ctx, feats, strategy, decode.Vote{Score: score}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]arch.Decoded, len(reps))
+	for i, r := range reps {
+		out[i] = arch.Decoded{Best: r.Best, Candidates: r.Candidates, Chosen: r.Expert, Scores: r.Scores}
+	}
+	return out, nil
+}
+
+func (m *metransModel) VisualEmbedding() *radgen.Linear { return m.ViT.Embed }
+
+var (
+	_ arch.EncoderDecoder = (*r2genModel)(nil)
+	_ arch.EncoderDecoder = m2Facade{}
+	_ arch.EncoderDecoder = (*metransModel)(nil)
+	_ arch.StudyDecoder   = (*metransModel)(nil)
+)
