@@ -95,8 +95,11 @@ func TestLoadsV020Checkpoints(t *testing.T) {
 				}
 				ts = append(ts, safetensors.Tensor{Name: n, Dtype: info.Dtype, Shape: info.Shape, Data: data})
 			}
-			var old bytes.Buffer
-			if err := writeCheckpoint(&old, ts, md); err != nil {
+			var payload2, old bytes.Buffer
+			if err := safetensors.Write(&payload2, ts, md); err != nil {
+				t.Fatal(err)
+			}
+			if err := sealCheckpoint(&old, payload2.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			back, err := Load(&old)

@@ -47,20 +47,27 @@ const defaultMaxCheckpointBytes = 8 << 30
 
 // checkpoint is the decoded payload of a native file.
 type checkpoint struct {
-	file     *safetensors.File
+	file     *radgen.Weights
 	metadata map[string]string
 }
 
-// writeCheckpoint writes tensors and metadata in the native format.
-func writeCheckpoint(w io.Writer, tensors []safetensors.Tensor, metadata map[string]string) error {
+// writeCheckpoint writes m's weights (radgen.SaveWeights) and metadata in
+// the native format.
+func writeCheckpoint(w io.Writer, m radgen.Module, metadata map[string]string) error {
 	var payload bytes.Buffer
-	if err := safetensors.Write(&payload, tensors, metadata); err != nil {
+	if err := radgen.SaveWeights(&payload, m, metadata); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(payload.Bytes())
+	return sealCheckpoint(w, payload.Bytes())
+}
+
+// sealCheckpoint writes a safetensors payload in the native format:
+// magic, length, checksum and the zstd stream.
+func sealCheckpoint(w io.Writer, payload []byte) error {
+	sum := sha256.Sum256(payload)
 	hdr := make([]byte, 0, len(checkpointMagic)+8+len(sum))
 	hdr = append(hdr, checkpointMagic...)
-	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(payload.Len()))
+	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(payload)))
 	hdr = append(hdr, sum[:]...)
 	if _, err := w.Write(hdr); err != nil {
 		return err
@@ -69,7 +76,7 @@ func writeCheckpoint(w io.Writer, tensors []safetensors.Tensor, metadata map[str
 	if err != nil {
 		return err
 	}
-	if _, err := enc.Write(payload.Bytes()); err != nil {
+	if _, err := enc.Write(payload); err != nil {
 		enc.Close()
 		return err
 	}
@@ -168,7 +175,11 @@ func readCheckpoint(r io.Reader, maxBytes int64, check func(*safetensors.File) e
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
 	}
 	src.data = data.Bytes()
-	return &checkpoint{file: f, metadata: f.Metadata()}, nil
+	weights, err := radgen.OpenWeights(src, int64(n))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	return &checkpoint{file: weights, metadata: f.Metadata()}, nil
 }
 
 // payloadReader serves a decompressed payload to safetensors.Open: the
@@ -236,22 +247,6 @@ func checkTensors(f *safetensors.File, m radgen.Module, extra float64) error {
 	return nil
 }
 
-// moduleTensors lists m's tensors as float32 safetensors entries.
-func moduleTensors(m radgen.Module) []safetensors.Tensor {
-	var out []safetensors.Tensor
-	m.VisitParams(func(name string, t *radgen.Tensor) {
-		v := t
-		if v.Is64() {
-			v = v.To32()
-		}
-		if v.Device() != radgen.CPU {
-			v = v.To(radgen.CPU) // checkpoints are the same from every device
-		}
-		out = append(out, safetensors.Tensor{Name: name, Dtype: safetensors.F32, Shape: append([]int{}, t.Shape()...), Data: safetensors.F32Bytes(v.Data())})
-	})
-	return out
-}
-
 // Save writes the model in the native format (see WriteFile for the atomic
 // file variant).
 func (m *Model) Save(w io.Writer) error {
@@ -262,7 +257,9 @@ func (m *Model) Save(w io.Writer) error {
 	return m.save(w, nil, nil)
 }
 
-func (m *Model) save(w io.Writer, extra []safetensors.Tensor, meta map[string]string) error {
+// save writes the model and, when extra is not nil, extra's tensors beside
+// its weights (a trainer's optimizer moments).
+func (m *Model) save(w io.Writer, extra radgen.Module, meta map[string]string) error {
 	cfg, err := json.Marshal(m.cfg)
 	if err != nil {
 		return err
@@ -275,7 +272,11 @@ func (m *Model) save(w io.Writer, extra []safetensors.Tensor, meta map[string]st
 	for k, v := range meta {
 		md[k] = v
 	}
-	return writeCheckpoint(w, append(moduleTensors(m), extra...), md)
+	var all radgen.Module = m
+	if extra != nil {
+		all = modules{m, extra}
+	}
+	return writeCheckpoint(w, all, md)
 }
 
 // SaveFile writes the model to path atomically: a temporary file in the same
@@ -439,6 +440,15 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	}
 	m.extractor.ResNet.Refold()
 	return m, nil
+}
+
+// modules visits the tensors of several modules in turn.
+type modules []radgen.Module
+
+func (ms modules) VisitParams(visit func(string, *radgen.Tensor)) {
+	for _, m := range ms {
+		m.VisitParams(visit)
+	}
 }
 
 // withoutDataParallel returns src with the "module." prefix that

@@ -23,7 +23,7 @@ func (m *metransModel) save(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeCheckpoint(w, moduleTensors(m), map[string]string{metaMETransConfig: string(cfg)})
+	return writeCheckpoint(w, m, map[string]string{metaMETransConfig: string(cfg)})
 }
 
 // loadMETransformer reads a model written by [METransformer.Save]. Of the

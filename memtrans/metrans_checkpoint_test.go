@@ -61,11 +61,10 @@ func TestMETransSaveLoad(t *testing.T) {
 	}
 	// A configuration larger than the stored values is refused before
 	// anything is allocated.
-	tensors := moduleTensors(m)
 	var forged bytes.Buffer
 	cfg := `{"d_in":3,"patches":3,"experts":2,"d_model":65536,"heads":1,"d_ff":6,"d_mid":3,"vit_layers":1,` +
 		`"bilinear_layers":1,"decoder_layers":2,"vocab":10,"max_seq_length":8}`
-	if err := writeCheckpoint(&forged, tensors, map[string]string{metaMETransConfig: cfg}); err != nil {
+	if err := writeCheckpoint(&forged, m, map[string]string{metaMETransConfig: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := loadMETransformer(bytes.NewReader(forged.Bytes())); !errors.Is(err, ErrCheckpoint) {

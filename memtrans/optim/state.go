@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/safetensors"
 )
 
 // AdamState is the resumable state of an [Adam] optimiser as plain data
@@ -235,15 +234,16 @@ type paramJSON struct {
 	Step  int64  `json:"step"`
 }
 
-// Encode returns s as safetensors tensors and metadata, every name and key
-// starting with prefix, so that a checkpoint writer can store it beside the
-// model's weights (use a prefix such as "optim." that no weight has). The
-// moments become F32 tensors named prefix+"exp_avg."+name (and
-// "exp_avg_sq.", "max_exp_avg_sq."); the hyperparameters, step counts and
-// the scheduler state are JSON under the metadata keys prefix+"adam" and
+// Encode returns s as tensors and metadata for a weights file
+// (radgen.SaveWeights), every name and key starting with prefix, so that a
+// checkpoint writer can store it beside the model's weights (use a prefix
+// such as "optim." that no weight has). The moments are the module's
+// float32 tensors, named prefix+"exp_avg."+name (and "exp_avg_sq.",
+// "max_exp_avg_sq."); the hyperparameters, step counts and the scheduler
+// state are JSON under the metadata keys prefix+"adam" and
 // prefix+"scheduler". Float64 values are written in their shortest exact
 // decimal form, so DecodeState returns them bit for bit.
-func (s *State) Encode(prefix string) ([]safetensors.Tensor, map[string]string, error) {
+func (s *State) Encode(prefix string) (radgen.Module, map[string]string, error) {
 	if s.Adam == nil {
 		return nil, nil, fmt.Errorf("%w: state without an Adam state", ErrConfig)
 	}
@@ -252,11 +252,10 @@ func (s *State) Encode(prefix string) ([]safetensors.Tensor, map[string]string, 
 	}
 	aj := adamJSON{Format: stateFormat, Beta1: s.Adam.Beta1, Beta2: s.Adam.Beta2, Eps: s.Adam.Eps,
 		AMSGrad: s.Adam.AMSGrad, Decoupled: s.Adam.Decoupled, Groups: []groupJSON{}}
-	var tensors []safetensors.Tensor
+	var tensors moments
 	add := func(kind string, p ParamState, x []float32) {
 		if x != nil {
-			tensors = append(tensors, safetensors.Tensor{Name: prefix + kind + p.Name, Dtype: safetensors.F32,
-				Shape: slices.Clone(p.Shape), Data: safetensors.F32Bytes(x)})
+			tensors = append(tensors, moment{prefix + kind + p.Name, radgen.FromFloat32(x, slices.Clone(p.Shape)...)})
 		}
 	}
 	for _, g := range s.Adam.Groups {
@@ -288,10 +287,24 @@ func (s *State) Encode(prefix string) ([]safetensors.Tensor, map[string]string, 
 	return tensors, meta, nil
 }
 
+// moments are a State's moment tensors as a radgen.Module.
+type moments []moment
+
+type moment struct {
+	name string
+	t    *radgen.Tensor
+}
+
+func (ms moments) VisitParams(visit func(string, *radgen.Tensor)) {
+	for _, m := range ms {
+		visit(m.name, m.t)
+	}
+}
+
 // DecodeState reads a State written by Encode with the same prefix from an
-// open safetensors file. Malformed contents return an error wrapping
+// open weights file. Malformed contents return an error wrapping
 // ErrFormat.
-func DecodeState(f *safetensors.File, prefix string) (*State, error) {
+func DecodeState(f *radgen.Weights, prefix string) (*State, error) {
 	meta := f.Metadata()
 	raw, ok := meta[prefix+metaAdam]
 	if !ok {
@@ -310,13 +323,13 @@ func DecodeState(f *safetensors.File, prefix string) (*State, error) {
 	used := 0
 	read := func(kind string, p paramJSON) ([]float32, error) {
 		name := prefix + kind + p.Name
-		info, ok := f.Info(name)
+		shape, ok := f.Shape(name)
 		if !ok {
 			return nil, nil
 		}
 		used++
-		if info.Dtype != safetensors.F32 || !slices.Equal(info.Shape, p.Shape) {
-			return nil, fmt.Errorf("%w: tensor %q is %s%v, want F32%v", ErrFormat, name, info.Dtype, info.Shape, p.Shape)
+		if !slices.Equal(shape, p.Shape) {
+			return nil, fmt.Errorf("%w: tensor %q is %v, want %v", ErrFormat, name, shape, p.Shape)
 		}
 		x, _, err := f.Float32(name)
 		if err != nil {
@@ -378,15 +391,15 @@ func (s *State) WriteTo(w io.Writer) (int64, error) {
 		return 0, err
 	}
 	cw := &countWriter{w: w}
-	err = safetensors.Write(cw, tensors, meta)
+	err = radgen.SaveWeights(cw, tensors, meta)
 	return cw.n, err
 }
 
 // ReadState reads a State written by WriteTo from r, which holds size
 // bytes. A malformed file returns an error (wrapping ErrFormat or
-// safetensors.ErrFormat), never a panic; allocations are bounded by size.
+// radgen.ErrWeights), never a panic; allocations are bounded by size.
 func ReadState(r io.ReaderAt, size int64) (*State, error) {
-	f, err := safetensors.Open(r, size)
+	f, err := radgen.OpenWeights(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}

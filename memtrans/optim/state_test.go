@@ -152,19 +152,16 @@ func TestStateFileRoundTripIsExact(t *testing.T) {
 func TestEncodeBesideWeights(t *testing.T) {
 	n, opt, _ := newRun(t, 2)
 	trainStep(t, n, opt, 0)
-	tensors, meta, err := (&State{Adam: opt.State()}).Encode("optim.")
+	moments, meta, err := (&State{Adam: opt.State()}).Encode("optim.")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range radgen.Params(n) {
-		tensors = append(tensors, safetensors.Tensor{Name: p.Name, Dtype: safetensors.F32, Shape: p.Tensor.Shape(), Data: safetensors.F32Bytes(p.Tensor.Data())})
-	}
 	meta["config"] = "{}"
 	var buf bytes.Buffer
-	if err := safetensors.Write(&buf, tensors, meta); err != nil {
+	if err := radgen.SaveWeights(&buf, joined{n, moments}, meta); err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	f, err := radgen.OpenWeights(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +219,14 @@ func TestSetStateMismatch(t *testing.T) {
 func TestReadStateRejectsMalformed(t *testing.T) {
 	n, opt, _ := newRun(t, 4)
 	trainStep(t, n, opt, 0)
-	tensors, meta, err := (&State{Adam: opt.State()}).Encode("")
+	moments, meta, err := (&State{Adam: opt.State()}).Encode("")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var tensors []safetensors.Tensor
+	moments.VisitParams(func(name string, x *radgen.Tensor) {
+		tensors = append(tensors, safetensors.Tensor{Name: name, Dtype: safetensors.F32, Shape: x.Shape(), Data: safetensors.F32Bytes(x.Data())})
+	})
 	write := func(ts []safetensors.Tensor, m map[string]string) []byte {
 		var b bytes.Buffer
 		if err := safetensors.Write(&b, ts, m); err != nil {
@@ -322,5 +323,14 @@ func TestSetStateNewBetas(t *testing.T) {
 	}
 	if st := x.State(); st.Beta1 != 0.5 || st.Beta2 != 0.9 || st.Groups[0].Params[0].Step != 1 {
 		t.Errorf("restored state %+v", st)
+	}
+}
+
+// joined visits the tensors of several modules.
+type joined []radgen.Module
+
+func (j joined) VisitParams(visit func(string, *radgen.Tensor)) {
+	for _, m := range j {
+		m.VisitParams(visit)
 	}
 }
