@@ -14,18 +14,19 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // Test helpers for the library's configurations inside a ModelConfig.
 
-func r2cfg(c ModelConfig) Config { return c.EncoderDecoder.(Config) }
+func r2cfg(c ModelConfig) r2gen.Config { return c.EncoderDecoder.(r2gen.Config) }
 
 func m2cfg(c ModelConfig) M2Config { return c.EncoderDecoder.(M2Config) }
 
 func mtcfg(c ModelConfig) METransConfig { return c.EncoderDecoder.(METransConfig) }
 
-func editR2(c *ModelConfig, f func(*Config)) {
-	t := c.EncoderDecoder.(Config)
+func editR2(c *ModelConfig, f func(*r2gen.Config)) {
+	t := c.EncoderDecoder.(r2gen.Config)
 	f(&t)
 	c.EncoderDecoder = t
 }
@@ -65,7 +66,7 @@ func TestLoadsV020Checkpoints(t *testing.T) {
 	}
 	v := tok.Len() + 1
 	r2 := R2GenTiny(v)
-	editR2(&r2, func(c *Config) { c.DModel, c.DFF, c.Layers, c.Heads, c.MemoryHeads = 8, 8, 1, 2, 2 })
+	editR2(&r2, func(c *r2gen.Config) { c.DModel, c.DFF, c.Layers, c.Heads, c.MemoryHeads = 8, 8, 1, 2, 2 })
 	for _, cfg := range []ModelConfig{r2, M2Tiny(v), METransTiny(v)} {
 		t.Run(cfg.Architecture(), func(t *testing.T) {
 			m, err := New(cfg, tok, 7)
@@ -144,4 +145,13 @@ func TestUnregisteredArchitecture(t *testing.T) {
 	if _, err := json.Marshal(ModelConfig{}); !errors.Is(err, arch.ErrUnregistered) {
 		t.Fatalf("marshal without an encoder–decoder: %v", err)
 	}
+}
+
+// checkR2 validates an R2Gen configuration alone, over two views of
+// patches, against the default budget.
+func checkR2(c r2gen.Config) error {
+	if err := c.Validate(nominalPatches); err != nil {
+		return err
+	}
+	return checkArchBudget("R2Gen", DefaultBudget(), c, nominalPatches)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
@@ -21,10 +22,10 @@ import (
 // The names the library's architectures are registered under (see
 // arch.Register): a checkpoint records its architecture's name.
 const (
-	// ArchR2Gen is R2Gen's memory-driven Transformer (a [Config]) and
+	// ArchR2Gen is R2Gen's memory-driven Transformer (an [r2gen.Config]) and
 	// every variant its Config composes: BASE, +RM, +MCLN, layer-wise
 	// multi-view routing, Mem2Mem.
-	ArchR2Gen = "r2gen"
+	ArchR2Gen = r2gen.Name
 	// ArchM2 is the Meshed-Memory Transformer (an [M2Config], seed 001):
 	// its patches are M²'s regions, and beam search follows M²'s rules.
 	ArchM2 = "m2"
@@ -35,7 +36,6 @@ const (
 
 // The library's architectures register as any other does.
 func init() {
-	arch.Register[Config](ArchR2Gen)
 	arch.Register[M2Config](ArchM2)
 	arch.Register[METransConfig](ArchMETransformer)
 }
@@ -65,7 +65,7 @@ func (c M2Config) ForReports(vocab, maxSeqLen int) M2Config {
 // ResNet-101 patch features of two 224² IU X-Ray views. vocab is the
 // tokenizer size + 1.
 func M2IUXray(vocab int) ModelConfig {
-	m2 := m2COCO(vocab).ForReports(vocab, iuXRayTransformer(vocab).MaxSeqLen)
+	m2 := m2COCO(vocab).ForReports(vocab, r2gen.IUXray(vocab).MaxSeqLen)
 	return ModelConfig{EncoderDecoder: m2, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
@@ -75,7 +75,7 @@ func M2IUXray(vocab int) ModelConfig {
 // layers. The seed notes give no sizes; these follow R2Gen's scale.
 func METransIUXray(vocab int) ModelConfig {
 	c := METransConfig{DIn: 2048, Patches: 2 * 7 * 7, Experts: 6, DModel: 512, Heads: 8, DFF: 2048, DMid: 256,
-		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: iuXRayTransformer(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
+		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: r2gen.IUXray(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
 	return ModelConfig{EncoderDecoder: c, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
@@ -94,7 +94,7 @@ func M2Tiny(vocab int) ModelConfig {
 // changing ImageSize or Views, set METrans.Patches to PatchesPerStudy.
 func METransTiny(vocab int) ModelConfig {
 	c := R2GenTiny(vocab)
-	r2 := c.EncoderDecoder.(Config)
+	r2 := c.EncoderDecoder.(r2gen.Config)
 	mt := tinyMETransPreset(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
 	mt.DModel, mt.DFF, mt.DMid = r2.DModel, 2*r2.DModel, r2.DModel/2
 	mt.MaxSeqLen = r2.MaxSeqLen
@@ -271,27 +271,6 @@ type wordsOnlyRecorder struct {
 func (w wordsOnlyRecorder) AttentionWidth() int           { return w.rec.AttentionWidth() }
 func (w wordsOnlyRecorder) Attention(dst []float32) error { return w.rec.Attention(dst) }
 
-// checkStep validates a decode.Model.Step call: ctx still live, one token
-// per row, each in [0, vocab), room for rows·vocab outputs, and position
-// pos inside a positional table of positions rows.
-func checkStep(ctx context.Context, tokens []int, dst []float32, rows, vocab, pos, positions int) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(tokens) != rows || len(dst) < rows*vocab {
-		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), rows)
-	}
-	for _, tok := range tokens {
-		if tok < 0 || tok >= vocab {
-			return fmt.Errorf("%w: token %d outside [0, %d)", decode.ErrToken, tok, vocab)
-		}
-	}
-	if pos >= positions {
-		return fmt.Errorf("memtrans: position %d beyond the positional table (%d)", pos, positions)
-	}
-	return nil
-}
-
 // bestOf keeps each study's best hypothesis.
 func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 	out := make([]studyResult, len(hyps))
@@ -303,57 +282,6 @@ func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 	}
 	return out, nil
 }
-
-// --- R2Gen: Config implements arch.Config, r2genModel arch.EncoderDecoder ---
-
-// Dims implements arch.Config: R2Gen's ids are the report vocabulary's.
-func (c Config) Dims() arch.Dims {
-	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab, VisualWidth: c.DVisual, MaxSeqLen: c.MaxSeqLen, MaxLen: c.PositionLen, Semantics: decode.R2Gen}
-}
-
-// Validate implements arch.Config.
-func (c Config) Validate(patches int) error { return c.validateShape() }
-
-// Cost implements arch.Config.
-func (c Config) Cost(patches int) arch.Cost {
-	k := c.cost(patches)
-	return arch.Cost{Params: k.params, Activations: k.acts}
-}
-
-// New implements arch.Config: R2Gen's encoder–decoder, initialised as
-// R2Gen's make_model does.
-func (c Config) New(seed uint64) (arch.EncoderDecoder, error) { return newR2GenModel(c, seed) }
-
-func (m *r2genModel) Config() arch.Config { return m.config }
-
-func (m *r2genModel) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
-	f, err := m.teacherForce(g, feats, in, b, t)
-	if err != nil {
-		return nil, err
-	}
-	return f.LogProbs, nil
-}
-
-func (m *r2genModel) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
-	if err := arch.CheckBatch(batch, m.config.Dims()); err != nil {
-		return nil, err
-	}
-	f, err := m.teacherForce(g, feats, batch.In, batch.Size, batch.Len)
-	if err != nil {
-		return nil, err
-	}
-	loss := arch.LanguageModelLoss(g, f.LogProbs, batch.Targets, batch.Mask)
-	if aux := m.auxLoss(g, f); aux != nil { // e.g. Mem2Mem's penalty (seed 002, Eq. 12)
-		loss = g.Add(loss, aux)
-	}
-	return loss, nil
-}
-
-func (m *r2genModel) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
-	return m.startModuleDecoding(feats, opts...)
-}
-
-func (m *r2genModel) VisualEmbedding() *radgen.Linear { return m.AttEmbed }
 
 // --- M²: M2Config implements arch.Config, m2Facade arch.EncoderDecoder ---
 
@@ -424,7 +352,7 @@ func (f m2Facade) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t
 	if err != nil {
 		return nil, err
 	}
-	return f.teacherForce(g, enc, f.m2Input(in, t), b, t)
+	return f.TeacherForce(g, enc, f.m2Input(in, t), b, t)
 }
 
 func (f m2Facade) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
@@ -441,7 +369,7 @@ func (f m2Facade) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) 
 }
 
 func (f m2Facade) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
-	return f.startModuleDecoding(feats, opts...)
+	return f.startDecoding(feats, opts...)
 }
 
 func (f m2Facade) VisualEmbedding() *radgen.Linear { return f.Encoder.FC }
@@ -483,7 +411,7 @@ func (m *metransModel) Config() arch.Config { return m.config }
 // LogProbs implements arch.EncoderDecoder with every expert's stream: row
 // b·M + m of the result is expert m's for study b, as in its decodings.
 func (m *metransModel) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
-	f, err := m.teacherForce(g, feats, in, b, t)
+	f, err := m.TeacherForce(g, feats, in, b, t)
 	if err != nil {
 		return nil, err
 	}
@@ -494,7 +422,7 @@ func (m *metransModel) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Ba
 	if err := arch.CheckBatch(batch, m.config.Dims()); err != nil {
 		return nil, err
 	}
-	f, err := m.teacherForce(g, feats, batch.In, batch.Size, batch.Len)
+	f, err := m.TeacherForce(g, feats, batch.In, batch.Size, batch.Len)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +462,7 @@ func (m *metransModel) DecodeStudies(ctx context.Context, feats *radgen.Tensor, 
 func (m *metransModel) VisualEmbedding() *radgen.Linear { return m.ViT.Embed }
 
 var (
-	_ arch.EncoderDecoder = (*r2genModel)(nil)
+	_ arch.EncoderDecoder = (*r2gen.Model)(nil)
 	_ arch.EncoderDecoder = m2Facade{}
 	_ arch.EncoderDecoder = (*metransModel)(nil)
 	_ arch.StudyDecoder   = (*metransModel)(nil)

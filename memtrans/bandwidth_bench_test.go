@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/f32"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // stepWeightBytes returns the bytes of the weight matrices that one step of
@@ -20,7 +21,7 @@ import (
 // the logit layer. The source attention's key and value projections run
 // once per study, the embedding reads a row per token and the encoder runs
 // before the first step; none of them counts.
-func stepWeightBytes(m *r2genModel) int64 {
+func stepWeightBytes(m *r2gen.Model) int64 {
 	var n int64
 	m.VisitParams(func(name string, p *radgen.Tensor) {
 		if p.Rank() != 2 {
@@ -103,7 +104,7 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		model, err := m.startModuleDecoding(feats)
+		model, err := m.NewDecoding(feats)
 		if err != nil {
 			b.Fatal(err)
 		}

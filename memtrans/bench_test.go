@@ -10,14 +10,16 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/testdevice"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // paperModel is R2Gen's IU X-Ray configuration (d=512, 3 layers, 8 heads,
 // 3 memory slots, vocabulary 761) with random weights.
-func paperModel(b testing.TB) *r2genModel {
-	m, err := newR2GenModel(iuXRayTransformer(761), 1)
+func paperModel(b testing.TB) *r2gen.Model {
+	m, err := r2gen.New(r2gen.IUXray(761), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func BenchmarkForward(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := m.teacherForce(radgen.NoGrad(), feats, tokens, B, T); err != nil {
+		if _, err := m.TeacherForce(radgen.NoGrad(), feats, tokens, B, T); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -95,11 +97,11 @@ func BenchmarkGenerate(b *testing.B) {
 						var err error
 						switch mode {
 						case "incremental":
-							model, err = m.startModuleDecoding(feats)
+							model, err = m.StartDecoding(feats)
 						case "half":
-							model, err = m.startModuleDecoding(feats, radgen.SubstituteWeights(hw))
+							model, err = m.StartDecoding(feats, radgen.SubstituteWeights(hw))
 						default:
-							model, err = m.startRecompute(feats)
+							model, err = m.StartRecompute(feats)
 						}
 						if err != nil {
 							b.Fatal(err)
@@ -149,11 +151,11 @@ func BenchmarkTrainStep(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		g := radgen.NewGraph(radgen.Train(uint64(i)))
-		f, err := m.teacherForce(g, feats, in, B, T)
+		f, err := m.TeacherForce(g, feats, in, B, T)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := g.Backward(languageModelLoss(g, f.LogProbs, tg, mask)); err != nil {
+		if err := g.Backward(arch.LanguageModelLoss(g, f.LogProbs, tg, mask)); err != nil {
 			b.Fatal(err)
 		}
 		optim.ClipGradValue(params, 0.1)

@@ -1,9 +1,10 @@
 package memtrans
 
 import (
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/radgen/radgen/memtrans/arch"
 )
 
 // Every size of a model comes from input: a configuration file, a
@@ -31,7 +32,7 @@ const (
 
 // ErrBudget is wrapped, together with ErrConfig, by the error for a
 // configuration beyond its Budget.
-var ErrBudget = errors.New("memtrans: model exceeds the size budget")
+var ErrBudget = arch.ErrBudget
 
 // Budget bounds the size of a model that input can describe (see
 // [WithBudget]). The zero value of a field means its default.
@@ -129,38 +130,23 @@ func checkBudget(what string, b Budget, fields []sizeField, costOf func() cost) 
 	return fmt.Errorf("%w: %w: %s: %s gives about %.3g activation values per study, over the budget of %d (WithBudget)", ErrConfig, ErrBudget, what, worst, c.acts, b.MaxActivations)
 }
 
+// checkArchBudget is checkBudget over an encoder–decoder configuration's
+// fields alone, for patches visual tokens.
+func checkArchBudget(what string, b Budget, c arch.FieldCoster, patches int) error {
+	fs, own := c.FieldCost()
+	fields := make([]sizeField, len(fs))
+	for i, f := range fs {
+		fields[i] = sizeField{f.Name, f.Value, f.Reference}
+	}
+	return checkBudget(what, b, fields, func() cost {
+		k := own(patches)
+		return cost{k.Params, k.Activations}
+	})
+}
+
 // nominalPatches is the patch count assumed when a sub-configuration is
 // checked on its own: two 224² views of a ResNet (2·7·7).
 const nominalPatches = 98
-
-// cost estimates R2Gen's encoder–decoder over p patches.
-func (c Config) cost(p int) cost {
-	d, f, l := float64(c.DModel), float64(c.DFF), float64(c.Layers)
-	v, s, h := float64(c.Vocab), float64(max(c.MemorySlots, 0)), float64(c.Heads)
-	da, t, n := float64(c.mem2memHidden()), float64(c.MaxSeqLen), float64(p)
-	params := float64(c.DVisual)*d + d + // att_embed
-		l*(12*d*d+4*d*f+40*d+2*f) + // encoder and decoder layers
-		v*d*(2+s) + 2*v + float64(c.PositionLen)*d + // embeddings, logits, positional table
-		16*d*d + 8*d*da + 4*s*d + // memory
-		l*l*4*d*d // multi-view routing
-	if c.Variant == VariantR2Gen {
-		params += l * 3 * 2 * (s*d*d + d*d + 2*d) // MCLN's MLPs
-	}
-	// A training step keeps every layer's attention and feed-forward
-	// values for the backward pass.
-	acts := l*(h*(n*n+t*n+t*t)+(n+t)*(f+12*d)) + t*v*3 + t*s*d*6
-	return cost{params, acts}
-}
-
-func (c *Config) sizeFields() []sizeField {
-	return []sizeField{{"d_model", &c.DModel, 512}, {"d_ff", &c.DFF, 2048}, {"num_heads", &c.Heads, 8}, {"num_layers", &c.Layers, 3},
-		{"d_vf", &c.DVisual, 2048}, {"vocab", &c.Vocab, 10000}, {"rm_num_slots", &c.MemorySlots, 40}, {"m2m_hidden", &c.Mem2MemHidden, 512},
-		{"max_seq_length", &c.MaxSeqLen, 100}, {"pe_len", &c.PositionLen, 5000}}
-}
-
-func (c Config) checkBudget(b Budget, patches int) error {
-	return checkBudget("R2Gen", b, c.sizeFields(), func() cost { return c.cost(patches) })
-}
 
 // cost estimates the Meshed-Memory Transformer over p regions.
 func (c M2Config) cost(p int) cost {
@@ -177,14 +163,12 @@ func (c M2Config) cost(p int) cost {
 	return cost{params, acts}
 }
 
-func (c *M2Config) sizeFields() []sizeField {
-	return []sizeField{{"d_model", &c.DModel, 512}, {"d_k", &c.DK, 64}, {"d_v", &c.DV, 64}, {"heads", &c.Heads, 8}, {"d_ff", &c.DFF, 2048},
-		{"enc_layers", &c.EncLayers, 3}, {"dec_layers", &c.DecLayers, 3}, {"memory_slots", &c.MemorySlots, 40},
-		{"d_in", &c.DIn, 2048}, {"vocab", &c.Vocab, 10000}, {"max_len", &c.MaxLen, 101}}
-}
-
-func (c M2Config) checkBudget(b Budget, patches int) error {
-	return checkBudget("M²", b, c.sizeFields(), func() cost { return c.cost(patches) })
+// FieldCost implements arch.FieldCoster: budget errors name the field
+// that makes a model too large.
+func (c M2Config) FieldCost() ([]arch.Field, func(patches int) arch.Cost) {
+	return []arch.Field{{Name: "d_model", Value: &c.DModel, Reference: 512}, {Name: "d_k", Value: &c.DK, Reference: 64}, {Name: "d_v", Value: &c.DV, Reference: 64}, {Name: "heads", Value: &c.Heads, Reference: 8}, {Name: "d_ff", Value: &c.DFF, Reference: 2048},
+		{Name: "enc_layers", Value: &c.EncLayers, Reference: 3}, {Name: "dec_layers", Value: &c.DecLayers, Reference: 3}, {Name: "memory_slots", Value: &c.MemorySlots, Reference: 40},
+		{Name: "d_in", Value: &c.DIn, Reference: 2048}, {Name: "vocab", Value: &c.Vocab, Reference: 10000}, {Name: "max_len", Value: &c.MaxLen, Reference: 101}}, func(p int) arch.Cost { return c.Cost(p) }
 }
 
 // cost estimates METransformer (its visual tokens are c.Patches).
@@ -197,15 +181,13 @@ func (c METransConfig) cost() cost {
 	return cost{c.paramCount(), acts}
 }
 
-func (c *METransConfig) sizeFields() []sizeField {
-	return []sizeField{{"d_in", &c.DIn, 2048}, {"patches", &c.Patches, 98}, {"experts", &c.Experts, 6}, {"d_model", &c.DModel, 512},
-		{"heads", &c.Heads, 8}, {"d_ff", &c.DFF, 2048}, {"d_mid", &c.DMid, 256}, {"vit_layers", &c.ViTLayers, 3},
-		{"bilinear_layers", &c.BilinearLayers, 1}, {"decoder_layers", &c.DecoderLayers, 3}, {"vocab", &c.Vocab, 10000},
-		{"max_seq_length", &c.MaxSeqLen, 100}}
-}
-
-func (c METransConfig) checkBudget(b Budget) error {
-	return checkBudget("METransformer", b, c.sizeFields(), func() cost { return c.cost() })
+// FieldCost implements arch.FieldCoster: budget errors name the field
+// that makes a model too large.
+func (c METransConfig) FieldCost() ([]arch.Field, func(patches int) arch.Cost) {
+	return []arch.Field{{Name: "d_in", Value: &c.DIn, Reference: 2048}, {Name: "patches", Value: &c.Patches, Reference: 98}, {Name: "experts", Value: &c.Experts, Reference: 6}, {Name: "d_model", Value: &c.DModel, Reference: 512},
+		{Name: "heads", Value: &c.Heads, Reference: 8}, {Name: "d_ff", Value: &c.DFF, Reference: 2048}, {Name: "d_mid", Value: &c.DMid, Reference: 256}, {Name: "vit_layers", Value: &c.ViTLayers, Reference: 3},
+		{Name: "bilinear_layers", Value: &c.BilinearLayers, Reference: 1}, {Name: "decoder_layers", Value: &c.DecoderLayers, Reference: 3}, {Name: "vocab", Value: &c.Vocab, Reference: 10000},
+		{Name: "max_seq_length", Value: &c.MaxSeqLen, Reference: 100}}, func(p int) arch.Cost { c.Patches = p; return c.Cost(p) }
 }
 
 // hardBudget is what the constructors (NewTransformer, newM2Transformer,
@@ -229,31 +211,11 @@ func (c ModelConfig) cost() cost {
 	return ext.add(cost{k.Params, k.Activations})
 }
 
-// budgetFielded is implemented by the library's configurations, whose
-// budget errors name the field that makes a model too large: it returns
-// the integer fields of a copy of the configuration and the cost of that
-// copy over patches.
-type budgetFielded interface {
-	budgetFields(patches int) ([]sizeField, func() cost)
-}
-
-func (c Config) budgetFields(p int) ([]sizeField, func() cost) {
-	return c.sizeFields(), func() cost { return c.cost(p) }
-}
-
-func (c M2Config) budgetFields(p int) ([]sizeField, func() cost) {
-	return c.sizeFields(), func() cost { return c.cost(p) }
-}
-
-func (c METransConfig) budgetFields(p int) ([]sizeField, func() cost) {
-	c.Patches = p
-	return c.sizeFields(), func() cost { return c.cost() }
-}
-
 // checkModelBudget reports whether a model of c fits b (the zero fields of b
 // meaning their defaults); it does not check anything else (see
 // Validate). The error wraps ErrConfig and ErrBudget and names the field
-// responsible where the configuration says which it is.
+// responsible, among the encoder–decoder's where its configuration lists
+// them (arch.FieldCoster).
 func (c ModelConfig) checkModelBudget(b Budget) error {
 	fields := []sizeField{{"views", &c.Views, 2}, {"image_size", &c.ImageSize, 224}}
 	ext := func() cost { return ModelConfig{Vision: c.Vision, Views: c.Views, ImageSize: c.ImageSize}.cost() }
@@ -261,14 +223,15 @@ func (c ModelConfig) checkModelBudget(b Budget) error {
 		k := c.EncoderDecoder.Cost(c.PatchesPerStudy())
 		return cost{k.Params, k.Activations}
 	}
-	if f, ok := c.EncoderDecoder.(budgetFielded); ok {
-		var own func() cost
-		var more []sizeField
-		more, own = f.budgetFields(c.PatchesPerStudy())
-		fields = append(fields, more...)
-		// The copy's cost follows its fields; the patches follow views and
-		// image_size only through the copy's fixed count, as before.
-		archCost = own
+	if f, ok := c.EncoderDecoder.(arch.FieldCoster); ok {
+		more, own := f.FieldCost()
+		for _, m := range more {
+			fields = append(fields, sizeField{m.Name, m.Value, m.Reference})
+		}
+		archCost = func() cost {
+			k := own(c.PatchesPerStudy())
+			return cost{k.Params, k.Activations}
+		}
 	}
 	return checkBudget("model", b, fields, func() cost { return ext().add(archCost()) })
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // allocated returns the bytes f allocated on the heap (an upper bound on
@@ -32,21 +33,21 @@ func countParams(m radgen.Module) float64 {
 // the default budget.
 func TestBudgetEstimates(t *testing.T) {
 	const vocab = 760
-	r2 := []Config{iuXRayTransformer(vocab), mimicCXRTransformer(4000), tinyTransformer(vocab, 512)}
-	rm := iuXRayTransformer(vocab)
-	rm.Variant = VariantBaseRM
-	base := iuXRayTransformer(vocab)
-	base.Variant = VariantBase
+	r2 := []r2gen.Config{r2gen.IUXray(vocab), r2gen.MIMICCXR(4000), r2gen.Tiny(vocab, 512)}
+	rm := r2gen.IUXray(vocab)
+	rm.Variant = r2gen.VariantBaseRM
+	base := r2gen.IUXray(vocab)
+	base.Variant = r2gen.VariantBase
 	r2 = append(r2, rm, base)
 	for _, c := range r2 {
 		if testing.Short() && c.DModel > 64 {
 			continue
 		}
-		m, err := newR2GenModel(c, 1)
+		m, err := r2gen.New(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, est := countParams(m), c.cost(nominalPatches).params
+		got, est := countParams(m), c.Cost(nominalPatches).Params
 		if est < got || est > 3*got {
 			t.Errorf("R2Gen %s d=%d vocab %d: estimate %.0f for %.0f parameters", c.Variant, c.DModel, c.Vocab, est, got)
 		}
@@ -59,7 +60,7 @@ func TestBudgetEstimates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, est := countParams(m), c.cost(nominalPatches).params
+		got, est := countParams(m), c.Cost(nominalPatches).Params
 		if est < got || est > 3*got {
 			t.Errorf("M² d=%d: estimate %.0f for %.0f parameters", c.DModel, est, got)
 		}
@@ -95,10 +96,10 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 		edit(&c)
 		cases = append(cases, tc{name, c, field})
 	}
-	add("layers", "num_layers", func(c *ModelConfig) { editR2(c, func(t *Config) { t.Layers = 1 << 20 }) })
-	add("d_model", "d_model", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel, t.DFF = 1<<20, 64 }) })
-	add("d_ff", "d_ff", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DFF = 1 << 20 }) })
-	add("pe_len", "pe_len", func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel, t.PositionLen = 512, 1<<20 }) })
+	add("layers", "num_layers", func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.Layers = 1 << 20 }) })
+	add("d_model", "d_model", func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DModel, t.DFF = 1<<20, 64 }) })
+	add("d_ff", "d_ff", func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DFF = 1 << 20 }) })
+	add("pe_len", "pe_len", func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DModel, t.PositionLen = 512, 1<<20 }) })
 	add("image_size", "image_size", func(c *ModelConfig) { c.ImageSize, c.ResizeTo, c.Views = 4096, 4096, 16 })
 	add("m2 d_ff", "d_ff", func(c *ModelConfig) {
 		m := M2Tiny(vocab)
@@ -126,12 +127,12 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 		}
 	}
 	// The sub-configurations refuse on their own too.
-	big := tinyTransformer(vocab, 512)
+	big := r2gen.Tiny(vocab, 512)
 	big.DModel, big.DFF = 1<<20, 64
-	if err := big.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
+	if err := checkR2(big); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "d_model = 1048576") {
 		t.Errorf("Config d_model 2^20: %v", err)
 	}
-	if _, err := newR2GenModel(big, 1); !errors.Is(err, ErrBudget) {
+	if _, err := r2gen.New(big, 1); !errors.Is(err, ErrBudget) {
 		t.Errorf("NewTransformer d_model 2^20: %v", err)
 	}
 	m2 := tinyM2Preset(vocab, 512)
@@ -154,20 +155,20 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 // inferR2GenConfig reads the layer count from tensor names; a forged name
 // cannot make it build a million layers.
 func TestInferConfigForgedLayer(t *testing.T) {
-	c := tinyTransformer(20, 512)
-	m, err := newR2GenModel(c, 1)
+	c := r2gen.Tiny(20, 512)
+	m, err := r2gen.New(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	shapes := map[string][]int{}
 	m.VisitParams(func(name string, x *radgen.Tensor) { shapes[name] = x.Shape() })
 	shapes["model.tgt_embed.1.pe"] = []int{1, c.PositionLen, c.DModel}
-	if got, err := inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, 60); err != nil || got.Layers != c.Layers {
+	if got, err := r2gen.InferConfig(shapes, c.Heads, c.MemoryHeads, 60); err != nil || got.Layers != c.Layers {
 		t.Fatalf("InferConfig: %+v, %v", got, err)
 	}
 	shapes["model.encoder.layers.999999.x"] = []int{1}
-	var got Config
-	n := allocated(func() { got, err = inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, 60) })
+	var got r2gen.Config
+	n := allocated(func() { got, err = r2gen.InferConfig(shapes, c.Heads, c.MemoryHeads, 60) })
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "num_layers") {
 		t.Errorf("forged layer 999999: %+v, %v", got.Layers, err)
 	}

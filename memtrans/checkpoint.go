@@ -17,6 +17,7 @@ import (
 	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -407,8 +408,7 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	if tok == nil {
 		return nil, errors.New("memtrans: nil tokenizer")
 	}
-	b, err := budgetOf(opts)
-	if err != nil {
+	if _, err := budgetOf(opts); err != nil { // the configuration is checked against it in New, before anything is allocated
 		return nil, err
 	}
 	src = withoutDataParallel(src)
@@ -422,7 +422,7 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 			shapes[rest] = shape
 		}
 	}
-	tcfg, err := inferConfig(shapes, heads, memoryHeads, tok.Corpus().MaxSeqLen(), b)
+	tcfg, err := r2gen.InferConfig(shapes, heads, memoryHeads, tok.Corpus().MaxSeqLen())
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/radgen/radgen/internal/pth"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // seal wraps a payload in the native format: magic, the declared length,
@@ -60,8 +61,8 @@ func tinySaved(t testing.TB) ([]byte, *data.Tokenizer, []byte) {
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
-	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
+	editR2(&cfg, func(t *r2gen.Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
+	editR2(&cfg, func(t *r2gen.Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +123,9 @@ func TestLoadHostileCheckpoints(t *testing.T) {
 	if _, err := Load(bytes.NewReader(good)); err != nil {
 		t.Fatal(err)
 	}
-	bigLayers := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *Config) { t.Layers = 1 << 20 }) })
-	bigWidth := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel = 1 << 20 }) })
-	bigVocab := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel, t.PositionLen = 512, 1<<20 }) })
+	bigLayers := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.Layers = 1 << 20 }) })
+	bigWidth := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DModel = 1 << 20 }) })
+	bigVocab := withConfig(t, payload, func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DModel, t.PositionLen = 512, 1<<20 }) })
 
 	// A checksummed payload whose header declares a 256 MiB tensor of
 	// zeros (a 98 KB-style bomb): refused from the header.
@@ -231,8 +232,8 @@ func TestLoadR2GenForgedLayer(t *testing.T) {
 func FuzzCheckpointPayload(f *testing.F) {
 	_, _, payload := tinySaved(f)
 	f.Add(payload)
-	f.Add(withConfig(f, payload, func(c *ModelConfig) { editR2(c, func(t *Config) { t.Layers = 1 << 20 }) }))
-	f.Add(withConfig(f, payload, func(c *ModelConfig) { editR2(c, func(t *Config) { t.DModel = 1 << 20 }) }))
+	f.Add(withConfig(f, payload, func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.Layers = 1 << 20 }) }))
+	f.Add(withConfig(f, payload, func(c *ModelConfig) { editR2(c, func(t *r2gen.Config) { t.DModel = 1 << 20 }) }))
 	f.Add(withConfig(f, payload, func(c *ModelConfig) { c.Views = 16 }))
 	f.Add(payload[:200])
 	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"))
@@ -270,8 +271,8 @@ func FuzzCheckpointPayload(f *testing.F) {
 func TestSaveFileRemovesStaleTemps(t *testing.T) {
 	_, tok, _ := tinySaved(t)
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
-	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
+	editR2(&cfg, func(t *r2gen.Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
+	editR2(&cfg, func(t *r2gen.Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // TestIncrementalMatchesTeacherForcing feeds the golden targets one token
@@ -16,16 +17,16 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
 	feats, in, _, _, b, steps := g.caseBatch(t)
-	f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
+	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := f.LogProbs.Data()
-	dec, err := m.startModuleDecoding(feats)
+	dec, err := m.StartDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.config.Vocab
+	V := m.Config().(r2gen.Config).Vocab
 	lp := make([]float32, b*V)
 	tok := make([]int, b)
 	var worst float64
@@ -56,8 +57,8 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 func TestParityR2GenDecoding(t *testing.T) {
 	g := loadGolden(t)
 	m := g.transformer(t)
-	checkGoldenDecoding(t, g, m.config.MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
-		return m.startModuleDecoding(feats)
+	checkGoldenDecoding(t, g, m.Config().(r2gen.Config).MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
+		return m.StartDecoding(feats)
 	})
 }
 
@@ -120,11 +121,11 @@ func TestRecomputeMatchesIncremental(t *testing.T) {
 	m := g.transformer(t)
 	feats := g.tensor(t, "att_feats")
 	st := decode.BeamSearch{Size: 3, MaxLen: 20}
-	inc, err := m.startModuleDecoding(feats)
+	inc, err := m.StartDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := m.startRecompute(feats)
+	rec, err := m.StartRecompute(feats)
 	if err != nil {
 		t.Fatal(err)
 	}

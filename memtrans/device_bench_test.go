@@ -47,7 +47,7 @@ func BenchmarkGenerateDevice(b *testing.B) {
 			s := decode.BeamSearch{Size: 3, MaxLen: maxLen, FullLength: true}
 			b.ResetTimer()
 			for range b.N {
-				dec, err := m.startModuleDecoding(feats)
+				dec, err := m.StartDecoding(feats)
 				if err != nil {
 					b.Fatal(err)
 				}

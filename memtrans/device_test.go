@@ -11,19 +11,20 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
 
 // deviceTestModel returns a tiny Transformer of variant v whose every
 // parameter is random, so that no term is trivially neutral.
-func deviceTestModel(t testing.TB, configure func(*Config)) *r2genModel {
+func deviceTestModel(t testing.TB, configure func(*r2gen.Config)) *r2gen.Model {
 	t.Helper()
-	c := tinyTransformer(31, 24)
+	c := r2gen.Tiny(31, 24)
 	c.Dropout, c.EmbedDrop = 0, 0
 	if configure != nil {
 		configure(&c)
 	}
-	m, err := newR2GenModel(c, 5)
+	m, err := r2gen.New(c, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +88,15 @@ func stepBoth(t *testing.T, cpu, dev decode.AttentionRecorder, steps int, reorde
 // rows grouped by study (beams) and that do not.
 func TestDeviceDecodingMatchesCPU(t *testing.T) {
 	dev := testDevice(t)
-	for name, configure := range map[string]func(*Config){
+	for name, configure := range map[string]func(*r2gen.Config){
 		"r2gen":   nil,
-		"base":    func(c *Config) { c.Variant = VariantBase },
-		"base+rm": func(c *Config) { c.Variant = VariantBaseRM },
-		"mem2mem": func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, 0.1 },
+		"base":    func(c *r2gen.Config) { c.Variant = r2gen.VariantBase },
+		"base+rm": func(c *r2gen.Config) { c.Variant = r2gen.VariantBaseRM },
+		"mem2mem": func(c *r2gen.Config) { c.Memory, c.Mem2MemPenalty = r2gen.MemoryMem2Mem, 0.1 },
 		// Caches sized for MaxSeqLen+1 positions grow, re-laid out, past it.
-		"short": func(c *Config) { c.MaxSeqLen = 4 },
-		"gca":   func(c *Config) { c.Routing = mesh.RoutingGCA },
-		"ama":   func(c *Config) { c.Routing = mesh.RoutingAMA },
+		"short": func(c *r2gen.Config) { c.MaxSeqLen = 4 },
+		"gca":   func(c *r2gen.Config) { c.Routing = mesh.RoutingGCA },
+		"ama":   func(c *r2gen.Config) { c.Routing = mesh.RoutingAMA },
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := deviceTestModel(t, configure)
@@ -104,11 +105,11 @@ func TestDeviceDecodingMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			feats := randomFeats(3, 5, 24, 7)
-			cpu, err := m.startModuleDecoding(feats)
+			cpu, err := m.NewDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			steps, err := md.startModuleDecoding(feats)
+			steps, err := md.NewDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,11 +305,11 @@ func TestDeviceParityLogProbs(t *testing.T) {
 	if err := radgen.ToDevice(m, dev); err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.startModuleDecoding(feats)
+	s, err := m.NewDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.config.Vocab
+	V := m.Config().(r2gen.Config).Vocab
 	out := make([]float32, b*V)
 	var worst float64
 	counted := 0

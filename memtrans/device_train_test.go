@@ -8,6 +8,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // An SCST step on a device (RADGEN_DEVICE, the reference engine by
@@ -21,7 +22,7 @@ func TestSCSTOnDeviceMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	const k = 4
-	step := func(m *r2genModel) SCSTResult {
+	step := func(m *r2gen.Model) SCSTResult {
 		s, err := newSCST(m, newSCSTAdam(t, m, 1e-3), SCSTConfig{Samples: k, ClipNorm: 0.1}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // trainDevice returns the device of RADGEN_DEVICE, the reference engine
@@ -70,14 +71,14 @@ func newTinyBatch(vocab, dVisual int) *tinyBatch {
 // device) over a fixed batch: dropout seeded by the step, value clipping at
 // 0.1, AMSGrad at learning rate 1e-4 with weight decay 5e-5.
 type tinyTrainer struct {
-	m     *r2genModel
+	m     *r2gen.Model
 	opt   *optim.Adam
 	feats *radgen.Tensor
 	batch *tinyBatch
 	step  int
 }
 
-func newTinyTrainer(t *testing.T, m *r2genModel, tb *tinyBatch, dev radgen.Device) *tinyTrainer {
+func newTinyTrainer(t *testing.T, m *r2gen.Model, tb *tinyBatch, dev radgen.Device) *tinyTrainer {
 	t.Helper()
 	groups := optim.R2GenGroups(radgen.Trainable(m), 5e-5, 1e-4, 5e-5)
 	a, err := optim.NewAdam(groups[1:], optim.WithAMSGrad(true))
@@ -122,11 +123,11 @@ func TestTrainOnDeviceMatchesCPU(t *testing.T) {
 	dev := trainDevice(t)
 	const vocab, steps = 40, 20
 	cfg := r2cfg(R2GenTiny(vocab))
-	cpu, err := newR2GenModel(cfg, 7)
+	cpu, err := r2gen.New(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDev, err := newR2GenModel(cfg, 7)
+	onDev, err := r2gen.New(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +205,8 @@ func TestCheckpointAcrossDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := newTinyBatch(r2cfg(cfg).Vocab, r2cfg(cfg).DVisual)
-	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*r2genModel), tb, radgen.CPU)
-	td := newTinyTrainer(t, devModel.EncoderDecoder().(*r2genModel), tb, dev)
+	tc := newTinyTrainer(t, cpuModel.EncoderDecoder().(*r2gen.Model), tb, radgen.CPU)
+	td := newTinyTrainer(t, devModel.EncoderDecoder().(*r2gen.Model), tb, dev)
 	for range 20 {
 		tc.Step(t)
 		td.Step(t)
@@ -338,7 +339,7 @@ func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
 		steps = 100
 	}
 	cfg := r2cfg(R2GenTiny(40))
-	m, err := newR2GenModel(cfg, 7)
+	m, err := r2gen.New(cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // r2genSource presents the golden files as one R2Gen state_dict.
@@ -194,8 +195,8 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
-	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
+	editR2(&cfg, func(t *r2gen.Config) { t.DModel, t.DFF, t.Layers = 8, 8, 1 })
+	editR2(&cfg, func(t *r2gen.Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		f.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/testdevice"
+	"github.com/radgen/radgen/memtrans/arch"
 )
 
 // TestParityR2GenGradients checks every parameter's gradient of the case
@@ -21,11 +22,11 @@ func TestParityR2GenGradients(t *testing.T) {
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
 	testdevice.Move(t, m, dev)
 	graph := radgen.NewGraph()
-	f, err := m.teacherForce(graph, feats.To(dev), in, b, steps)
+	f, err := m.TeacherForce(graph, feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := graph.Backward(languageModelLoss(graph, f.LogProbs, targets, mask)); err != nil {
+	if err := graph.Backward(arch.LanguageModelLoss(graph, f.LogProbs, targets, mask)); err != nil {
 		t.Fatal(err)
 	}
 	checked := 0

@@ -10,16 +10,17 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // halfTestModel is a small R2Gen model (all of a step's matrix kinds, sizes
 // that are not multiples of the kernels' blocks) with random weights.
-func halfTestModel(t testing.TB, variant Variant) *r2genModel {
-	c := iuXRayTransformer(53)
+func halfTestModel(t testing.TB, variant r2gen.Variant) *r2gen.Model {
+	c := r2gen.IUXray(53)
 	c.Variant = variant
 	c.DModel, c.DFF, c.Heads, c.MemoryHeads = 40, 72, 4, 4
 	c.DVisual, c.MaxSeqLen = 24, 12
-	m, err := newR2GenModel(c, 7)
+	m, err := r2gen.New(c, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +50,9 @@ func stepAll(t testing.TB, dec decode.Model, tokens [][]int, src [][]int) [][]fl
 
 // halfDecoding starts m's module decoding of feats reading the
 // half-precision copies stored (nil: float32).
-func halfDecoding(t testing.TB, m *r2genModel, feats *radgen.Tensor, stored map[*radgen.Tensor]*radgen.Tensor) *moduleDecoding {
+func halfDecoding(t testing.TB, m *r2gen.Model, feats *radgen.Tensor, stored map[*radgen.Tensor]*radgen.Tensor) *r2gen.Decoding {
 	t.Helper()
-	dec, err := m.startModuleDecoding(feats, radgen.SubstituteWeights(stored))
+	dec, err := m.NewDecoding(feats, radgen.SubstituteWeights(stored))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +63,10 @@ func halfDecoding(t testing.TB, m *r2genModel, feats *radgen.Tensor, stored map[
 // float32 weights, through beams and reorders, for every variant: the
 // log-probabilities agree to the rounding of the weights.
 func TestHalfWeightsDecoding(t *testing.T) {
-	for _, v := range []Variant{VariantR2Gen, VariantBaseRM, VariantBase} {
+	for _, v := range []r2gen.Variant{r2gen.VariantR2Gen, r2gen.VariantBaseRM, r2gen.VariantBase} {
 		t.Run(string(v), func(t *testing.T) {
 			m := halfTestModel(t, v)
-			feats := randomFeats(2, 5, m.config.DVisual, 11)
+			feats := randomFeats(2, 5, m.Config().(r2gen.Config).DVisual, 11)
 			stored := halfSnapshot(m.StepWeights())
 			if len(stored) == 0 {
 				t.Fatal("empty snapshot")
@@ -91,7 +92,7 @@ func TestHalfWeightsDecoding(t *testing.T) {
 // The snapshot leaves out the recurrences and what a decoding applies
 // once per study, and covers every architecture.
 func TestHalfWeightsStepMatrices(t *testing.T) {
-	m := halfTestModel(t, VariantR2Gen)
+	m := halfTestModel(t, r2gen.VariantR2Gen)
 	stored := halfSnapshot(m.StepWeights())
 	for name, w := range map[string]*radgen.Tensor{
 		"relational memory": m.Memory.W.Weight, "source keys": m.Decoder.Layers[0].SrcAttn.Linears[1].Weight,
@@ -123,8 +124,8 @@ func TestHalfWeightsStepMatrices(t *testing.T) {
 // A model's snapshot is taken once and again only after its weights
 // change; a decoding keeps the snapshot it started with.
 func TestHalfWeightsSnapshot(t *testing.T) {
-	m := halfTestModel(t, VariantR2Gen)
-	feats := randomFeats(1, 5, m.config.DVisual, 12)
+	m := halfTestModel(t, r2gen.VariantR2Gen)
+	feats := randomFeats(1, 5, m.Config().(r2gen.Config).DVisual, 12)
 	var h halfState
 	first := h.current(m)
 	if again := h.current(m); reflect.ValueOf(again).Pointer() != reflect.ValueOf(first).Pointer() {
@@ -208,7 +209,7 @@ func TestHalfWeightsPaperAccuracy(t *testing.T) {
 		}
 	}
 	t.Logf("paper model, random weights: max |Δ log p| = %.3g over %d studies × %d steps (all %d tokens); beam-3 best tokens identical for %d of %d studies",
-		worst, studies, maxLen, m.config.Vocab, same, studies)
+		worst, studies, maxLen, m.Config().(r2gen.Config).Vocab, same, studies)
 	t.Logf("per step: %.2g", stepWorst)
 	if worst > 5e-3 {
 		t.Errorf("max |Δ log p| = %.3g", worst)
@@ -238,7 +239,7 @@ func TestHalfWeightsOtherArchitectures(t *testing.T) {
 				var dec decode.Model
 				switch n := net.(type) {
 				case m2Facade:
-					dec, err = n.startModuleDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
+					dec, err = n.StartDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
 				case *metransModel:
 					dec, err = n.startDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
 				}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
@@ -131,7 +132,7 @@ func (m *m2Model) checkFeats(feats *radgen.Tensor) error {
 // bos; padding is Config.Pad), given the encoded studies. As in the
 // published code, padding positions use positional row 0, are masked as
 // self-attention keys, and output log_softmax(0) (uniform).
-func (m *m2Model) teacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
+func (m *m2Model) TeacherForce(g *radgen.Graph, enc *m2Encoded, tokens []int, b, t int) (*radgen.Tensor, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -159,7 +160,7 @@ func (m *m2Model) m2Loss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int
 			mask[i] = 1
 		}
 	}
-	return languageModelLoss(g, logProbs, targets, mask)
+	return arch.LanguageModelLoss(g, logProbs, targets, mask)
 }
 
 var _ radgen.Module = (*m2Model)(nil)

@@ -364,7 +364,7 @@ func TestParityM2(t *testing.T) {
 	}
 
 	tokens, shape := g.ints(t, "tokens")
-	lp, err := m.teacherForce(radgen.NoGrad(), enc, tokens, shape[0], shape[1])
+	lp, err := m.TeacherForce(radgen.NoGrad(), enc, tokens, shape[0], shape[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	_, enc := g.goldenEncoding(t, m, radgen.CPU)
 	tokens, shape := g.ints(t, "tokens")
 	b, steps := shape[0], shape[1]
-	want, err := m.teacherForce(radgen.NoGrad(), enc, tokens, b, steps)
+	want, err := m.TeacherForce(radgen.NoGrad(), enc, tokens, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestM2RoutingGradients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lp, err := m.teacherForce(g, enc, in, 2, 3)
+			lp, err := m.TeacherForce(g, enc, in, 2, 3)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -151,7 +151,7 @@ func m2TeacherForcedDelta(t *testing.T, m *m2Model, enc *m2Encoded, hyps [][]dec
 		one := &m2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
 		for _, h := range hs {
 			in := append([]int{m.config.BOS}, h.Tokens...)
-			lp, err := m.teacherForce(radgen.NoGrad(), one, in, 1, len(in))
+			lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func (m *m2Model) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
 // are TestM2ModuleDecodingErrors's).
 func TestM2TeacherForceErrors(t *testing.T) {
 	m := tinyM2(t)
-	if _, err := m.teacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
+	if _, err := m.TeacherForce(radgen.NoGrad(), nil, []int{2}, 1, 1); err == nil {
 		t.Fatal("nil encoding accepted")
 	}
 }
@@ -201,7 +201,7 @@ func TestM2LossGradients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := m.teacherForce(g, enc, in, 2, 3)
+		lp, err := m.TeacherForce(g, enc, in, 2, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +222,7 @@ func TestM2Trains(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lp, err := m.teacherForce(g, enc, in, 2, 5)
+		lp, err := m.TeacherForce(g, enc, in, 2, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestLoadM2(t *testing.T) {
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
 	m.Encoder.Padding = mesh.PadZeroRows
-	dec, err := m.startModuleDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	dec, err := m.startDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func (c M2Config) check() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return c.checkBudget(DefaultBudget(), nominalPatches)
+	return checkArchBudget("M²", DefaultBudget(), c, nominalPatches)
 }
 
 // validateHard is validateShape and the constructors' hard budget.
@@ -65,7 +65,7 @@ func (c M2Config) validateHard() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return c.checkBudget(hardBudget, nominalPatches)
+	return checkArchBudget("M²", hardBudget, c, nominalPatches)
 }
 
 // validateShape reports the first inconsistency in c other than its size.
@@ -182,6 +182,11 @@ func inferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
 	}
 	return c, c.check()
 }
+
+// maxLayers bounds every layer count of a configuration: far beyond any
+// published model, and small enough that a forged count of tiny layers
+// cannot exhaust memory on per-layer bookkeeping.
+const maxLayers = 1024
 
 func countLayers(shapes map[string][]int, prefix, suffix string) int {
 	n := 0

@@ -6,6 +6,8 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/internal/stepspace"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -36,7 +38,7 @@ type m2ModuleDecoding struct {
 	// tensors (the log-probabilities, the attention) stay valid through
 	// the next step, which is as long as they are read; the caches copy
 	// what they keep.
-	space *stepSpace
+	space *stepspace.Space
 }
 
 var (
@@ -48,7 +50,7 @@ var (
 // of the model's parameters, masking regions by Config.Padding, and
 // returns a decoding state with one row per study whose steps run on a
 // no-grad graph made with opts (radgen.SubstituteWeights).
-func (m *m2Model) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
+func (m *m2Model) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -88,10 +90,10 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
-	space := getSpace()
-	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.caches(len(m.Decoder.Layers), b))
+	space := stepspace.Get()
+	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.Caches(len(m.Decoder.Layers), b))
 	s := &m2ModuleDecoding{m: m, g: g, steps: steps, regions: r, space: space}
-	g.SetArena(s.space.arena) // after Start: the sources it projects outlive every step
+	g.SetArena(s.space.Arena) // after Start: the sources it projects outlive every step
 	return s, nil
 }
 
@@ -100,7 +102,7 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 // decoding steps no more.
 func (s *m2ModuleDecoding) Release() {
 	if s.space != nil {
-		s.space.put(s.g)
+		s.space.Put(s.g)
 		s.space = nil
 	}
 }
@@ -123,7 +125,7 @@ func (s *m2ModuleDecoding) Attention(dst []float32) error {
 	if a == nil {
 		return fmt.Errorf("%w: no attention before a step", decode.ErrShape)
 	}
-	return copyToHost(dst, a)
+	return arch.CopyLogProbs(dst, a)
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
@@ -139,32 +141,16 @@ func (s *m2ModuleDecoding) Reorder(src []int) error {
 func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	c := s.m.config
 	R, V := s.steps.Rows(), c.Vocab
-	if err := checkStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
+	if err := arch.CheckStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err
 	}
 	if s.space == nil {
-		return errReleased
+		return arch.ErrReleased
 	}
-	s.space.arena.Next()
+	s.space.Arena.Next()
 	lp := s.steps.Step(s.g, tokens)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return copyToHost(dst, lp)
-}
-
-// copyToHost copies the values of x, on any device, into dst as float32.
-func copyToHost(dst []float32, x *radgen.Tensor) error {
-	h := x.To(radgen.CPU)
-	if len(dst) < h.Len() {
-		return fmt.Errorf("%w: %d values into %d", decode.ErrShape, h.Len(), len(dst))
-	}
-	if h.Is64() {
-		for i, v := range h.Data64() {
-			dst[i] = float32(v)
-		}
-		return nil
-	}
-	copy(dst, h.Data())
-	return nil
+	return arch.CopyLogProbs(dst, lp)
 }

@@ -90,7 +90,7 @@ func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 					}
 					start := func() (*m2ModuleDecoding, error) {
 						if padding != mesh.PadAfterNorm || dev == radgen.CPU {
-							return m.startModuleDecoding(feats)
+							return m.startDecoding(feats)
 						}
 						// The after-norm rule is decided by the last bits of
 						// float32 rounding (see mesh.PadAfterNorm): decode
@@ -165,7 +165,7 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dec, err := m.startModuleDecoding(feats)
+			dec, err := m.startDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 					history[r] = append(slices.Clone(history[r]), tk)
 					one := &m2Encoded{Levels: ref.sliceStudy(enc.Levels, study[r]), Mask: ref.sliceStudy(enc.Mask, study[r])}
 					n := len(history[r])
-					lp, err := ref.teacherForce(radgen.NoGrad(), one, history[r], 1, n)
+					lp, err := ref.TeacherForce(radgen.NoGrad(), one, history[r], 1, n)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -219,13 +219,13 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 // errors.
 func TestM2ModuleDecodingErrors(t *testing.T) {
 	m := tinyM2(t)
-	if _, err := m.startModuleDecoding(radgen.Zeros(2, 6, 5)); err == nil {
+	if _, err := m.startDecoding(radgen.Zeros(2, 6, 5)); err == nil {
 		t.Fatal("features of the wrong width accepted")
 	}
 	if _, err := m.startModuleDecodingEncoded(&m2Encoded{}); err == nil {
 		t.Fatal("empty encoding accepted")
 	}
-	dec, err := m.startModuleDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
+	dec, err := m.startDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
@@ -56,7 +57,7 @@ func (c METransConfig) check() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return c.checkBudget(DefaultBudget())
+	return checkArchBudget("METransformer", DefaultBudget(), c, c.Patches)
 }
 
 // validateHard is validateShape and the constructors' hard budget.
@@ -64,7 +65,7 @@ func (c METransConfig) validateHard() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return c.checkBudget(hardBudget)
+	return checkArchBudget("METransformer", hardBudget, c, c.Patches)
 }
 
 // validateShape reports the first inconsistency in c other than its size.
@@ -342,7 +343,7 @@ type metransForward struct {
 // teacherForce runs the model on features (B, N, d_in) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
 // reading the same tokens.
-func (m *metransModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
+func (m *metransModel) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
 		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
@@ -389,7 +390,7 @@ func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, m
 		}
 	}
 	// Loss averages over all B·M streams' positions, (1/M)·Σ_m NLL_m.
-	nll = g.Scale(languageModelLoss(g, lp, rt, rm), float64(mm))
+	nll = g.Scale(arch.LanguageModelLoss(g, lp, rt, rm), float64(mm))
 	orth = vision.OrthogonalLoss(g, f.Encoded.Experts)
 	total = g.Add(nll, g.Scale(orth, m.config.Lambda))
 	return total, nll, orth
@@ -401,7 +402,7 @@ func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, m
 // decoder over each row's prefix at every step (O(T²) work); it is the
 // cross-check of the incremental [METransformer.StartDecoding], which must
 // give the same log-probabilities.
-func (m *metransModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *metransModel) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	feats = m.matchDtype(feats)
 	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
@@ -417,7 +418,7 @@ func (m *metransModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, 
 		if err != nil {
 			return err
 		}
-		return copyToHost(dst, g.Reshape(g.Slice(lp, 1, length-1, length), r*m.config.Vocab))
+		return arch.CopyLogProbs(dst, g.Reshape(g.Slice(lp, 1, length-1, length), r*m.config.Vocab))
 	}
 	return decode.NewRecompute(feats.Dim(0)*m.config.Experts, m.config.Vocab, score)
 }

@@ -30,7 +30,7 @@ func BenchmarkMETransDecode(b *testing.B) {
 					if mode == "incremental" {
 						dm, err = m.startDecoding(feats)
 					} else {
-						dm, err = m.startRecompute(feats)
+						dm, err = m.StartRecompute(feats)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -56,7 +56,7 @@ func loadMETransformer(r io.Reader, opts ...LoadOption) (*metransModel, error) {
 		if err := cfg.validateShape(); err != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
-		if err := cfg.checkBudget(b); err != nil {
+		if err := checkArchBudget("METransformer", b, cfg, cfg.Patches); err != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 		}
 		var stored float64

@@ -6,6 +6,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -113,7 +114,7 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 			x = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, x, ec)), x)) // Eq. 13
 		}
 	}
-	if err := copyToHost(dst, g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))); err != nil {
+	if err := arch.CopyLogProbs(dst, g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))); err != nil {
 		return err
 	}
 	s.t++

@@ -9,6 +9,7 @@ import (
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // A small, seeded METransformer writes one candidate report per expert
@@ -53,7 +54,7 @@ func ExampleSCST() {
 		return
 	}
 	cfg := memtrans.R2GenTiny(tok.Len() + 1)
-	r2 := cfg.EncoderDecoder.(memtrans.Config)
+	r2 := cfg.EncoderDecoder.(r2gen.Config)
 	r2.DModel, r2.DFF, r2.Layers = 16, 16, 1
 	r2.MemorySlots, r2.MaxSeqLen = 2, 8
 	cfg.EncoderDecoder = r2

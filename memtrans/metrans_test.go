@@ -70,7 +70,7 @@ func TestMETransGradients(t *testing.T) {
 		wrt = append(wrt, p.Tensor)
 	}
 	gradcheck.Check(t, "METransformer loss", 1e-5, func(g *radgen.Graph) *radgen.Tensor {
-		f, err := m.teacherForce(g, feats, in, 2, T)
+		f, err := m.TeacherForce(g, feats, in, 2, T)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestMETransLossParts(t *testing.T) {
 	m := tinyMETrans(t, 0)
 	feats, in, targets, mask, T := metransBatch(3, 3, 3, 2)
 	g := radgen.NoGrad()
-	f, err := m.teacherForce(g, feats, in, 3, T)
+	f, err := m.TeacherForce(g, feats, in, 3, T)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 	var losses []float64
 	for range 15 {
 		g := radgen.NewGraph()
-		f, err := m.teacherForce(g, feats, in, 4, T)
+		f, err := m.TeacherForce(g, feats, in, 4, T)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestMETransTrainingLowersLoss(t *testing.T) {
 		l.dropout = 0.3
 	}
 	trainLoss := func(g *radgen.Graph) float64 {
-		f, err := m.teacherForce(g, feats, in, 4, T)
+		f, err := m.TeacherForce(g, feats, in, 4, T)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +241,8 @@ func TestMETransStateDictRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	feats, in, _, _, T := metransBatch(2, 3, 3, 6)
-	fa, _ := a.teacherForce(radgen.NoGrad(), feats, in, 2, T)
-	fb, _ := b.teacherForce(radgen.NoGrad(), feats, in, 2, T)
+	fa, _ := a.TeacherForce(radgen.NoGrad(), feats, in, 2, T)
+	fb, _ := b.TeacherForce(radgen.NoGrad(), feats, in, 2, T)
 	for i, v := range fa.LogProbs.Data() {
 		if fb.LogProbs.Data()[i] != v {
 			t.Fatalf("log-prob %d differs after loading: %v vs %v", i, fb.LogProbs.Data()[i], v)
@@ -280,7 +280,7 @@ func TestMETransErrors(t *testing.T) {
 	if _, err := m.encode(radgen.NoGrad(), radgen.Zeros(1, 5, 6)); err == nil {
 		t.Error("features with the wrong number of patches accepted")
 	}
-	if _, err := m.teacherForce(radgen.NoGrad(), radgen.Zeros(1, 4, 6), []int{0, 10}, 1, 2); err == nil {
+	if _, err := m.TeacherForce(radgen.NoGrad(), radgen.Zeros(1, 4, 6), []int{0, 10}, 1, 2); err == nil {
 		t.Error("token outside the vocabulary accepted")
 	}
 }
@@ -295,7 +295,7 @@ func TestMETransIncrementalMatchesRecompute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := m.startRecompute(feats)
+	rec, err := m.StartRecompute(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestMETransIncrementalMatchesRecompute(t *testing.T) {
 		}
 	}
 	inc, _ = m.startDecoding(feats)
-	rec, _ = m.startRecompute(feats)
+	rec, _ = m.StartRecompute(feats)
 	beam := decode.BeamSearch{Size: 3, N: 3, MaxLen: 7}
 	hi, err := beam.Decode(ctx, inc)
 	if err != nil {

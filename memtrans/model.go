@@ -13,6 +13,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -101,13 +102,13 @@ func (c *ModelConfig) UnmarshalJSON(b []byte) error {
 // 224² views, d_model 512, 3 layers, 3 memory slots. vocab is the tokenizer
 // size + 1.
 func R2GenIUXray(vocab int) ModelConfig {
-	return ModelConfig{EncoderDecoder: iuXRayTransformer(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{EncoderDecoder: r2gen.IUXray(vocab), Vision: vision.ResNet101, Corpus: data.IUXray, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
 // R2GenMIMICCXR returns the paper's MIMIC-CXR generator (one view, reports
 // up to 100 tokens).
 func R2GenMIMICCXR(vocab int) ModelConfig {
-	return ModelConfig{EncoderDecoder: mimicCXRTransformer(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
+	return ModelConfig{EncoderDecoder: r2gen.MIMICCXR(vocab), Vision: vision.ResNet101, Corpus: data.MIMICCXR, Views: 1, ImageSize: 224, ResizeTo: 256}
 }
 
 // R2GenTiny returns a small generator for demos and tests: a ResNet with one
@@ -115,7 +116,7 @@ func R2GenMIMICCXR(vocab int) ModelConfig {
 // memory-driven decoder. It trains on a laptop CPU in minutes.
 func R2GenTiny(vocab int) ModelConfig {
 	v := vision.ResNetConfig{Block: vision.BasicBlock, Layers: [4]int{1, 1, 1, 1}}
-	t := tinyTransformer(vocab, v.OutChannels())
+	t := r2gen.Tiny(vocab, v.OutChannels())
 	return ModelConfig{EncoderDecoder: t, Vision: v, Corpus: data.IUXray, Views: 2, ImageSize: 64, ResizeTo: 72}
 }
 
@@ -145,6 +146,9 @@ func (c ModelConfig) validate(b Budget) error {
 	return c.checkModelBudget(b)
 }
 
+// ErrConfig is wrapped by every configuration error (arch.ErrConfig).
+var ErrConfig = arch.ErrConfig
+
 // Model is a report generator: a visual extractor, an encoder–decoder
 // (R2Gen's memory-driven Transformer or a variant, M² or METransformer; see
 // [ModelConfig]) and the tokenizer that maps its ids to words.
@@ -156,7 +160,7 @@ type Model struct {
 	cfg         ModelConfig
 	extractor   *vision.Extractor
 	net         arch.EncoderDecoder
-	transformer *r2genModel // net, for ArchR2Gen; nil otherwise
+	transformer *r2gen.Model // net, for ArchR2Gen; nil otherwise
 	tokenizer   *data.Tokenizer
 	logger      *slog.Logger
 	maxPixels   int64
@@ -255,7 +259,7 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 
 func newModel(cfg ModelConfig, ext *vision.Extractor, net arch.EncoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
 	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels, budget: DefaultBudget()}
-	m.transformer, _ = net.(*r2genModel)
+	m.transformer, _ = net.(*r2gen.Model)
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			return nil, err
@@ -292,7 +296,7 @@ func (m *Model) ContinueFrom(prev *Model) error {
 	prev.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.transformer.continueFrom(net, ""); err != nil {
+	if err := m.transformer.ContinueFrom(net, ""); err != nil {
 		return err
 	}
 	if err := radgen.LoadParams(m.extractor, ext, ""); err != nil {

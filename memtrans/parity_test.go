@@ -13,6 +13,8 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // golden is an opened R2Gen golden directory.
@@ -60,18 +62,18 @@ func (g *golden) intConfig(t testing.TB, key string) int {
 }
 
 // transformer builds the golden model with sizes read from the files.
-func (g *golden) transformer(t testing.TB) *r2genModel {
+func (g *golden) transformer(t testing.TB) *r2gen.Model {
 	t.Helper()
 	shapes := map[string][]int{}
 	for _, n := range g.model.Names() {
 		info, _ := g.model.Info(n)
 		shapes[n] = info.Shape
 	}
-	cfg, err := inferR2GenConfig(shapes, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), g.intConfig(t, "max_seq_length"))
+	cfg, err := r2gen.InferConfig(shapes, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), g.intConfig(t, "max_seq_length"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newR2GenModel(cfg, 1)
+	m, err := r2gen.New(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +154,10 @@ func TestParityR2Gen(t *testing.T) {
 	defer testdevice.FailOnPanic(t)
 	g := loadGolden(t)
 	m := g.transformer(t)
-	t.Logf("config from the golden files: %+v", m.config)
+	t.Logf("config from the golden files: %+v", m.Config().(r2gen.Config))
 	feats, in, targets, mask, b, steps := g.caseBatch(t)
 	testdevice.Move(t, m, dev)
-	f, err := m.teacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
+	f, err := m.TeacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestParityR2Gen(t *testing.T) {
 			t.Errorf("%s: max |Δ| = %.3g > 1e-4", c.name, d)
 		}
 	}
-	loss := testdevice.Host(languageModelLoss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
+	loss := testdevice.Host(arch.LanguageModelLoss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
 	want := g.tensor(t, "loss").Data()[0]
 	rel := math.Abs(float64(loss-want)) / math.Abs(float64(want))
 	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)
@@ -209,7 +211,7 @@ func TestLoadErrorsNameTheTensor(t *testing.T) {
 		t.Errorf("mis-shaped tensor: %v", err)
 	}
 	src = radgen.StateDict(m, "")
-	nan := radgen.Zeros(m.config.DModel)
+	nan := radgen.Zeros(m.Config().(r2gen.Config).DModel)
 	nan.Data()[3] = float32(math.NaN())
 	src["model.decoder.norm.gamma"] = nan
 	if err := radgen.LoadParams(m, src, ""); err == nil || !strings.Contains(err.Error(), "model.decoder.norm.gamma") {

@@ -19,6 +19,7 @@ import (
 	"github.com/radgen/radgen/internal/pth"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -32,8 +33,8 @@ func tinyR2GenWeights(t *testing.T) (*data.Tokenizer, ModelConfig, []pth.Tensor)
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(t *Config) { t.DModel, t.DFF, t.Layers = 16, 16, 1 })
-	editR2(&cfg, func(t *Config) { t.Heads, t.MemoryHeads = 2, 2 })
+	editR2(&cfg, func(t *r2gen.Config) { t.DModel, t.DFF, t.Layers = 16, 16, 1 })
+	editR2(&cfg, func(t *r2gen.Config) { t.Heads, t.MemoryHeads = 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)

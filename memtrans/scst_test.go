@@ -11,15 +11,16 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // scstToy is a tiny R2Gen model and four studies whose references share
 // words pairwise, so that CIDEr-D's idf over the batch is informative.
-func scstToy(t *testing.T, seed uint64) (*r2genModel, *radgen.Tensor, [][][]int) {
+func scstToy(t *testing.T, seed uint64) (*r2gen.Model, *radgen.Tensor, [][][]int) {
 	t.Helper()
-	c := Config{Variant: VariantR2Gen, DModel: 16, DFF: 16, Heads: 2, Layers: 1, DVisual: 6, Vocab: 10,
+	c := r2gen.Config{Variant: r2gen.VariantR2Gen, DModel: 16, DFF: 16, Heads: 2, Layers: 1, DVisual: 6, Vocab: 10,
 		MemorySlots: 2, MemoryHeads: 2, MaxSeqLen: 8, PositionLen: 16}
-	m, err := newR2GenModel(c, seed)
+	m, err := r2gen.New(c, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func scstToy(t *testing.T, seed uint64) (*r2genModel, *radgen.Tensor, [][][]int)
 	return m, feats, refs
 }
 
-func newSCSTAdam(t *testing.T, m *r2genModel, lr float64) *optim.Adam {
+func newSCSTAdam(t *testing.T, m *r2gen.Model, lr float64) *optim.Adam {
 	t.Helper()
 	opt, err := optim.NewAdam([]optim.Group{{Params: radgen.Trainable(m), LR: lr}})
 	if err != nil {
@@ -47,7 +48,7 @@ func newSCSTAdam(t *testing.T, m *r2genModel, lr float64) *optim.Adam {
 // per-token log-probabilities that beam search reported for it.
 func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 	m, feats, _ := scstToy(t, 1)
-	dec, err := m.startModuleDecoding(feats)
+	dec, err := m.StartDecoding(feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestSequenceLogProbsMatchDecoding(t *testing.T) {
 }
 
 // weighted returns J = Σᵢ advᵢ · log p(wⁱ), the objective SCST ascends.
-func weighted(t *testing.T, m *r2genModel, feats *radgen.Tensor, res SCSTResult, k int) float64 {
+func weighted(t *testing.T, m *r2gen.Model, feats *radgen.Tensor, res SCSTResult, k int) float64 {
 	t.Helper()
 	studies := make([]int, len(res.Sequences))
 	for i := range studies {

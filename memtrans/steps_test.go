@@ -9,6 +9,8 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // stepDevices are the devices the module decoding runs on in these tests:
@@ -21,15 +23,15 @@ func stepDevices(t *testing.T) []radgen.Device {
 
 // moduleStepConfigs are every Transformer configuration: the variants of
 // the other seeds, and R2Gen, BASE and BASE+RM.
-func moduleStepConfigs() map[string]Config {
+func moduleStepConfigs() map[string]r2gen.Config {
 	out := variantConfigs()
 	base := out["r2gen+gca"]
 	base.Routing = ""
 	out["r2gen"] = base
 	c := base
-	c.Variant = VariantBase
+	c.Variant = r2gen.VariantBase
 	out["base"] = c
-	c.Variant = VariantBaseRM
+	c.Variant = r2gen.VariantBaseRM
 	out["base+rm"] = c
 	return out
 }
@@ -42,13 +44,13 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for name, c := range moduleStepConfigs() {
 			t.Run(dev.String()+"/"+name, func(t *testing.T) {
-				m, err := newR2GenModel(c, 3)
+				m, err := r2gen.New(c, 3)
 				if err != nil {
 					t.Fatal(err)
 				}
 				const b, steps = 2, 7
 				feats, in := variantBatch(c, b, steps, 4)
-				f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
+				f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,7 +58,7 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 				if err := radgen.ToDevice(m, dev); err != nil {
 					t.Fatal(err)
 				}
-				dec, err := m.startModuleDecoding(feats)
+				dec, err := m.StartDecoding(feats)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -116,8 +118,8 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		checkGoldenDecoding(t, g, m.config.MaxSeqLen, dev.String()+"/", func(feats *radgen.Tensor) (decode.Model, error) {
-			return m.startModuleDecoding(feats)
+		checkGoldenDecoding(t, g, m.Config().(r2gen.Config).MaxSeqLen, dev.String()+"/", func(feats *radgen.Tensor) (decode.Model, error) {
+			return m.StartDecoding(feats)
 		})
 	}
 }
@@ -129,13 +131,12 @@ func TestModuleDecodingStepAllocs(t *testing.T) {
 	if m2Race {
 		t.Skip("the race detector's instrumentation allocates")
 	}
-	for _, v := range []Variant{VariantR2Gen, VariantBase} {
+	for _, v := range []r2gen.Variant{r2gen.VariantR2Gen, r2gen.VariantBase} {
 		m := halfTestModel(t, v)
-		m.config.PositionLen = 400
-		feats := randomFeats(2, 5, m.config.DVisual, 13)
+		feats := randomFeats(2, 5, m.Config().(r2gen.Config).DVisual, 13)
 		for _, stored := range []map[*radgen.Tensor]*radgen.Tensor{nil, halfSnapshot(m.StepWeights())} {
 			dec := halfDecoding(t, m, feats, stored)
-			V := m.config.Vocab
+			V := m.Config().(r2gen.Config).Vocab
 			lp := make([]float32, 6*V)
 			ctx := context.Background()
 			if err := dec.Step(ctx, []int{0, 0}, lp); err != nil {
@@ -174,14 +175,14 @@ func TestModuleDecodingStepAllocs(t *testing.T) {
 // the same studies gives the same log-probabilities bit for bit, and the
 // released one refuses to step.
 func TestModuleDecodingReusesArena(t *testing.T) {
-	m := halfTestModel(t, VariantR2Gen)
-	feats := randomFeats(2, 5, m.config.DVisual, 17)
+	m := halfTestModel(t, r2gen.VariantR2Gen)
+	feats := randomFeats(2, 5, m.Config().(r2gen.Config).DVisual, 17)
 	tokens := [][]int{{0, 0}, {3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}}
 	src := [][]int{{0, 0, 0, 1, 1, 1}, {2, 0, 1, 3, 3, 5}, nil}
 	first := halfDecoding(t, m, feats, nil)
 	want := stepAll(t, first, tokens, src)
 	first.Release()
-	if err := first.Step(context.Background(), []int{1, 1, 1, 1, 1, 1}, make([]float32, 6*m.config.Vocab)); !errors.Is(err, errReleased) {
+	if err := first.Step(context.Background(), []int{1, 1, 1, 1, 1, 1}, make([]float32, 6*m.Config().(r2gen.Config).Vocab)); !errors.Is(err, arch.ErrReleased) {
 		t.Fatalf("step after release: %v", err)
 	}
 	second := halfDecoding(t, m, feats, nil)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -18,16 +19,16 @@ import (
 func BenchmarkDecodeStep(b *testing.B) {
 	for _, v := range []struct {
 		name string
-		edit func(*Config)
+		edit func(*r2gen.Config)
 	}{
-		{"r2gen", func(*Config) {}},
-		{"gca", func(c *Config) { c.Routing = mesh.RoutingGCA }},
-		{"fma", func(c *Config) { c.Routing = mesh.RoutingFMA }},
-		{"mem2mem", func(c *Config) { c.Memory = MemoryMem2Mem }},
+		{"r2gen", func(*r2gen.Config) {}},
+		{"gca", func(c *r2gen.Config) { c.Routing = mesh.RoutingGCA }},
+		{"fma", func(c *r2gen.Config) { c.Routing = mesh.RoutingFMA }},
+		{"mem2mem", func(c *r2gen.Config) { c.Memory = r2gen.MemoryMem2Mem }},
 	} {
-		c := iuXRayTransformer(761)
+		c := r2gen.IUXray(761)
 		v.edit(&c)
-		m, err := newR2GenModel(c, 1)
+		m, err := r2gen.New(c, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 				b.ResetTimer()
 				for range b.N {
 					b.StopTimer()
-					dec, err := m.startModuleDecoding(feats)
+					dec, err := m.NewDecoding(feats)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -51,7 +52,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 					if err := dec.Reorder([]int{0, 0, 0}); err != nil {
 						b.Fatal(err)
 					}
-					for dec.t < pos {
+					for dec.Len() < pos {
 						if err := dec.Step(ctx, tok, lp); err != nil {
 							b.Fatal(err)
 						}

@@ -6,6 +6,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -29,16 +30,16 @@ func ExampleConfig_variants() {
 		}
 		return n
 	}
-	r2gen := memtrans.R2GenTiny(tok.Len() + 1)
+	base := memtrans.R2GenTiny(tok.Len() + 1)
 	// The variants are fields of R2Gen's configuration.
-	r2 := r2gen.EncoderDecoder.(memtrans.Config)
-	gca, m2m := r2gen, r2gen
+	r2 := base.EncoderDecoder.(r2gen.Config)
+	gca, m2m := base, base
 	withGCA, withM2M := r2, r2
 	withGCA.Routing = mesh.RoutingGCA
-	withM2M.Memory, withM2M.Mem2MemPenalty = memtrans.MemoryMem2Mem, 0.1
+	withM2M.Memory, withM2M.Mem2MemPenalty = r2gen.MemoryMem2Mem, 0.1
 	gca.EncoderDecoder, m2m.EncoderDecoder = withGCA, withM2M
-	fmt.Println("R2Gen parameters:", count(r2gen))
-	fmt.Println("GCA adds:", count(gca)-count(r2gen))
+	fmt.Println("R2Gen parameters:", count(base))
+	fmt.Println("GCA adds:", count(gca)-count(base))
 	fmt.Println("Mem2Mem valid:", m2m.Validate() == nil)
 	// Output:
 	// R2Gen parameters: 408780

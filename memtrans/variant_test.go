@@ -11,34 +11,36 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
 
 // variantConfigs are the configurations the other seeds add to R2Gen.
-func variantConfigs() map[string]Config {
-	base := Config{Variant: VariantR2Gen, DModel: 16, DFF: 24, Heads: 2, Layers: 3, DVisual: 12, Vocab: 11,
+func variantConfigs() map[string]r2gen.Config {
+	base := r2gen.Config{Variant: r2gen.VariantR2Gen, DModel: 16, DFF: 24, Heads: 2, Layers: 3, DVisual: 12, Vocab: 11,
 		MemorySlots: 3, MemoryHeads: 2, Dropout: 0.1, EmbedDrop: 0.1, MaxSeqLen: 12, PositionLen: 32}
-	out := map[string]Config{}
+	out := map[string]r2gen.Config{}
 	for _, r := range mesh.Routings {
 		c := base
 		c.Routing = r
 		out["r2gen+"+string(r)] = c
 	}
 	c := base
-	c.Variant, c.Routing = VariantBase, mesh.RoutingGCA
+	c.Variant, c.Routing = r2gen.VariantBase, mesh.RoutingGCA
 	out["base+gca"] = c
 	c = base
-	c.Memory, c.MemorySlots, c.Mem2MemHidden, c.Mem2MemPenalty = MemoryMem2Mem, 4, 8, 0.1
+	c.Memory, c.MemorySlots, c.Mem2MemHidden, c.Mem2MemPenalty = r2gen.MemoryMem2Mem, 4, 8, 0.1
 	out["r2gen+mem2mem"] = c
-	c.Variant = VariantBaseRM
+	c.Variant = r2gen.VariantBaseRM
 	out["base+rm+mem2mem"] = c
-	c.Variant, c.Routing, c.Mem2MemHidden = VariantR2Gen, mesh.RoutingAMA, 0
+	c.Variant, c.Routing, c.Mem2MemHidden = r2gen.VariantR2Gen, mesh.RoutingAMA, 0
 	out["r2gen+mem2mem+ama"] = c
 	return out
 }
 
-func variantBatch(c Config, b, t int, seed uint64) (*radgen.Tensor, []int) {
+func variantBatch(c r2gen.Config, b, t int, seed uint64) (*radgen.Tensor, []int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	feats := randomFeats(b, 5, c.DVisual, seed)
 	tokens := make([]int, b*t)
@@ -57,22 +59,22 @@ func variantBatch(c Config, b, t int, seed uint64) (*radgen.Tensor, []int) {
 func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
 	for name, c := range variantConfigs() {
 		t.Run(name, func(t *testing.T) {
-			m, err := newR2GenModel(c, 3)
+			m, err := r2gen.New(c, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
 			const b, steps = 2, 7
 			feats, in := variantBatch(c, b, steps, 4)
-			f, err := m.teacherForce(radgen.NoGrad(), feats, in, b, steps)
+			f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := f.LogProbs.Data()
-			dec, err := m.startModuleDecoding(feats)
+			dec, err := m.StartDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, err := m.startRecompute(feats)
+			rec, err := m.StartRecompute(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,11 +133,11 @@ func TestVariantsShareR2GenInitialisation(t *testing.T) {
 	c := variantConfigs()["r2gen+gca"]
 	r2 := c
 	r2.Routing = ""
-	a, err := newR2GenModel(r2, 9)
+	a, err := r2gen.New(r2, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newR2GenModel(c, 9)
+	b, err := r2gen.New(c, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,27 +165,27 @@ func TestContinueFromSingleView(t *testing.T) {
 		c := variantConfigs()[name]
 		single := c
 		single.Routing, single.Memory, single.Mem2MemHidden, single.Mem2MemPenalty = "", "", 0, 0
-		if c.Memory == MemoryMem2Mem {
+		if c.Memory == r2gen.MemoryMem2Mem {
 			single.MemorySlots = c.MemorySlots
 		}
-		src, err := newR2GenModel(single, 1)
+		src, err := r2gen.New(single, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dst, err := newR2GenModel(c, 2)
+		dst, err := r2gen.New(c, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fresh, err := newR2GenModel(c, 2)
+		fresh, err := r2gen.New(c, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dst.continueFrom(radgen.StateDict(src, "encoder_decoder."), "encoder_decoder."); err != nil {
+		if err := dst.ContinueFrom(radgen.StateDict(src, "encoder_decoder."), "encoder_decoder."); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sd, fd := radgen.StateDict(src, ""), radgen.StateDict(fresh, "")
 		variant := map[*radgen.Tensor]bool{}
-		dst.visitVariant(func(_ string, x *radgen.Tensor) { variant[x] = true })
+		dst.VisitVariant(func(_ string, x *radgen.Tensor) { variant[x] = true })
 		n := 0
 		dst.VisitParams(func(p string, x *radgen.Tensor) {
 			want := sd[p]
@@ -205,10 +207,10 @@ func TestContinueFromSingleView(t *testing.T) {
 	c := variantConfigs()["r2gen+gca"]
 	other := c
 	other.Routing, other.DModel, other.DFF = "", 8, 8
-	src, _ := newR2GenModel(other, 1)
-	dst, _ := newR2GenModel(c, 2)
+	src, _ := r2gen.New(other, 1)
+	dst, _ := r2gen.New(c, 2)
 	before := radgen.StateDict(dst, "")["logit.weight"].Data()[0]
-	if err := dst.continueFrom(radgen.StateDict(src, ""), ""); !errors.Is(err, radgen.ErrShapeMismatch) {
+	if err := dst.ContinueFrom(radgen.StateDict(src, ""), ""); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("width mismatch: %v", err)
 	}
 	if radgen.StateDict(dst, "")["logit.weight"].Data()[0] != before {
@@ -221,7 +223,7 @@ func TestContinueFromSingleView(t *testing.T) {
 func TestVariantsTrain(t *testing.T) {
 	for name, c := range variantConfigs() {
 		t.Run(name, func(t *testing.T) {
-			m, err := newR2GenModel(c, 5)
+			m, err := r2gen.New(c, 5)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,12 +245,12 @@ func TestVariantsTrain(t *testing.T) {
 				if !train {
 					g = radgen.NoGrad()
 				}
-				f, err := m.teacherForce(g, feats, in, b, steps)
+				f, err := m.TeacherForce(g, feats, in, b, steps)
 				if err != nil {
 					t.Fatal(err)
 				}
-				loss := languageModelLoss(g, f.LogProbs, targets, mask)
-				aux := m.auxLoss(g, f)
+				loss := arch.LanguageModelLoss(g, f.LogProbs, targets, mask)
+				aux := m.AuxLoss(g, f)
 				if (aux != nil) != (c.Mem2MemPenalty > 0) {
 					t.Fatalf("AuxLoss = %v with penalty weight %v", aux, c.Mem2MemPenalty)
 				}
@@ -288,13 +290,13 @@ func TestVariantsTrain(t *testing.T) {
 
 func TestVariantConfigJSON(t *testing.T) {
 	// An R2Gen configuration written before the variants existed.
-	var c Config
+	var c r2gen.Config
 	old := `{"variant":"r2gen","d_model":64,"d_ff":64,"num_heads":4,"num_layers":2,"d_vf":512,"vocab":30,` +
 		`"rm_num_slots":3,"rm_num_heads":4,"dropout":0.1,"drop_prob_lm":0.5,"max_seq_length":60,"pe_len":512}`
 	if err := json.Unmarshal([]byte(old), &c); err != nil {
 		t.Fatal(err)
 	}
-	if c != tinyTransformer(30, 512) {
+	if c != r2gen.Tiny(30, 512) {
 		t.Fatalf("old config reads as %+v", c)
 	}
 	out, _ := json.Marshal(c)
@@ -303,21 +305,21 @@ func TestVariantConfigJSON(t *testing.T) {
 	}
 	v := variantConfigs()["r2gen+mem2mem+ama"]
 	out, _ = json.Marshal(v)
-	var back Config
+	var back r2gen.Config
 	if err := json.Unmarshal(out, &back); err != nil || back != v {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
-	for _, bad := range []func(*Config){
-		func(c *Config) { c.Routing = "sideways" },
-		func(c *Config) { c.Memory = "tape" },
-		func(c *Config) { c.Memory, c.Variant = MemoryMem2Mem, VariantBase },
-		func(c *Config) { c.Mem2MemPenalty = 1 },
-		func(c *Config) { c.Memory, c.Mem2MemPenalty = MemoryMem2Mem, -1 },
-		func(c *Config) { c.Memory, c.Mem2MemHidden = MemoryMem2Mem, -3 },
+	for _, bad := range []func(*r2gen.Config){
+		func(c *r2gen.Config) { c.Routing = "sideways" },
+		func(c *r2gen.Config) { c.Memory = "tape" },
+		func(c *r2gen.Config) { c.Memory, c.Variant = r2gen.MemoryMem2Mem, r2gen.VariantBase },
+		func(c *r2gen.Config) { c.Mem2MemPenalty = 1 },
+		func(c *r2gen.Config) { c.Memory, c.Mem2MemPenalty = r2gen.MemoryMem2Mem, -1 },
+		func(c *r2gen.Config) { c.Memory, c.Mem2MemHidden = r2gen.MemoryMem2Mem, -3 },
 	} {
-		c := tinyTransformer(30, 512)
+		c := r2gen.Tiny(30, 512)
 		bad(&c)
-		if err := c.check(); !errors.Is(err, ErrConfig) {
+		if err := checkR2(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
@@ -331,8 +333,8 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(t *Config) { t.Routing = mesh.RoutingGCA })
-	editR2(&cfg, func(t *Config) { t.Memory, t.Mem2MemPenalty = MemoryMem2Mem, 0.5 })
+	editR2(&cfg, func(t *r2gen.Config) { t.Routing = mesh.RoutingGCA })
+	editR2(&cfg, func(t *r2gen.Config) { t.Memory, t.Mem2MemPenalty = r2gen.MemoryMem2Mem, 0.5 })
 	m, err := New(cfg, tok, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +347,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.transformer.config; got != r2cfg(cfg) {
+	if got := m2.transformer.Config().(r2gen.Config); got != r2cfg(cfg) {
 		t.Fatalf("config after load: %+v", got)
 	}
 	feats := randomFeats(2, 4, r2cfg(cfg).DVisual, 8)
@@ -368,13 +370,13 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 func TestInferVariantConfig(t *testing.T) {
 	for _, name := range []string{"r2gen+mem2mem", "base+rm+mem2mem", "r2gen+fma", "r2gen+mem2mem+ama", "r2gen+gca"} {
 		c := variantConfigs()[name]
-		m, err := newR2GenModel(c, 1)
+		m, err := r2gen.New(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		shapes := map[string][]int{}
 		m.VisitParams(func(n string, x *radgen.Tensor) { shapes[n] = x.Shape() })
-		got, err := inferR2GenConfig(shapes, c.Heads, c.MemoryHeads, c.MaxSeqLen)
+		got, err := r2gen.InferConfig(shapes, c.Heads, c.MemoryHeads, c.MaxSeqLen)
 		if c.Routing == mesh.RoutingGCA {
 			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("%s: %v", name, err)
@@ -424,9 +426,9 @@ func FuzzInferConfig(f *testing.F) {
 		case 3:
 			shapes["model.views.0.score.weight"] = []int{int(layers), int(d)}
 		}
-		c, err := inferR2GenConfig(shapes, 2, 2, 60)
+		c, err := r2gen.InferConfig(shapes, 2, 2, 60)
 		if err == nil {
-			if verr := c.check(); verr != nil {
+			if verr := checkR2(c); verr != nil {
 				t.Fatalf("accepted %+v that does not validate: %v", c, verr)
 			}
 		} else if !errors.Is(err, ErrConfig) {

@@ -20,6 +20,7 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // resealed rewrites the configuration inside a native checkpoint and seals
@@ -99,7 +100,7 @@ func TestCommandErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := memtrans.R2GenTiny(tok.Len() + 1)
-	r2 := cfg.EncoderDecoder.(memtrans.Config)
+	r2 := cfg.EncoderDecoder.(r2gen.Config)
 	r2.DModel, r2.DFF, r2.Layers = 16, 16, 1
 	r2.Heads, r2.MemoryHeads = 2, 2
 	cfg.EncoderDecoder = r2
@@ -112,12 +113,12 @@ func TestCommandErrors(t *testing.T) {
 	}
 	good, _ := os.ReadFile(p("model.radgen"))
 	os.WriteFile(p("layers.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) {
-		r2 := c.EncoderDecoder.(memtrans.Config)
+		r2 := c.EncoderDecoder.(r2gen.Config)
 		r2.Layers = 1 << 20
 		c.EncoderDecoder = r2
 	}), 0o644)
 	os.WriteFile(p("width.radgen"), resealed(t, good, func(c *memtrans.ModelConfig) {
-		r2 := c.EncoderDecoder.(memtrans.Config)
+		r2 := c.EncoderDecoder.(r2gen.Config)
 		r2.DModel = 1 << 20
 		c.EncoderDecoder = r2
 	}), 0o644)

@@ -23,6 +23,7 @@ import (
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
@@ -254,7 +255,7 @@ func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, 
 		case memtrans.M2Config:
 			ed.Routing = routing
 			cfg.EncoderDecoder = ed
-		case memtrans.Config:
+		case r2gen.Config:
 			ed.Routing = routing
 			cfg.EncoderDecoder = ed
 		default:

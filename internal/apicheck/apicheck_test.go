@@ -18,9 +18,9 @@ import (
 	"github.com/radgen/radgen/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite api/v0.2.0.txt from the current API")
+var update = flag.Bool("update", false, "rewrite api/v0.3.0.txt from the current API")
 
-const record = "api/v0.2.0.txt"
+const record = "api/v0.3.0.txt"
 
 // publicPackages returns the directories of the module's public packages.
 func publicPackages(t *testing.T, root string) []string {
@@ -289,7 +289,7 @@ func TestAPICompatibility(t *testing.T) {
 // memtransBudget is the most exported identifiers package memtrans may
 // have: the facade reads as configurations, Model, Load/Save, Generate and
 // Trainer; decoding internals live in the modules or stay unexported.
-const memtransBudget = 110
+const memtransBudget = 125
 
 // TestMemtransAPISize counts memtrans's exported identifiers as go doc
 // lists them — types, functions, methods of exported types (interface

@@ -1,7 +1,7 @@
 // Package apicheck guards radgen's public API from the test suite: every
 // exported identifier of a public package has a doc comment, every public
 // package has a runnable Example, and the exported API stays compatible with
-// the recorded release (api/v0.2.0.txt at the module root).
+// the recorded release (api/v0.3.0.txt at the module root).
 //
 // The record lists one line per exported declaration: functions and methods
 // with their signatures, each exported struct field, each interface method,

@@ -15,6 +15,7 @@ import (
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -27,7 +28,7 @@ type Options struct {
 	BatchSize   int
 	LR          float64
 	Seed        uint64
-	Variant     memtrans.Variant
+	Variant     r2gen.Variant
 	// Architecture selects the encoder–decoder (the zero value is R2Gen's,
 	// configured by Variant and Configure; M² and METransformer take their
 	// tiny configurations, memtrans.TinyM2Config and TinyMETransConfig).
@@ -37,8 +38,8 @@ type Options struct {
 	AttentionExample bool // generate with attention maps
 	// Configure, when set, edits the encoder–decoder's configuration after
 	// Variant and the run's defaults are applied: the way to select the
-	// other papers' variants (memtrans.Config's Routing, Memory, Mem2Mem…).
-	Configure func(*memtrans.Config)
+	// other papers' variants (r2gen.Config's Routing, Memory, Mem2Mem…).
+	Configure func(*r2gen.Config)
 	// ConfigureModel, when set, edits the whole model configuration last:
 	// the way to configure M² and METransformer (memtrans.ModelConfig's M2
 	// and METrans).
@@ -52,7 +53,7 @@ type Options struct {
 }
 
 // Defaults are the quickstart's settings.
-var Defaults = Options{Train: 320, Test: 80, Size: 128, Epochs: 30, BatchSize: 16, LR: 2e-3, Seed: 1, Variant: memtrans.VariantR2Gen, Beam: 3}
+var Defaults = Options{Train: 320, Test: 80, Size: 128, Epochs: 30, BatchSize: 16, LR: 2e-3, Seed: 1, Variant: r2gen.VariantR2Gen, Beam: 3}
 
 // Result is what a run measured.
 type Result struct {
@@ -138,7 +139,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cfg = memtrans.METransTiny(tok.Len() + 1)
 	case "", memtrans.ArchR2Gen:
 		cfg = memtrans.R2GenTiny(tok.Len() + 1)
-		r2 := cfg.EncoderDecoder.(memtrans.Config)
+		r2 := cfg.EncoderDecoder.(r2gen.Config)
 		r2.Variant = o.Variant
 		// R2Gen's 0.5 suits 2048-d pretrained features, not 512-d random ones.
 		r2.EmbedDrop = 0.1

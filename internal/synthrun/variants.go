@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -14,8 +15,8 @@ import (
 type Spec struct {
 	Name         string
 	Architecture string // zero: R2Gen's, configured by Variant and Configure
-	Variant      memtrans.Variant
-	Configure    func(*memtrans.Config) // nil: the variant as it is
+	Variant      r2gen.Variant
+	Configure    func(*r2gen.Config) // nil: the variant as it is
 	// ConfigureModel edits the whole model configuration (M², METransformer).
 	ConfigureModel func(*memtrans.ModelConfig)
 	// ContinueFrom names an earlier Spec of the same comparison whose
@@ -38,16 +39,16 @@ const Mem2MemPenalty = 0.1
 // routing in place of the mesh, and METransformer.
 // epochs is the budget of a run from scratch.
 func Specs(epochs int) []Spec {
-	gca := func(c *memtrans.Config) { c.Routing = mesh.RoutingGCA }
+	gca := func(c *r2gen.Config) { c.Routing = mesh.RoutingGCA }
 	return []Spec{
-		{Name: "BASE", Variant: memtrans.VariantBase},
-		{Name: "BASE+RM", Variant: memtrans.VariantBaseRM},
-		{Name: "BASE+RM+MCLN (R2Gen)", Variant: memtrans.VariantR2Gen},
-		{Name: "multi-view GCA", Variant: memtrans.VariantR2Gen, Configure: gca},
-		{Name: "multi-view GCA (continued)", Variant: memtrans.VariantR2Gen, Configure: gca,
+		{Name: "BASE", Variant: r2gen.VariantBase},
+		{Name: "BASE+RM", Variant: r2gen.VariantBaseRM},
+		{Name: "BASE+RM+MCLN (R2Gen)", Variant: r2gen.VariantR2Gen},
+		{Name: "multi-view GCA", Variant: r2gen.VariantR2Gen, Configure: gca},
+		{Name: "multi-view GCA (continued)", Variant: r2gen.VariantR2Gen, Configure: gca,
 			ContinueFrom: "BASE+RM+MCLN (R2Gen)", ContinueEpochs: max(1, epochs/3)},
-		{Name: "Mem2Mem", Variant: memtrans.VariantR2Gen, Configure: func(c *memtrans.Config) {
-			c.Memory, c.Mem2MemPenalty = memtrans.MemoryMem2Mem, Mem2MemPenalty
+		{Name: "Mem2Mem", Variant: r2gen.VariantR2Gen, Configure: func(c *r2gen.Config) {
+			c.Memory, c.Mem2MemPenalty = r2gen.MemoryMem2Mem, Mem2MemPenalty
 		}},
 		{Name: "M²", Architecture: memtrans.ArchM2},
 		{Name: "M² multi-view GCA", Architecture: memtrans.ArchM2, ConfigureModel: func(c *memtrans.ModelConfig) {

@@ -2,6 +2,7 @@ package arch
 
 import (
 	"context"
+	"errors"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
@@ -152,3 +153,6 @@ type StepWeighted interface {
 type VisualEmbedder interface {
 	VisualEmbedding() *radgen.Linear
 }
+
+// ErrReleased is the error of a step of a decoding after its Release.
+var ErrReleased = errors.New("arch: step of a released decoding")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // loadDuration is how long each load benchmark runs: -load-duration, or
@@ -52,7 +53,7 @@ func benchModel(b *testing.B) *memtrans.Model {
 	case "iu-decoder":
 		iuOnce.Do(func() {
 			cfg := f.model.Config()
-			iu := memtrans.R2GenIUXray(cfg.EncoderDecoder.Dims().Words).EncoderDecoder.(memtrans.Config)
+			iu := memtrans.R2GenIUXray(cfg.EncoderDecoder.Dims().Words).EncoderDecoder.(r2gen.Config)
 			iu.DVisual = cfg.EncoderDecoder.Dims().VisualWidth
 			cfg.EncoderDecoder = iu
 			iuModel, iuErr = memtrans.New(cfg, f.model.Tokenizer(), 5)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 // sequential returns the reports of the fixture's studies, each from its
@@ -91,7 +92,7 @@ func TestRoutes(t *testing.T) {
 	}
 	cfg := f.model.Config()
 	if info.Name != "tiny" || info.Architecture != memtrans.ArchR2Gen || info.VocabSize != f.model.Tokenizer().Len()+1 ||
-		info.Views != 2 || info.ImageSize != 64 || info.MaxLength != cfg.MaxSeqLen() || info.Config.EncoderDecoder.(memtrans.Config).DModel != cfg.EncoderDecoder.(memtrans.Config).DModel {
+		info.Views != 2 || info.ImageSize != 64 || info.MaxLength != cfg.MaxSeqLen() || info.Config.EncoderDecoder.(r2gen.Config).DModel != cfg.EncoderDecoder.(r2gen.Config).DModel {
 		t.Errorf("model info %+v", info)
 	}
 	if !strings.HasPrefix(info.Checksum, "sha256:") || len(info.Checksum) != 7+64 {

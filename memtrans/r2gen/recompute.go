@@ -1,4 +1,4 @@
-package memtrans
+package r2gen
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 	"github.com/radgen/radgen/decode"
 )
 
-// startRecompute encodes visual features (B, N, d_vf) once and returns a
+// StartRecompute encodes visual features (B, N, d_vf) once and returns a
 // decode.Model that, like the published R2Gen, re-runs the relational memory
 // and the decoder over each row's whole prefix at every step (O(T²) work).
 // It exists as the baseline of benchmarks and as a cross-check of the
 // incremental Decoding, which must give the same log-probabilities.
-func (m *r2genModel) startRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	if feats.Rank() != 3 || feats.Dim(2) != m.config.DVisual || feats.Dim(0) == 0 {
-		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual)
+		return nil, fmt.Errorf("r2gen: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual)
 	}
-	enc := m.encode(radgen.NoGrad(), feats)
+	enc := m.Encode(radgen.NoGrad(), feats)
 	score := func(ctx context.Context, studies []int, prefixes []int, length int, dst []float32) error {
 		if err := ctx.Err(); err != nil {
 			return err

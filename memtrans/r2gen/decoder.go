@@ -1,4 +1,4 @@
-package memtrans
+package r2gen
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func (n sublayerNorm) forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 }
 
 // apply is forward with γ̂ and β̂ precomputed: those of the layer's norm i
-// in norms, for an MCLN (see r2DecoderLayer.Step).
+// in norms, for an MCLN (see DecoderLayer.Step).
 func (n sublayerNorm) apply(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, i int) *radgen.Tensor {
 	if n.cond != nil {
 		gamma, beta := norms.get(i)
@@ -48,20 +48,20 @@ func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 //	x += Dropout(SelfAttn(MCLN₀(x, M)))
 //	x += Dropout(SrcAttn(MCLN₁(x, M), enc))
 //	x += Dropout(FFN(MCLN₂(x, M)))
-type r2DecoderLayer struct {
+type DecoderLayer struct {
 	SelfAttn, SrcAttn *mesh.MultiHeadAttention
-	FeedForward       *feedForward
+	FeedForward       *FeedForward
 	norms             [3]sublayerNorm // sublayer.{0,1,2}.norm
 	Dropout           float64
 }
 
 // Norm returns the conditional layer norm of sublayer i (nil in BASE models).
-func (l *r2DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
+func (l *DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
 
 // Forward runs the layer on x (B, T, D) over the encoder output enc
 // (B, N, D) with masks srcMask (B, 1, N) and tgtMask (B, T, T), and memory
 // states (B, T, S·D) (ignored by BASE norms).
-func (l *r2DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	h := l.norms[0].forward(g, x, memory)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Forward(g, h, h, h, tgtMask), l.Dropout))
 	h = l.norms[1].forward(g, x, memory)
@@ -78,7 +78,7 @@ func (l *r2DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memo
 // for all layers at once (mcln.Group); BASE norms have none. It returns
 // the layer's output (R, D) and, if record is true, the source attention's
 // probabilities (R, h, N).
-func (l *r2DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
 	h := l.norms[0].apply(g, x, norms, 0)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
 	h = l.norms[1].apply(g, x, norms, 1)
@@ -107,7 +107,7 @@ func (d layerDeltas) get(k int) (gamma, beta *radgen.Tensor) {
 
 // conditionals returns the MCLNs of the decoder's sublayer norms, layer by
 // layer (none in BASE models), in the order Step takes their γ̂ and β̂.
-func (d *r2Decoder) conditionals() []*mcln.Conditional {
+func (d *Decoder) conditionals() []*mcln.Conditional {
 	var cs []*mcln.Conditional
 	for _, l := range d.Layers {
 		for i := range l.norms {
@@ -120,7 +120,7 @@ func (d *r2Decoder) conditionals() []*mcln.Conditional {
 }
 
 // VisitParams implements radgen.Module.
-func (l *r2DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (l *DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAttn.VisitParams(radgen.Prefixed("self_attn.", visit))
 	l.SrcAttn.VisitParams(radgen.Prefixed("src_attn.", visit))
 	l.FeedForward.VisitParams(radgen.Prefixed("feed_forward.", visit))
@@ -130,19 +130,22 @@ func (l *r2DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // Decoder is a stack of DecoderLayers followed by a plain LayerNorm.
-type r2Decoder struct {
-	Layers []*r2DecoderLayer
+type Decoder struct {
+	Layers []*DecoderLayer
 	Norm   *mcln.LayerNorm
 }
 
-func newDecoder(c Config, rng *rand.Rand) *r2Decoder {
-	d := &r2Decoder{Norm: mcln.NewLayerNorm(c.DModel)}
+// NewDecoder returns c.Layers decoder layers, with MCLN norms in the full
+// model (VariantR2Gen) and R2Gen's LayerNorm otherwise, initialised as
+// R2Gen's make_model does.
+func NewDecoder(c Config, rng *rand.Rand) *Decoder {
+	d := &Decoder{Norm: mcln.NewLayerNorm(c.DModel)}
 	memWidth := c.MemorySlots * c.DModel
 	for range c.Layers {
-		l := &r2DecoderLayer{
+		l := &DecoderLayer{
 			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
 			SrcAttn:     mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: newFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+			FeedForward: NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
 			Dropout:     c.Dropout,
 		}
 		for i := range l.norms {
@@ -158,7 +161,7 @@ func newDecoder(c Config, rng *rand.Rand) *r2Decoder {
 }
 
 // Forward decodes x (B, T, D) over the encoder output enc (B, N, D).
-func (d *r2Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	for _, l := range d.Layers {
 		x = l.Forward(g, x, enc, srcMask, tgtMask, memory)
 	}
@@ -168,9 +171,9 @@ func (d *r2Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *r
 // ForwardSources decodes x (B, T, D) with a source per layer: layer i
 // attends to srcs[i] (B, N, D) (T_i = f(T_{i−1}, src_i), Liu et al.
 // Eqs. 5 and 8).
-func (d *r2Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
+func (d *Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	if len(srcs) != len(d.Layers) {
-		panic(fmt.Sprintf("memtrans: %d sources for %d decoder layers", len(srcs), len(d.Layers)))
+		panic(fmt.Sprintf("r2gen: %d sources for %d decoder layers", len(srcs), len(d.Layers)))
 	}
 	for i, l := range d.Layers {
 		x = l.Forward(g, x, srcs[i], srcMask, tgtMask, memory)
@@ -179,7 +182,7 @@ func (d *r2Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*ra
 }
 
 // VisitParams implements radgen.Module.
-func (d *r2Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
+func (d *Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
 	for i, l := range d.Layers {
 		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
 	}
@@ -189,21 +192,23 @@ func (d *r2Decoder) VisitParams(visit func(string, *radgen.Tensor)) {
 // Embeddings maps token ids to lut(id)·√D + PE(pos) (Vaswani et al. 2017,
 // §3.4–3.5), with the sinusoidal table stored as a buffer as R2Gen does
 // (tgt_embed.0.lut.weight, tgt_embed.1.pe).
-type r2Embeddings struct {
+type Embeddings struct {
 	Table    *radgen.Tensor // (V, D)
 	Position *radgen.Tensor // (1, P, D), a buffer
 	Dropout  float64
 }
 
-func newEmbeddings(c Config, rng *rand.Rand) *r2Embeddings {
-	e := &r2Embeddings{Table: radgen.NewParam(c.Vocab, c.DModel), Position: sinusoid(c.PositionLen, c.DModel), Dropout: c.Dropout}
+// NewEmbeddings returns the token embedding of c.Vocab ids and the
+// sinusoidal table of c.PositionLen positions.
+func NewEmbeddings(c Config, rng *rand.Rand) *Embeddings {
+	e := &Embeddings{Table: radgen.NewParam(c.Vocab, c.DModel), Position: Sinusoid(c.PositionLen, c.DModel), Dropout: c.Dropout}
 	radgen.XavierUniform(e.Table, rng)
 	return e
 }
 
-// sinusoid returns PE(pos, 2i) = sin(pos/10000^(2i/D)), PE(pos, 2i+1) =
+// Sinusoid returns PE(pos, 2i) = sin(pos/10000^(2i/D)), PE(pos, 2i+1) =
 // cos(·), computed as R2Gen does through exp(2i·(−ln 10000/D)).
-func sinusoid(n, d int) *radgen.Tensor {
+func Sinusoid(n, d int) *radgen.Tensor {
 	pe := radgen.Zeros(1, n, d)
 	data := pe.Data()
 	for pos := 0; pos < n; pos++ {
@@ -221,7 +226,7 @@ func sinusoid(n, d int) *radgen.Tensor {
 
 // Forward embeds ids (B·T values, row-major) starting at position start,
 // returning (B, T, D).
-func (e *r2Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *radgen.Tensor {
+func (e *Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *radgen.Tensor {
 	d := e.Table.Dim(1)
 	x := g.Scale(g.Embedding(e.Table, ids, b, t), math.Sqrt(float64(d)))
 	pe := g.Slice(e.Position, 1, start, start+t) // (1, T, D)
@@ -229,7 +234,7 @@ func (e *r2Embeddings) Forward(g *radgen.Graph, ids []int, b, t, start int) *rad
 }
 
 // VisitParams implements radgen.Module.
-func (e *r2Embeddings) VisitParams(visit func(string, *radgen.Tensor)) {
+func (e *Embeddings) VisitParams(visit func(string, *radgen.Tensor)) {
 	visit("0.lut.weight", e.Table)
 	visit("1.pe", e.Position)
 }

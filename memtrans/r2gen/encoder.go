@@ -1,4 +1,4 @@
-package memtrans
+package r2gen
 
 import (
 	"fmt"
@@ -10,49 +10,50 @@ import (
 )
 
 // FeedForward is the position-wise network w_2(Dropout(ReLU(w_1(x)))).
-type feedForward struct {
+type FeedForward struct {
 	W1, W2  *radgen.Linear
 	Dropout float64
 }
 
-func newFeedForward(d, dff int, dropout float64, rng *rand.Rand) *feedForward {
-	f := &feedForward{W1: radgen.NewLinear(d, dff, true, rng), W2: radgen.NewLinear(dff, d, true, rng), Dropout: dropout}
+// NewFeedForward returns the network of width d and inner width dff.
+func NewFeedForward(d, dff int, dropout float64, rng *rand.Rand) *FeedForward {
+	f := &FeedForward{W1: radgen.NewLinear(d, dff, true, rng), W2: radgen.NewLinear(dff, d, true, rng), Dropout: dropout}
 	radgen.XavierUniform(f.W1.Weight, rng)
 	radgen.XavierUniform(f.W2.Weight, rng)
 	return f
 }
 
 // Forward maps (…, D) → (…, D).
-func (f *feedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+func (f *FeedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
 	var h [1]*radgen.Tensor
 	g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{f.W1}, true) // ReLU(W1·x + b1), fused where the product is batched
 	return f.W2.Forward(g, g.Dropout(h[0], f.Dropout))
 }
 
 // VisitParams implements radgen.Module.
-func (f *feedForward) VisitParams(visit func(string, *radgen.Tensor)) {
+func (f *FeedForward) VisitParams(visit func(string, *radgen.Tensor)) {
 	f.W1.VisitParams(radgen.Prefixed("w_1.", visit))
 	f.W2.VisitParams(radgen.Prefixed("w_2.", visit))
 }
 
 // EncoderLayer is a pre-norm Transformer layer:
 // x += Dropout(SelfAttn(LN₀(x))); x += Dropout(FFN(LN₁(x))).
-type r2EncoderLayer struct {
+type EncoderLayer struct {
 	SelfAttn    *mesh.MultiHeadAttention
-	FeedForward *feedForward
+	FeedForward *FeedForward
 	Norms       [2]*mcln.LayerNorm // sublayer.{0,1}.norm
 	Dropout     float64
 }
 
 // Forward runs the layer on x (B, N, D) with mask (B, 1, N) or nil.
-func (l *r2EncoderLayer) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
+func (l *EncoderLayer) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
 	h := l.Norms[0].Forward(g, x)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Forward(g, h, h, h, mask), l.Dropout))
 	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, l.Norms[1].Forward(g, x)), l.Dropout))
 }
 
 // VisitParams implements radgen.Module.
-func (l *r2EncoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
+func (l *EncoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAttn.VisitParams(radgen.Prefixed("self_attn.", visit))
 	l.FeedForward.VisitParams(radgen.Prefixed("feed_forward.", visit))
 	for i, n := range l.Norms {
@@ -61,17 +62,18 @@ func (l *r2EncoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // Encoder is a stack of EncoderLayers followed by a final LayerNorm.
-type r2Encoder struct {
-	Layers []*r2EncoderLayer
+type Encoder struct {
+	Layers []*EncoderLayer
 	Norm   *mcln.LayerNorm
 }
 
-func newEncoder(c Config, rng *rand.Rand) *r2Encoder {
-	e := &r2Encoder{Norm: mcln.NewLayerNorm(c.DModel)}
+// NewEncoder returns c.Layers encoder layers and the final norm.
+func NewEncoder(c Config, rng *rand.Rand) *Encoder {
+	e := &Encoder{Norm: mcln.NewLayerNorm(c.DModel)}
 	for range c.Layers {
-		e.Layers = append(e.Layers, &r2EncoderLayer{
+		e.Layers = append(e.Layers, &EncoderLayer{
 			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: newFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+			FeedForward: NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
 			Norms:       [2]*mcln.LayerNorm{mcln.NewLayerNorm(c.DModel), mcln.NewLayerNorm(c.DModel)},
 			Dropout:     c.Dropout,
 		})
@@ -80,7 +82,7 @@ func newEncoder(c Config, rng *rand.Rand) *r2Encoder {
 }
 
 // Forward encodes x (B, N, D).
-func (e *r2Encoder) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
+func (e *Encoder) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
 	for _, l := range e.Layers {
 		x = l.Forward(g, x, mask)
 	}
@@ -93,7 +95,7 @@ func (e *r2Encoder) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Ten
 // inner layer is an un-normalised residual stream; sharing the final norm
 // puts all levels on the scale the decoder was trained on, with no new
 // parameters (layer-wise multi-view decoding, Liu et al. Eq. 1).
-func (e *r2Encoder) ForwardLevels(g *radgen.Graph, x, mask *radgen.Tensor) []*radgen.Tensor {
+func (e *Encoder) ForwardLevels(g *radgen.Graph, x, mask *radgen.Tensor) []*radgen.Tensor {
 	out := make([]*radgen.Tensor, len(e.Layers))
 	for i, l := range e.Layers {
 		x = l.Forward(g, x, mask)
@@ -103,7 +105,7 @@ func (e *r2Encoder) ForwardLevels(g *radgen.Graph, x, mask *radgen.Tensor) []*ra
 }
 
 // VisitParams implements radgen.Module.
-func (e *r2Encoder) VisitParams(visit func(string, *radgen.Tensor)) {
+func (e *Encoder) VisitParams(visit func(string, *radgen.Tensor)) {
 	for i, l := range e.Layers {
 		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
 	}

@@ -1,9 +1,9 @@
-package memtrans
+package r2gen
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -82,46 +82,42 @@ func (c Config) mem2memHidden() int {
 	return c.DModel
 }
 
-// iuXRayTransformer returns R2Gen's configuration for IU X-Ray with a vocabulary of
+// IUXray returns R2Gen's configuration for IU X-Ray with a vocabulary of
 // vocab entries (tokens + 1).
-func iuXRayTransformer(vocab int) Config {
+func IUXray(vocab int) Config {
 	return Config{Variant: VariantR2Gen, DModel: 512, DFF: 512, Heads: 8, Layers: 3, DVisual: 2048, Vocab: vocab,
 		MemorySlots: 3, MemoryHeads: 8, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 5000}
 }
 
 // MIMICCXR returns R2Gen's configuration for MIMIC-CXR.
-func mimicCXRTransformer(vocab int) Config {
-	c := iuXRayTransformer(vocab)
+func MIMICCXR(vocab int) Config {
+	c := IUXray(vocab)
 	c.MaxSeqLen = 100
 	return c
 }
 
 // Tiny returns a small configuration for demos and tests.
-func tinyTransformer(vocab, dVisual int) Config {
+func Tiny(vocab, dVisual int) Config {
 	return Config{Variant: VariantR2Gen, DModel: 64, DFF: 64, Heads: 4, Layers: 2, DVisual: dVisual, Vocab: vocab,
 		MemorySlots: 3, MemoryHeads: 4, Dropout: 0.1, EmbedDrop: 0.5, MaxSeqLen: 60, PositionLen: 512}
 }
 
-// ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("memtrans: invalid config")
-
-// Validate reports the first inconsistency in c, including a model beyond
-// DefaultBudget (two views of patches assumed; see ModelConfig.CheckBudget
-// for the whole generator). Errors wrap ErrConfig and name the field.
-func (c Config) check() error {
-	if err := c.validateShape(); err != nil {
-		return err
-	}
-	return c.checkBudget(DefaultBudget(), nominalPatches)
-}
-
-// validateHard is validateShape and the constructors' hard budget.
+// validateHard is validateShape and the constructors' hard budget: 2^34
+// parameters and 2^36 activation values over two views of patches, beyond
+// which tensor shapes could overflow (the facade's budget is far lower).
 func (c Config) validateHard() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return c.checkBudget(hardBudget, nominalPatches)
+	if k := c.cost(nominalPatches); k.params > 1<<34 || k.acts > 1<<36 {
+		return fmt.Errorf("%w: %w: R2Gen of about %.3g parameters and %.3g activation values", arch.ErrConfig, arch.ErrBudget, k.params, k.acts)
+	}
+	return nil
 }
+
+// nominalPatches is the patch count assumed when a configuration is
+// checked on its own: two 224² views of a ResNet (2·7·7).
+const nominalPatches = 98
 
 // maxLayers bounds every layer count of a configuration: far beyond any
 // published model, and small enough that a forged count of tiny layers
@@ -131,7 +127,7 @@ const maxLayers = 1024
 // validateShape reports the first inconsistency in c other than its size.
 func (c Config) validateShape() error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+		return fmt.Errorf("%w: "+format, append([]any{arch.ErrConfig}, a...)...)
 	}
 	switch c.Variant {
 	case VariantBase, VariantBaseRM, VariantR2Gen:

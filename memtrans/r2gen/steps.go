@@ -1,19 +1,19 @@
-package memtrans
+package r2gen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
-	"github.com/radgen/radgen/internal/freelist"
+	"github.com/radgen/radgen/internal/stepspace"
 	"github.com/radgen/radgen/mcln"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/relmem"
 )
 
-// moduleDecoding is the incremental decoding state of a Transformer built
+// Decoding is the incremental decoding state of a Transformer built
 // from the modules' own steps — [mesh.MultiHeadAttention.Step] and
 // [mesh.MultiHeadAttention.Attend], [relmem.Relational.Step], the Mem2Mem
 // read and write, [DecoderLayer.Step] — so it runs on whatever device the
@@ -26,10 +26,10 @@ import (
 //     shared by the study's rows;
 //   - each row's memory (relational or Mem2Mem).
 //
-// A moduleDecoding belongs to one goroutine; the Transformer may serve many
+// A Decoding belongs to one goroutine; the Transformer may serve many
 // concurrently.
-type moduleDecoding struct {
-	m       *r2genModel
+type Decoding struct {
+	m       *Model
 	g       *radgen.Graph
 	studies int
 	t       int   // positions consumed
@@ -66,21 +66,21 @@ type moduleDecoding struct {
 	// tensors (the memory, the attention) stay valid through the next
 	// step, which is as long as they are read. It also holds the caches
 	// of self.
-	space *stepSpace
+	space *stepspace.Space
 }
 
 var (
-	_ decode.Model             = (*moduleDecoding)(nil)
-	_ decode.AttentionRecorder = (*moduleDecoding)(nil)
+	_ decode.Model             = (*Decoding)(nil)
+	_ decode.AttentionRecorder = (*Decoding)(nil)
 )
 
-// startModuleDecoding encodes visual features (B, N, d_vf), on the device
+// startDecoding encodes visual features (B, N, d_vf), on the device
 // of the Transformer's parameters, and returns a decoding state with one
 // row per study. The steps' graph takes opts.
-func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*moduleDecoding, error) {
+func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*Decoding, error) {
 	c := m.config
 	if feats.Rank() != 3 || feats.Dim(2) != c.DVisual || feats.Dim(0) == 0 || feats.Dim(1) == 0 {
-		return nil, fmt.Errorf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
+		return nil, fmt.Errorf("r2gen: visual features %v, want (B, N, %d)", feats.Shape(), c.DVisual)
 	}
 	if feats.Is64() != m.Logit.Weight.Is64() {
 		if feats.Is64() {
@@ -94,14 +94,14 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 		feats = feats.To(dev)
 	}
 	g := radgen.NoGrad(opts...)
-	enc := m.encode(g, feats)
+	enc := m.Encode(g, feats)
 	b := feats.Dim(0)
-	s := &moduleDecoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}
+	s := &Decoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}
 	for i := range s.study {
 		s.study[i] = i
 	}
-	s.space = getSpace()
-	s.self = s.space.caches(len(m.Decoder.Layers), b)
+	s.space = stepspace.Get()
+	s.self = s.space.Caches(len(m.Decoder.Layers), b)
 	for i, l := range m.Decoder.Layers {
 		s.cross = append(s.cross, l.SrcAttn.Project(g, enc.Sources[i]))
 	}
@@ -118,80 +118,38 @@ func (m *r2genModel) startModuleDecoding(feats *radgen.Tensor, opts ...radgen.Gr
 	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
 		s.norms = mcln.NewGroup(cs...)
 	}
-	g.SetArena(s.space.arena)
+	g.SetArena(s.space.Arena)
 	return s, nil
 }
 
-// stepSpace is what a decoding's steps write into and what a finished
-// decoding leaves to the next: the arena of its steps' results and its
-// self-attention caches, all grown to a report's length, so that a model
-// writing report after report neither grows new ones for each nor leaves
-// the collector their garbage (whose collection would take the cores
-// that the steps' products share).
-type stepSpace struct {
-	arena *radgen.Arena
-	self  []*mesh.KVCache
-}
-
-// spaces keeps the spaces of up to four finished decodings for the next
-// ones; four because an arena holds two steps' results of a whole batch.
-var spaces = freelist.New[stepSpace](4)
-
-// getSpace returns an idle step space, or a new one.
-func getSpace() *stepSpace {
-	if sp := spaces.Get(); sp != nil {
-		return sp
-	}
-	return &stepSpace{arena: radgen.NewArena()}
-}
-
-// caches returns n empty self-attention caches for rows decoding rows,
-// the space's own reset, or new ones where it has fewer.
-func (sp *stepSpace) caches(n, rows int) []*mesh.KVCache {
-	for len(sp.self) < n {
-		sp.self = append(sp.self, mesh.NewKVCache(rows))
-	}
-	for _, c := range sp.self[:n] {
-		c.Reset(rows)
-	}
-	return sp.self[:n]
-}
-
-// put gives sp back for later decodings, once the decoding whose steps g
-// ran steps no more.
-func (sp *stepSpace) put(g *radgen.Graph) {
-	g.SetArena(nil)
-	spaces.Put(sp)
-}
-
-// errReleased is the error of a step after release.
-var errReleased = errors.New("memtrans: step of a decoding whose arena was released")
+// Len returns the positions the decoding has consumed.
+func (s *Decoding) Len() int { return s.t }
 
 // Release implements arch.Releaser: it gives the decoding's step space back for later decodings, once
 // the strategy is done with it: the decoding steps no more.
-func (s *moduleDecoding) Release() {
+func (s *Decoding) Release() {
 	s.lazy = nil // no step reads prep again: settle only finishes the batch
 	s.settle()
 	if s.space != nil {
-		s.space.put(s.g)
+		s.space.Put(s.g)
 		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
 	}
 }
 
 // VocabSize implements decode.Model.
-func (s *moduleDecoding) VocabSize() int { return s.m.config.Vocab }
+func (s *Decoding) VocabSize() int { return s.m.config.Vocab }
 
 // Rows implements decode.Model.
-func (s *moduleDecoding) Rows() int { return len(s.study) }
+func (s *Decoding) Rows() int { return len(s.study) }
 
 // AttentionWidth implements decode.AttentionRecorder: source positions per
 // study.
-func (s *moduleDecoding) AttentionWidth() int { return s.n }
+func (s *Decoding) AttentionWidth() int { return s.n }
 
 // Attention implements decode.AttentionRecorder: after a Step, the last
 // layer's source attention of every row, averaged over heads. It is
 // computed (and copied from the device) only when asked for.
-func (s *moduleDecoding) Attention(dst []float32) error {
+func (s *Decoding) Attention(dst []float32) error {
 	if s.probs == nil {
 		return nil
 	}
@@ -214,7 +172,7 @@ func (s *moduleDecoding) Attention(dst []float32) error {
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *moduleDecoding) Reorder(src []int) error {
+func (s *Decoding) Reorder(src []int) error {
 	rows := len(s.study)
 	for _, r := range src {
 		if r < 0 || r >= rows {
@@ -255,7 +213,7 @@ func (s *moduleDecoding) Reorder(src []int) error {
 
 // settle finishes the batch of the step before, if it is still
 // computing, and takes prep's rows in the order of the reorders since.
-func (s *moduleDecoding) settle() {
+func (s *Decoding) settle() {
 	if s.pending != nil {
 		s.pending.Finish()
 		s.pending = nil
@@ -269,17 +227,17 @@ func (s *moduleDecoding) settle() {
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
-func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	m, g := s.m, s.g
 	c := m.config
 	R, d, V := len(s.study), c.DModel, c.Vocab
-	if err := checkStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
+	if err := arch.CheckStep(ctx, tokens, dst, R, V, s.t, c.PositionLen); err != nil {
 		return err
 	}
 	if s.space == nil {
-		return errReleased
+		return arch.ErrReleased
 	}
-	s.space.arena.Next()
+	s.space.Arena.Next()
 	s.settle()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
 	var memory *radgen.Tensor                                   // (R, S·D)
@@ -335,7 +293,7 @@ func (s *moduleDecoding) Step(ctx context.Context, tokens []int, dst []float32) 
 	if c.Variant == VariantBaseRM {
 		out = g.Concat(1, out, memory)
 	}
-	if err := copyToHost(dst, g.LogSoftmax(m.Logit.Forward(g, out))); err != nil {
+	if err := arch.CopyLogProbs(dst, g.LogSoftmax(m.Logit.Forward(g, out))); err != nil {
 		return err
 	}
 	s.probs = probs

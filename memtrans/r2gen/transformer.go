@@ -1,4 +1,4 @@
-package memtrans
+package r2gen
 
 import (
 	"fmt"
@@ -17,12 +17,12 @@ import (
 //
 // A Transformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs; training mutates it and must be exclusive.
-type r2genModel struct {
+type Model struct {
 	config   Config
 	AttEmbed *radgen.Linear // att_embed.0: d_vf → D, followed by ReLU and dropout
-	Encoder  *r2Encoder
-	Decoder  *r2Decoder
-	Embed    *r2Embeddings
+	Encoder  *Encoder
+	Decoder  *Decoder
+	Embed    *Embeddings
 	Memory   *relmem.Relational // nil in the BASE variant and with Mem2Mem
 	Logit    *radgen.Linear     // D (+ S·D for BASE+RM) → Vocab
 
@@ -36,17 +36,17 @@ type r2genModel struct {
 
 // NewTransformer returns a Transformer initialised as R2Gen's make_model
 // does, drawing from a PCG generator seeded with seed.
-func newR2GenModel(c Config, seed uint64) (*r2genModel, error) {
+func New(c Config, seed uint64) (*Model, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x52324765))
-	m := &r2genModel{
+	m := &Model{
 		config:   c,
 		AttEmbed: radgen.NewLinear(c.DVisual, c.DModel, true, rng),
-		Encoder:  newEncoder(c, rng),
-		Decoder:  newDecoder(c, rng),
-		Embed:    newEmbeddings(c, rng),
+		Encoder:  NewEncoder(c, rng),
+		Decoder:  NewDecoder(c, rng),
+		Embed:    NewEmbeddings(c, rng),
 	}
 	logitIn := c.DModel
 	if c.Variant != VariantBase {
@@ -70,11 +70,11 @@ func newR2GenModel(c Config, seed uint64) (*r2genModel, error) {
 }
 
 // hasMemory reports whether the decoder gets memory states.
-func (m *r2genModel) hasMemory() bool { return m.Memory != nil || m.Mem2Mem != nil }
+func (m *Model) hasMemory() bool { return m.Memory != nil || m.Mem2Mem != nil }
 
 // VisitParams implements radgen.Module with R2Gen's names (relative to
 // "encoder_decoder.").
-func (m *r2genModel) VisitParams(visit func(string, *radgen.Tensor)) {
+func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.AttEmbed.VisitParams(radgen.Prefixed("att_embed.0.", visit))
 	m.Encoder.VisitParams(radgen.Prefixed("model.encoder.", visit))
 	m.Decoder.VisitParams(radgen.Prefixed("model.decoder.", visit))
@@ -83,11 +83,11 @@ func (m *r2genModel) VisitParams(visit func(string, *radgen.Tensor)) {
 	}
 	m.Embed.VisitParams(radgen.Prefixed("model.tgt_embed.", visit))
 	m.Logit.VisitParams(radgen.Prefixed("logit.", visit))
-	m.visitVariant(visit)
+	m.VisitVariant(visit)
 }
 
 // visitVariant visits the parameters the variants add to R2Gen.
-func (m *r2genModel) visitVariant(visit func(string, *radgen.Tensor)) {
+func (m *Model) VisitVariant(visit func(string, *radgen.Tensor)) {
 	for i, v := range m.Views {
 		v.VisitParams(radgen.Prefixed(fmt.Sprintf("model.views.%d.", i), visit))
 	}
@@ -97,7 +97,7 @@ func (m *r2genModel) visitVariant(visit func(string, *radgen.Tensor)) {
 }
 
 // Encoded is a batch of studies after the encoder.
-type r2Encoded struct {
+type Encoded struct {
 	AttEmbedded *radgen.Tensor // (B, N, D) att_embed output
 	Out         *radgen.Tensor // (B, N, D) encoder output S_N
 	Mask        *radgen.Tensor // (B, 1, N) all ones: every patch is real
@@ -114,14 +114,14 @@ type r2Encoded struct {
 }
 
 // rows returns the encoding of studies idx (one row per entry).
-func (e *r2Encoded) rows(g *radgen.Graph, idx []int) *r2Encoded {
+func (e *Encoded) rows(g *radgen.Graph, idx []int) *Encoded {
 	sel := func(x *radgen.Tensor) *radgen.Tensor {
 		if x == nil {
 			return nil
 		}
 		return g.IndexSelect(x, 0, idx)
 	}
-	out := &r2Encoded{Out: sel(e.Out), Mask: sel(e.Mask), Bank: sel(e.Bank)}
+	out := &Encoded{Out: sel(e.Out), Mask: sel(e.Mask), Bank: sel(e.Bank)}
 	for i, s := range e.Sources {
 		if s == e.Out {
 			out.Sources = append(out.Sources, out.Out)
@@ -135,16 +135,16 @@ func (e *r2Encoded) rows(g *radgen.Graph, idx []int) *r2Encoded {
 }
 
 // Encode embeds visual patch features (B, N, d_vf) and runs the encoder.
-func (m *r2genModel) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
+func (m *Model) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 	if feats.Rank() != 3 || feats.Dim(2) != m.config.DVisual {
-		panic(fmt.Sprintf("memtrans: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual))
+		panic(fmt.Sprintf("r2gen: visual features %v, want (B, N, %d)", feats.Shape(), m.config.DVisual))
 	}
 	b, n := feats.Dim(0), feats.Dim(1)
 	att := g.Dropout(g.ReLU(m.AttEmbed.Forward(g, feats)), m.config.EmbedDrop)
 	mask := radgen.Zeros(b, 1, n)
 	radgen.Fill(mask, 1)
 	mask = mask.To(feats.Device())
-	e := &r2Encoded{AttEmbedded: att, Mask: mask}
+	e := &Encoded{AttEmbedded: att, Mask: mask}
 	if m.Views == nil {
 		e.Out = m.Encoder.Forward(g, att, mask)
 		for range m.Decoder.Layers {
@@ -165,8 +165,8 @@ func (m *r2genModel) encode(g *radgen.Graph, feats *radgen.Tensor) *r2Encoded {
 
 // Forward is the teacher-forced pass over a batch. Its intermediates are
 // exposed for parity checks and attention maps.
-type teacherForced struct {
-	Encoded     *r2Encoded
+type TeacherForced struct {
+	Encoded     *Encoded
 	TgtEmbedded *radgen.Tensor // (B, T, D)
 	MemoryInit  *radgen.Tensor // (B, S, D), nil in BASE; Mem2Mem's bank
 	Memory      *radgen.Tensor // (B, T, S·D), nil in BASE
@@ -177,26 +177,26 @@ type teacherForced struct {
 	LogProbs   *radgen.Tensor // (B, T, Vocab)
 }
 
-// teacherForce runs the model on features (B, N, d_vf) and input tokens
+// TeacherForce runs the model on features (B, N, d_vf) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), as R2Gen's forward does:
 // the self-attention mask hides future positions and padding (id 0) except
 // at position 0, which is bos.
-func (m *r2genModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*teacherForced, error) {
+func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*TeacherForced, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
-		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
+		return nil, fmt.Errorf("r2gen: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
 	if feats.Rank() != 3 || feats.Dim(0) != b || feats.Dim(2) != m.config.DVisual {
-		return nil, fmt.Errorf("memtrans: visual features %v for a batch of %d, want (B, N, %d)", feats.Shape(), b, m.config.DVisual)
+		return nil, fmt.Errorf("r2gen: visual features %v for a batch of %d, want (B, N, %d)", feats.Shape(), b, m.config.DVisual)
 	}
 	if t > m.config.PositionLen {
-		return nil, fmt.Errorf("memtrans: %d positions exceed the positional table (%d)", t, m.config.PositionLen)
+		return nil, fmt.Errorf("r2gen: %d positions exceed the positional table (%d)", t, m.config.PositionLen)
 	}
 	for i, id := range tokens {
 		if id < 0 || id >= m.config.Vocab {
-			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, m.config.Vocab)
+			return nil, fmt.Errorf("r2gen: token %d at %d outside the vocabulary [0, %d)", id, i, m.config.Vocab)
 		}
 	}
-	f := &teacherForced{Encoded: m.encode(g, feats)}
+	f := &TeacherForced{Encoded: m.Encode(g, feats)}
 	tgtMask := radgen.Zeros(b, t, t)
 	md := tgtMask.Data()
 	for i := 0; i < b; i++ {
@@ -230,7 +230,7 @@ func (m *r2genModel) teacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens 
 // it returns the initial memory, the state after each position
 // (B, T, S·D) and the decoder's input, x itself or Mem2Mem's
 // W_m[x_t; m_t]. Without memory all but x are nil.
-func (m *r2genModel) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
+func (m *Model) memoryStates(g *radgen.Graph, enc *Encoded, memIn, x *radgen.Tensor) (init, states, decIn *radgen.Tensor) {
 	switch {
 	case m.Memory != nil:
 		init = m.Memory.InitMemory(x.Dim(0)).To(x.Device())
@@ -246,7 +246,7 @@ func (m *r2genModel) memoryStates(g *radgen.Graph, enc *r2Encoded, memIn, x *rad
 // pass f on graph g, to be added to the language-model loss: Mem2Mem's
 // Config.Mem2MemPenalty · ‖AAᵀ − I‖²_F (Eq. 12, averaged over the batch).
 // It is nil when the configuration has none.
-func (m *r2genModel) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
+func (m *Model) AuxLoss(g *radgen.Graph, f *TeacherForced) *radgen.Tensor {
 	if m.Mem2Mem == nil || m.config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
 		return nil
 	}
@@ -260,43 +260,19 @@ func (m *r2genModel) auxLoss(g *radgen.Graph, f *teacherForced) *radgen.Tensor {
 // model is fine-tuned with its new routing. Tensors a variant does not use
 // (the relational memory under Mem2Mem) are ignored. On error m is
 // unchanged.
-func (m *r2genModel) continueFrom(src radgen.TensorSource, prefix string) error {
+func (m *Model) ContinueFrom(src radgen.TensorSource, prefix string) error {
 	return radgen.LoadParams(singleView{m}, src, prefix)
 }
 
 // singleView is the part of a Transformer that an R2Gen checkpoint holds.
-type singleView struct{ m *r2genModel }
+type singleView struct{ m *Model }
 
 func (s singleView) VisitParams(visit func(string, *radgen.Tensor)) {
 	skip := map[*radgen.Tensor]bool{}
-	s.m.visitVariant(func(_ string, t *radgen.Tensor) { skip[t] = true })
+	s.m.VisitVariant(func(_ string, t *radgen.Tensor) { skip[t] = true })
 	s.m.VisitParams(func(name string, t *radgen.Tensor) {
 		if !skip[t] {
 			visit(name, t)
 		}
 	})
-}
-
-// Loss is R2Gen's language-model criterion: the mean negative
-// log-probability of targets (B·T ids) over positions where mask is
-// non-zero. logProbs is (B, T, Vocab).
-func languageModelLoss(g *radgen.Graph, logProbs *radgen.Tensor, targets []int, mask []float32) *radgen.Tensor {
-	b, t := logProbs.Dim(0), logProbs.Dim(1)
-	if len(targets) != b*t || len(mask) != b*t {
-		panic(fmt.Sprintf("memtrans: loss over %v with %d targets and %d mask entries", logProbs.Shape(), len(targets), len(mask)))
-	}
-	var total float64
-	for _, v := range mask {
-		total += float64(v)
-	}
-	if total == 0 {
-		total = 1
-	}
-	picked := g.PickLast(logProbs, targets) // (B, T)
-	mt := radgen.FromFloat32(append([]float32(nil), mask...), b, t)
-	if logProbs.Is64() {
-		mt = mt.To64()
-	}
-	mt = mt.To(logProbs.Device())
-	return g.Scale(g.Sum(g.Mul(picked, mt)), -1/total)
 }

@@ -1,32 +1,28 @@
-package memtrans
+package r2gen
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
-// inferR2GenConfig derives a Config from the tensor shapes of an R2Gen
+// InferConfig derives a Config from the tensor shapes of an R2Gen
 // state_dict (names relative to "encoder_decoder."). Head counts cannot be
 // read from weights and are given; dropout rates take R2Gen's defaults and
 // maxSeqLen is the longest report in tokens. The layers must be numbered
-// 0, 1, … without gaps, and the configuration must fit DefaultBudget: a
-// forged tensor name (model.encoder.layers.999999.x) gives an error, not a
-// model of a million layers.
-func inferR2GenConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
-	return inferConfig(shapes, heads, memoryHeads, maxSeqLen, DefaultBudget())
-}
-
-func inferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int, b Budget) (Config, error) {
+// 0, 1, … without gaps; the result is validated (the facade then checks it
+// against its budget before anything is allocated).
+func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Config, error) {
 	get := func(name string, rank int) ([]int, error) {
 		s, ok := shapes[name]
 		if !ok {
-			return nil, fmt.Errorf("%w: weights lack %q", ErrConfig, name)
+			return nil, fmt.Errorf("%w: weights lack %q", arch.ErrConfig, name)
 		}
 		if len(s) != rank {
-			return nil, fmt.Errorf("%w: %q has shape %v", ErrConfig, name, s)
+			return nil, fmt.Errorf("%w: %q has shape %v", arch.ErrConfig, name, s)
 		}
 		return s, nil
 	}
@@ -64,10 +60,10 @@ func inferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int, b B
 	// Every layer up to the highest index must be there, in the encoder
 	// and the decoder.
 	if n := countLayers(shapes, "model.encoder.layers.", ".feed_forward.w_1.weight"); n != c.Layers || c.Layers > maxLayers {
-		return c, fmt.Errorf("%w: num_layers: the weights name encoder layer %d but hold layers 0 to %d only", ErrConfig, c.Layers-1, n-1)
+		return c, fmt.Errorf("%w: num_layers: the weights name encoder layer %d but hold layers 0 to %d only", arch.ErrConfig, c.Layers-1, n-1)
 	}
 	if n := countLayers(shapes, "model.decoder.layers.", ".feed_forward.w_1.weight"); n != c.Layers {
-		return c, fmt.Errorf("%w: num_layers: %d encoder layers but %d decoder layers", ErrConfig, c.Layers, n)
+		return c, fmt.Errorf("%w: num_layers: %d encoder layers but %d decoder layers", arch.ErrConfig, c.Layers, n)
 	}
 	switch g, ok := shapes["model.decoder.layers.0.sublayer.0.norm.mlp_gamma.0.weight"]; {
 	case ok && len(g) == 2 && c.DModel > 0:
@@ -95,7 +91,7 @@ func inferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int, b B
 		c.Routing = mesh.RoutingAMA
 	case shapes["model.views.0.norm.gamma"] != nil:
 		// GCA, GPA and FGA have the same tensors.
-		return c, fmt.Errorf("%w: the routing of multi-view weights (gca, gpa or fga) cannot be read from their shapes", ErrConfig)
+		return c, fmt.Errorf("%w: the routing of multi-view weights (gca, gpa or fga) cannot be read from their shapes", arch.ErrConfig)
 	}
 	if c.MaxSeqLen <= 0 || c.MaxSeqLen > c.PositionLen {
 		c.MaxSeqLen = min(60, c.PositionLen)
@@ -103,5 +99,14 @@ func inferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int, b B
 	if err := c.validateShape(); err != nil {
 		return c, err
 	}
-	return c, c.checkBudget(b, nominalPatches)
+	return c, c.validateHard()
+}
+
+// countLayers counts the layers prefix+i+suffix that exist, from 0.
+func countLayers(shapes map[string][]int, prefix, suffix string) int {
+	n := 0
+	for shapes[prefix+strconv.Itoa(n)+suffix] != nil {
+		n++
+	}
+	return n
 }
