@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
@@ -23,7 +24,7 @@ func r2cfg(c ModelConfig) r2gen.Config { return c.EncoderDecoder.(r2gen.Config) 
 
 func m2cfg(c ModelConfig) M2Config { return c.EncoderDecoder.(M2Config) }
 
-func mtcfg(c ModelConfig) METransConfig { return c.EncoderDecoder.(METransConfig) }
+func mtcfg(c ModelConfig) metrans.Config { return c.EncoderDecoder.(metrans.Config) }
 
 func editR2(c *ModelConfig, f func(*r2gen.Config)) {
 	t := c.EncoderDecoder.(r2gen.Config)
@@ -37,8 +38,8 @@ func editM2(c *ModelConfig, f func(*M2Config)) {
 	c.EncoderDecoder = t
 }
 
-func editMT(c *ModelConfig, f func(*METransConfig)) {
-	t := c.EncoderDecoder.(METransConfig)
+func editMT(c *ModelConfig, f func(*metrans.Config)) {
+	t := c.EncoderDecoder.(metrans.Config)
 	f(&t)
 	c.EncoderDecoder = t
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
@@ -29,15 +30,14 @@ const (
 	// ArchM2 is the Meshed-Memory Transformer (an [M2Config], seed 001):
 	// its patches are M²'s regions, and beam search follows M²'s rules.
 	ArchM2 = "m2"
-	// ArchMETransformer is METransformer (a [METransConfig], seed 003):
+	// ArchMETransformer is METransformer (a [metrans.Config], seed 003):
 	// each expert writes a candidate report and expert voting chooses one.
-	ArchMETransformer = "metransformer"
+	ArchMETransformer = metrans.Name
 )
 
 // The library's architectures register as any other does.
 func init() {
 	arch.Register[M2Config](ArchM2)
-	arch.Register[METransConfig](ArchMETransformer)
 }
 
 // Architecture returns the name c's encoder–decoder is registered under,
@@ -74,7 +74,7 @@ func M2IUXray(vocab int) ModelConfig {
 // heads, 3 ViT blocks, 1 bilinear encoder layer and 3 bilinear decoder
 // layers. The seed notes give no sizes; these follow R2Gen's scale.
 func METransIUXray(vocab int) ModelConfig {
-	c := METransConfig{DIn: 2048, Patches: 2 * 7 * 7, Experts: 6, DModel: 512, Heads: 8, DFF: 2048, DMid: 256,
+	c := metrans.Config{DIn: 2048, Patches: 2 * 7 * 7, Experts: 6, DModel: 512, Heads: 8, DFF: 2048, DMid: 256,
 		ViTLayers: 3, BilinearLayers: 1, DecoderLayers: 3, Vocab: vocab, MaxSeqLen: r2gen.IUXray(vocab).MaxSeqLen, Lambda: 1, Dropout: 0.1}
 	return ModelConfig{EncoderDecoder: c, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
@@ -95,7 +95,7 @@ func M2Tiny(vocab int) ModelConfig {
 func METransTiny(vocab int) ModelConfig {
 	c := R2GenTiny(vocab)
 	r2 := c.EncoderDecoder.(r2gen.Config)
-	mt := tinyMETransPreset(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
+	mt := metrans.Tiny(vocab, c.Vision.OutChannels(), c.PatchesPerStudy())
 	mt.DModel, mt.DFF, mt.DMid = r2.DModel, 2*r2.DModel, r2.DModel/2
 	mt.MaxSeqLen = r2.MaxSeqLen
 	c.EncoderDecoder = mt
@@ -374,96 +374,9 @@ func (f m2Facade) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption
 
 func (f m2Facade) VisualEmbedding() *radgen.Linear { return f.Encoder.FC }
 
-// --- METransformer: METransConfig implements arch.Config, metransModel
-// arch.EncoderDecoder and arch.StudyDecoder ---
-
-// Dims implements arch.Config.
-func (c METransConfig) Dims() arch.Dims {
-	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab, VisualWidth: c.DIn, MaxSeqLen: c.MaxSeqLen, MaxLen: c.MaxSeqLen + 1, Semantics: decode.R2Gen}
-}
-
-// Validate implements arch.Config: METransformer's positional table is
-// sized for Patches visual tokens, which must be the extractor's.
-func (c METransConfig) Validate(patches int) error {
-	if err := c.validateShape(); err != nil {
-		return err
-	}
-	if c.Patches != patches {
-		return fmt.Errorf("%w: METransformer takes %d visual tokens, the extractor gives %d per study", ErrConfig, c.Patches, patches)
-	}
-	return nil
-}
-
-// Cost implements arch.Config.
-func (c METransConfig) Cost(patches int) arch.Cost {
-	c.Patches = patches
-	k := c.cost()
-	return arch.Cost{Params: k.params, Activations: k.acts}
-}
-
-// New implements arch.Config.
-func (c METransConfig) New(seed uint64) (arch.EncoderDecoder, error) {
-	return newMETransformer(c, seed)
-}
-
-func (m *metransModel) Config() arch.Config { return m.config }
-
-// LogProbs implements arch.EncoderDecoder with every expert's stream: row
-// b·M + m of the result is expert m's for study b, as in its decodings.
-func (m *metransModel) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
-	f, err := m.TeacherForce(g, feats, in, b, t)
-	if err != nil {
-		return nil, err
-	}
-	return f.LogProbs, nil
-}
-
-func (m *metransModel) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
-	if err := arch.CheckBatch(batch, m.config.Dims()); err != nil {
-		return nil, err
-	}
-	f, err := m.TeacherForce(g, feats, batch.In, batch.Size, batch.Len)
-	if err != nil {
-		return nil, err
-	}
-	total, _, _ := m.loss(g, f, batch.Targets, batch.Mask) // every expert's NLL + λ·orthogonal loss
-	return total, nil
-}
-
-// StartDecoding implements arch.EncoderDecoder with one row per study and
-// expert (row b·M + m is expert m's report of study b).
-func (m *metransModel) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
-	return m.startDecoding(feats, opts...)
-}
-
-// DecodeStudies implements arch.StudyDecoder: each expert writes a
-// candidate with strategy and the experts vote.
-func (m *metransModel) DecodeStudies(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, opts ...radgen.GraphOption) ([]arch.Decoded, error) {
-	// The experts vote by sentence BLEU-4 against the study's other
-	// candidates, which depends on the study alone: a study's report is the
-	// same alone and in any batch. CIDEr-D (metrics.CIDErDOfIDs) would take its
-	// document frequencies from the whole batch, and gives every candidate
-	// of a study scored alone 0.
-	score, err := bleuReward(4)
-	if err != nil {
-		return nil, err
-	}
-	reps, err := m.generate(ctx, feats, strategy, decode.Vote{Score: score}, opts...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]arch.Decoded, len(reps))
-	for i, r := range reps {
-		out[i] = arch.Decoded{Best: r.Best, Candidates: r.Candidates, Chosen: r.Expert, Scores: r.Scores}
-	}
-	return out, nil
-}
-
-func (m *metransModel) VisualEmbedding() *radgen.Linear { return m.ViT.Embed }
-
 var (
 	_ arch.EncoderDecoder = (*r2gen.Model)(nil)
 	_ arch.EncoderDecoder = m2Facade{}
-	_ arch.EncoderDecoder = (*metransModel)(nil)
-	_ arch.StudyDecoder   = (*metransModel)(nil)
+	_ arch.EncoderDecoder = (*metrans.Model)(nil)
+	_ arch.StudyDecoder   = (*metrans.Model)(nil)
 )

@@ -171,25 +171,6 @@ func (c M2Config) FieldCost() ([]arch.Field, func(patches int) arch.Cost) {
 		{Name: "d_in", Value: &c.DIn, Reference: 2048}, {Name: "vocab", Value: &c.Vocab, Reference: 10000}, {Name: "max_len", Value: &c.MaxLen, Reference: 101}}, func(p int) arch.Cost { return c.Cost(p) }
 }
 
-// cost estimates METransformer (its visual tokens are c.Patches).
-func (c METransConfig) cost() cost {
-	d, f, h := float64(c.DModel), float64(c.DFF), float64(c.Heads)
-	n, m, t, v := float64(c.Patches), float64(c.Experts), float64(c.MaxSeqLen+1), float64(c.Vocab)
-	mid, lv, lb, ld := float64(c.DMid), float64(c.ViTLayers), float64(c.BilinearLayers), float64(c.DecoderLayers)
-	k := n + m
-	acts := lv*(h*k*k+k*(f+8*d)) + lb*m*n*(mid+4*d) + ld*m*t*(n+m+t)*(mid+4*d)/8 + ld*m*t*8*d + 3*m*t*v
-	return cost{c.paramCount(), acts}
-}
-
-// FieldCost implements arch.FieldCoster: budget errors name the field
-// that makes a model too large.
-func (c METransConfig) FieldCost() ([]arch.Field, func(patches int) arch.Cost) {
-	return []arch.Field{{Name: "d_in", Value: &c.DIn, Reference: 2048}, {Name: "patches", Value: &c.Patches, Reference: 98}, {Name: "experts", Value: &c.Experts, Reference: 6}, {Name: "d_model", Value: &c.DModel, Reference: 512},
-		{Name: "heads", Value: &c.Heads, Reference: 8}, {Name: "d_ff", Value: &c.DFF, Reference: 2048}, {Name: "d_mid", Value: &c.DMid, Reference: 256}, {Name: "vit_layers", Value: &c.ViTLayers, Reference: 3},
-		{Name: "bilinear_layers", Value: &c.BilinearLayers, Reference: 1}, {Name: "decoder_layers", Value: &c.DecoderLayers, Reference: 3}, {Name: "vocab", Value: &c.Vocab, Reference: 10000},
-		{Name: "max_seq_length", Value: &c.MaxSeqLen, Reference: 100}}, func(p int) arch.Cost { c.Patches = p; return c.Cost(p) }
-}
-
 // hardBudget is what the constructors (NewTransformer, newM2Transformer,
 // newMETransformer) accept whatever the facade's budget: 2^34 parameters
 // (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes

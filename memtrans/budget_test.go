@@ -8,6 +8,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
@@ -113,7 +114,7 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	})
 	add("metrans experts", "experts", func(c *ModelConfig) {
 		m := METransTiny(vocab)
-		editMT(&m, func(c *METransConfig) { c.Experts = 1 << 20 })
+		editMT(&m, func(c *metrans.Config) { c.Experts = 1 << 20 })
 		*c = m
 	})
 	for _, c := range cases {
@@ -140,10 +141,10 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	if err := m2.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
 		t.Errorf("M2Config vocab 2^20: %v", err)
 	}
-	mt := tinyMETransPreset(vocab, 512, 98)
+	mt := metrans.Tiny(vocab, 512, 98)
 	mt.DModel, mt.DFF = 1<<16, 1<<16
-	if err := mt.check(); !errors.Is(err, ErrBudget) {
-		t.Errorf("METransConfig d_model 2^16: %v", err)
+	if err := checkArchBudget("METransformer", DefaultBudget(), mt, mt.Patches); !errors.Is(err, ErrBudget) {
+		t.Errorf("metrans.Config d_model 2^16: %v", err)
 	}
 	// A smaller budget refuses even the tiny model; the error names it.
 	_, err = New(R2GenTiny(vocab), tok, 1, WithBudget(Budget{MaxParams: 1000}))

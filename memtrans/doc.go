@@ -12,7 +12,7 @@
 // sizes; parameter names equal the published state_dict's, so R2Gen weights
 // load as they are ([LoadR2Gen], which infers the configuration from the
 // names and shapes). The other seeds are configurations too: the
-// Meshed-Memory Transformer ([M2Config]), METransformer ([METransConfig]),
+// Meshed-Memory Transformer ([M2Config]), METransformer ([metrans.Config]),
 // layer-wise multi-view routing and Mem2Mem (Config fields), each citing its
 // equations. The modules themselves — attention, memories, MCLN, their
 // decoding steps — are the packages mesh, relmem and mcln.

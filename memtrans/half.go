@@ -99,20 +99,3 @@ func (f m2Facade) StepWeights() []*radgen.Tensor {
 	}
 	return ws
 }
-
-// StepWeights implements arch.StepWeighted: the decoder layers' bilinear
-// attention matrices (the cross-attention's keys and values over the
-// visual tokens are projected once per study), the fusions and the logit
-// layer's.
-func (m *metransModel) StepWeights() []*radgen.Tensor {
-	ws := []*radgen.Tensor{m.Logit.Weight}
-	for _, l := range m.Decoder {
-		s, c := l.Self, l.Cross
-		ws = append(ws, s.QueryKey.Weight, s.Key.Weight, s.QueryValue.Weight, s.Value.Weight, s.Mid.Weight, s.Spatial.Weight, s.Channel.Weight,
-			c.QueryKey.Weight, c.QueryValue.Weight, c.Mid.Weight, c.Spatial.Weight, c.Channel.Weight)
-		if l.Fuse != nil {
-			ws = append(ws, l.Fuse.Weight)
-		}
-	}
-	return ws
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
@@ -240,8 +241,8 @@ func TestHalfWeightsOtherArchitectures(t *testing.T) {
 				switch n := net.(type) {
 				case m2Facade:
 					dec, err = n.StartDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
-				case *metransModel:
-					dec, err = n.startDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
+				case *metrans.Model:
+					dec, err = n.StartDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
 				}
 				if err != nil {
 					t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
@@ -24,7 +25,7 @@ import (
 // The encoder–decoder is any registered architecture's configuration (see
 // package arch): R2Gen and the variants its [Config] composes, the
 // Meshed-Memory Transformer ([M2Config]), METransformer
-// ([METransConfig]), or a researcher's own.
+// ([metrans.Config]), or a researcher's own.
 type ModelConfig struct {
 	EncoderDecoder arch.Config
 	Vision         vision.ResNetConfig
@@ -360,7 +361,7 @@ func (m *Model) m2() *m2Model {
 }
 
 // metrans returns the METransformer of an ArchMETransformer model, or nil.
-func (m *Model) metrans() *metransModel {
-	mt, _ := m.net.(*metransModel)
+func (m *Model) metrans() *metrans.Model {
+	mt, _ := m.net.(*metrans.Model)
 	return mt
 }

@@ -55,24 +55,14 @@ func (c ViTConfig) Validate() error {
 // ErrViTConfig is wrapped by the errors of [ViTConfig.Validate] and [NewViT].
 var ErrViTConfig = errors.New("vision: invalid ViT config")
 
-// vitNorm is a torch.nn.LayerNorm (eps 1e-6, ViT's).
-type vitNorm struct{ weight, bias *radgen.Tensor }
-
+// vitEps is ViT's LayerNorm epsilon (torch's default is 1e-5).
 const vitEps = 1e-6
 
-func newVitNorm(d int) vitNorm {
-	n := vitNorm{radgen.NewParam(d), radgen.NewParam(d)}
-	radgen.Fill(n.weight, 1)
+// newVitNorm returns a LayerNorm of width d with ViT's epsilon.
+func newVitNorm(d int) *mesh.LayerNorm {
+	n := mesh.NewLayerNorm(d)
+	n.Eps = vitEps
 	return n
-}
-
-func (n vitNorm) forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	return g.LayerNorm(x, n.weight, n.bias, vitEps, radgen.NormStandard)
-}
-
-func (n vitNorm) VisitParams(visit func(string, *radgen.Tensor)) {
-	visit("weight", n.weight)
-	visit("bias", n.bias)
 }
 
 // ViTBlock is one pre-norm Transformer block:
@@ -82,7 +72,7 @@ func (n vitNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 //
 // with MLP(x) = fc2(GELU(fc1(x))).
 type ViTBlock struct {
-	norm1, norm2 vitNorm
+	norm1, norm2 *mesh.LayerNorm
 	Attn         *mesh.MultiHeadAttention
 	FC1, FC2     *radgen.Linear
 	dropout      float64
@@ -90,9 +80,9 @@ type ViTBlock struct {
 
 // Forward runs the block on z (B, T, D).
 func (b *ViTBlock) Forward(g *radgen.Graph, z *radgen.Tensor) *radgen.Tensor {
-	h := b.norm1.forward(g, z)
+	h := b.norm1.Forward(g, z)
 	z = g.Add(z, g.Dropout(b.Attn.Forward(g, h, h, h, nil), b.dropout)) // Eq. 2
-	h = GELU(g, b.FC1.Forward(g, b.norm2.forward(g, z)))
+	h = GELU(g, b.FC1.Forward(g, b.norm2.Forward(g, z)))
 	return g.Add(z, g.Dropout(b.FC2.Forward(g, g.Dropout(h, b.dropout)), b.dropout)) // Eq. 3
 }
 
@@ -127,7 +117,7 @@ type ViT struct {
 	Pos     *radgen.Tensor // (N+M, D)
 	Seg     *radgen.Tensor // (2, D)
 	Blocks  []*ViTBlock
-	norm    vitNorm
+	norm    *mesh.LayerNorm
 }
 
 // NewViT returns a ViT initialised as timm initialises ViTs: Xavier-uniform
@@ -209,7 +199,7 @@ func (v *ViT) Forward(g *radgen.Graph, x *radgen.Tensor) (visual, experts *radge
 	for _, blk := range v.Blocks {
 		z = blk.Forward(g, z)
 	}
-	z = v.norm.forward(g, z)
+	z = v.norm.Forward(g, z)
 	return g.Slice(z, 1, 0, n), g.Slice(z, 1, n, n+m)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
@@ -232,7 +233,7 @@ func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, 
 			switch ed := cfg.EncoderDecoder.(type) {
 			case memtrans.M2Config:
 				cfg.EncoderDecoder = ed.ForReports(vocab, mimic.MaxSeqLen())
-			case memtrans.METransConfig:
+			case metrans.Config:
 				ed.MaxSeqLen = mimic.MaxSeqLen()
 				cfg.EncoderDecoder = ed
 			}
@@ -243,7 +244,7 @@ func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, 
 	if cfg.Views == 0 {
 		return cfg, fmt.Errorf("unknown -arch %q (r2gen, m2 or metransformer)", arch)
 	}
-	if mt, ok := cfg.EncoderDecoder.(memtrans.METransConfig); ok {
+	if mt, ok := cfg.EncoderDecoder.(metrans.Config); ok {
 		mt.Patches = cfg.PatchesPerStudy()
 		cfg.EncoderDecoder = mt
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
 	"github.com/radgen/radgen/memtrans/r2gen"
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("synthrun: unknown architecture %q", o.Architecture)
 	}
 	cfg.ImageSize, cfg.ResizeTo = o.Size, o.Size
-	if mt, ok := cfg.EncoderDecoder.(memtrans.METransConfig); ok {
+	if mt, ok := cfg.EncoderDecoder.(metrans.Config); ok {
 		mt.Patches = cfg.PatchesPerStudy()
 		cfg.EncoderDecoder = mt
 	}

@@ -1,4 +1,4 @@
-package memtrans
+package metrans
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// metransDecoding is the incremental decoding state of a batch of studies
+// Decoding is the incremental decoding state of a batch of studies
 // under a [METransformer]; it implements decode.Model. Its rows start as one
 // per study and expert (row b·M + m decodes expert m's report of study b),
 // and a strategy then expands and reorders them.
@@ -28,10 +28,10 @@ import (
 // The attention itself still reads every earlier position (the spatial
 // softmax and the channel mean of Eqs. 6–7 run over all of them), so a
 // step costs O(t) in the prefix length t, against O(t²) for re-running
-// the prefix. A metransDecoding belongs to one goroutine; the model it came
+// the prefix. A Decoding belongs to one goroutine; the model it came
 // from may serve many concurrently.
-type metransDecoding struct {
-	m      *metransModel
+type Decoding struct {
+	m      *Model
 	t      int   // steps taken
 	stream []int // row → stream (study·M + expert)
 	cross  []mesh.BilinearKeys
@@ -39,19 +39,19 @@ type metransDecoding struct {
 	opts   []radgen.GraphOption // of every step's graph
 }
 
-var _ decode.Model = (*metransDecoding)(nil)
+var _ decode.Model = (*Decoding)(nil)
 
 // startDecoding encodes visual features (B, N, d_in) and returns an
 // incremental decoding state with B·M rows, ready for a decode strategy.
 // The steps' graphs take opts (radgen.SubstituteWeights, say).
-func (m *metransModel) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*metransDecoding, error) {
+func (m *Model) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*Decoding, error) {
 	feats = m.matchDtype(feats)
 	g := radgen.NoGrad()
 	enc, err := m.encode(g, feats)
 	if err != nil {
 		return nil, err
 	}
-	s := &metransDecoding{m: m, stream: make([]int, enc.Adjusted.Dim(0)), opts: opts}
+	s := &Decoding{m: m, stream: make([]int, enc.Adjusted.Dim(0)), opts: opts}
 	for i := range s.stream {
 		s.stream[i] = i
 	}
@@ -63,18 +63,18 @@ func (m *metransModel) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphO
 }
 
 // VocabSize implements decode.Model.
-func (s *metransDecoding) VocabSize() int { return s.m.config.Vocab }
+func (s *Decoding) VocabSize() int { return s.m.config.Vocab }
 
 // Rows implements decode.Model.
-func (s *metransDecoding) Rows() int { return len(s.stream) }
+func (s *Decoding) Rows() int { return len(s.stream) }
 
 // Streams returns the stream (study·M + expert) of each row; the slice is
 // the decoding's own and changes with the next Reorder.
-func (s *metransDecoding) streams() []int { return s.stream }
+func (s *Decoding) streams() []int { return s.stream }
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the log-probabilities of the next, (Rows() × V), into dst.
-func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,13 +105,13 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 		s.self[i] = kv
 		// The new position attends itself and every earlier one: the
 		// causal mask of decodeTokens, restricted to its last row.
-		att, _ := l.Self.Attend(g, x, kv, nil)
-		mid := l.norm1.forward(g, g.Add(att, x)) // Eq. 11
 		cross := mesh.BilinearKeys{K: g.IndexSelect(s.cross[i].K, 0, s.stream), V: g.IndexSelect(s.cross[i].V, 0, s.stream)}
-		att, _ = l.Cross.Attend(g, mid, cross, nil)
-		ec = l.norm2.forward(g, g.Add(att, mid)) // Eq. 12
-		if l.Fuse != nil {
-			x = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, x, ec)), x)) // Eq. 13
+		var next *radgen.Tensor
+		next, ec = l.apply(g, x,
+			func(x *radgen.Tensor) *radgen.Tensor { att, _ := l.Self.Attend(g, x, kv, nil); return att },
+			func(mid *radgen.Tensor) *radgen.Tensor { att, _ := l.Cross.Attend(g, mid, cross, nil); return att })
+		if next != nil {
+			x = next
 		}
 	}
 	if err := arch.CopyLogProbs(dst, g.LogSoftmax(s.m.Logit.Forward(g, g.Reshape(ec, r, c.DModel)))); err != nil {
@@ -122,7 +122,7 @@ func (s *metransDecoding) Step(ctx context.Context, tokens []int, dst []float32)
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *metransDecoding) Reorder(src []int) error {
+func (s *Decoding) Reorder(src []int) error {
 	r := len(s.stream)
 	for i, v := range src {
 		if v < 0 || v >= r {
@@ -144,7 +144,7 @@ func (s *metransDecoding) Reorder(src []int) error {
 }
 
 // matchDtype converts feats to the dtype of the model's weights.
-func (m *metransModel) matchDtype(feats *radgen.Tensor) *radgen.Tensor {
+func (m *Model) matchDtype(feats *radgen.Tensor) *radgen.Tensor {
 	if feats == nil || feats.Is64() == m.Words.Is64() {
 		return feats
 	}

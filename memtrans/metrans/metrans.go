@@ -1,16 +1,4 @@
-package memtrans
-
-// METransformer (Wang, Liu, Wang and Zhou, "METransformer: Radiology Report
-// Generation by Transformer with Multiple Learnable Expert Tokens", CVPR
-// 2023, arXiv 2304.02211), assembled from vision.ViT (the multi-expert ViT
-// encoder) and mesh.BilinearAttention (expert bilinear attention).
-//
-// No official code exists (shared/reference, §8); this follows the paper as
-// the seed notes (shared/seeds/003) give it. Equation numbers are those of
-// the notes, in order of appearance: Eqs. 1–3 the ViT encoder (vision),
-// Eqs. 4–8 expert bilinear attention (mesh), Eq. 9 the bilinear encoder
-// layer, Eq. 10 the adjust block, Eqs. 11–13 the bilinear decoder layer.
-// Where the notes leave a choice open, the choice is stated at the code.
+package metrans
 
 import (
 	"context"
@@ -25,10 +13,10 @@ import (
 	"github.com/radgen/radgen/vision"
 )
 
-// METransConfig holds the architecture of a METransformer. Sizes are data:
+// Config holds the architecture of a METransformer. Sizes are data:
 // they travel with the weights. Token ids follow R2Gen: id 0 is BOS, EOS and
 // padding at once.
-type METransConfig struct {
+type Config struct {
 	DIn            int     `json:"d_in"`            // visual feature width (2048 for ResNet-101 patches)
 	Patches        int     `json:"patches"`         // N, visual tokens per study
 	Experts        int     `json:"experts"`         // M, expert tokens = candidate reports per study
@@ -45,33 +33,34 @@ type METransConfig struct {
 	Dropout        float64 `json:"dropout"`         // in training
 }
 
-// tinyMETransPreset returns a small configuration for demos and tests.
-func tinyMETransPreset(vocab, dIn, patches int) METransConfig {
-	return METransConfig{DIn: dIn, Patches: patches, Experts: 3, DModel: 32, Heads: 4, DFF: 64, DMid: 16,
+// Tiny returns a small configuration for demos and tests.
+func Tiny(vocab, dIn, patches int) Config {
+	return Config{DIn: dIn, Patches: patches, Experts: 3, DModel: 32, Heads: 4, DFF: 64, DMid: 16,
 		ViTLayers: 1, BilinearLayers: 1, DecoderLayers: 2, Vocab: vocab, MaxSeqLen: 60, Lambda: 1, Dropout: 0.1}
 }
 
-// Validate reports the first inconsistency in c, wrapping ErrConfig,
-// including a model beyond DefaultBudget.
-func (c METransConfig) check() error {
+// validateHard is validateShape and the constructors' hard budget: 2^34
+// parameters and 2^36 activation values, beyond which tensor shapes could
+// overflow (the facade's budget is far lower).
+func (c Config) validateHard() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	return checkArchBudget("METransformer", DefaultBudget(), c, c.Patches)
+	if k := c.cost(); k.params > 1<<34 || k.acts > 1<<36 {
+		return fmt.Errorf("%w: %w: METransformer of about %.3g parameters and %.3g activation values", arch.ErrConfig, arch.ErrBudget, k.params, k.acts)
+	}
+	return nil
 }
 
-// validateHard is validateShape and the constructors' hard budget.
-func (c METransConfig) validateHard() error {
-	if err := c.validateShape(); err != nil {
-		return err
-	}
-	return checkArchBudget("METransformer", hardBudget, c, c.Patches)
-}
+// maxLayers bounds every layer count of a configuration: far beyond any
+// published model, and small enough that a forged count of tiny layers
+// cannot exhaust memory on per-layer bookkeeping.
+const maxLayers = 1024
 
 // validateShape reports the first inconsistency in c other than its size.
-func (c METransConfig) validateShape() error {
+func (c Config) validateShape() error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: METransformer: "+format, append([]any{ErrConfig}, a...)...)
+		return fmt.Errorf("%w: METransformer: "+format, append([]any{arch.ErrConfig}, a...)...)
 	}
 	for _, f := range []struct {
 		name string
@@ -98,24 +87,6 @@ func (c METransConfig) validateShape() error {
 	return nil
 }
 
-// metransNorm is a torch.nn.LayerNorm (eps 1e-5).
-type metransNorm struct{ weight, bias *radgen.Tensor }
-
-func newMETransNorm(d int) metransNorm {
-	n := metransNorm{radgen.NewParam(d), radgen.NewParam(d)}
-	radgen.Fill(n.weight, 1)
-	return n
-}
-
-func (n metransNorm) forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	return g.LayerNorm(x, n.weight, n.bias, 1e-5, radgen.NormStandard)
-}
-
-func (n metransNorm) visit(prefix string, visit func(string, *radgen.Tensor)) {
-	visit(prefix+"weight", n.weight)
-	visit(prefix+"bias", n.bias)
-}
-
 // METransEncoderLayer is a bilinear encoder layer (Eq. 9):
 //
 //	ẑ_e⁽ⁿ⁾ = EBA(ẑ_e⁽ⁿ⁻¹⁾, ẑ_v⁽ⁿ⁻¹⁾)
@@ -125,27 +96,27 @@ func (n metransNorm) visit(prefix string, visit func(string, *radgen.Tensor)) {
 // do not reconcile; as in X-Linear's encoder, where the attended (global)
 // feature is concatenated to every region, each visual token is
 // concatenated with the mean of the M expert tokens.
-type metransEncoderLayer struct {
+type EncoderLayer struct {
 	EBA  *mesh.BilinearAttention // experts attend the visual tokens
 	Fuse *radgen.Linear          // W_eⁿ: 2D → D
-	norm metransNorm
+	Norm *mesh.LayerNorm
 }
 
 // Forward maps expert tokens e (B, M, D) and visual tokens v (B, N, D) to
 // the next layer's.
-func (l *metransEncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
+func (l *EncoderLayer) Forward(g *radgen.Graph, e, v *radgen.Tensor) (*radgen.Tensor, *radgen.Tensor) {
 	b, m, n, d := e.Dim(0), e.Dim(1), v.Dim(1), v.Dim(2)
 	next := l.EBA.Forward(g, e, v, v, nil)
 	pooled := g.MatMul(constFill(e, 1/float64(m), b, 1, m), e, false) // (B, 1, D): mean over experts
 	wide := g.Add(constFill(e, 0, b, n, d), pooled)                   // (B, N, D)
-	vn := l.norm.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, wide, v)), v))
+	vn := l.Norm.Forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, wide, v)), v))
 	return next, vn
 }
 
-func (l *metransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
+func (l *EncoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	l.EBA.VisitParams(radgen.Prefixed("eba.", visit))
 	l.Fuse.VisitParams(radgen.Prefixed("fuse.", visit))
-	l.norm.visit("norm.", visit)
+	l.Norm.VisitParams(radgen.Prefixed("norm.", visit))
 }
 
 // METransDecoderLayer is a bilinear decoder layer (Eqs. 11–13):
@@ -159,33 +130,42 @@ func (l *metransEncoderLayer) visit(visit func(string, *radgen.Tensor)) {
 // reads E_r⁽ⁱ⁾; the last layer's E_c feeds the logit layer, as the notes
 // state, so the last layer has no Eq. 13 (Fuse is nil there: its W_d could
 // never receive a gradient).
-type metransDecoderLayer struct {
+type DecoderLayer struct {
 	Self, Cross         *mesh.BilinearAttention
-	Fuse                *radgen.Linear // W_d: 2D → D; nil in the last layer
-	norm1, norm2, norm3 metransNorm
+	Fuse                *radgen.Linear  // W_d: 2D → D; nil in the last layer
+	Norm1, Norm2, Norm3 *mesh.LayerNorm // Eqs. 11, 12, 13 (Norm3 nil in the last layer)
 	dropout             float64
 }
 
 // Forward runs the layer on words er (R, T, D) over visual tokens fv (R, N,
 // D) with the causal mask (R, T, T); it returns E_r⁽ⁱ⁾ (nil in the last
 // layer) and E_c.
-func (l *metransDecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
-	mid := l.norm1.forward(g, g.Add(g.Dropout(l.Self.Forward(g, er, er, er, causal), l.dropout), er)) // Eq. 11
-	ec = l.norm2.forward(g, g.Add(g.Dropout(l.Cross.Forward(g, mid, fv, fv, nil), l.dropout), mid))   // Eq. 12
+func (l *DecoderLayer) Forward(g *radgen.Graph, er, fv, causal *radgen.Tensor) (next, ec *radgen.Tensor) {
+	return l.apply(g, er,
+		func(x *radgen.Tensor) *radgen.Tensor { return l.Self.Forward(g, x, x, x, causal) },
+		func(mid *radgen.Tensor) *radgen.Tensor { return l.Cross.Forward(g, mid, fv, fv, nil) })
+}
+
+// apply is the layer's body, Eqs. 11–13, around its two attentions: self
+// attends the words er, cross the visual tokens from Eq. 11's result. Forward
+// and a decoding's Step differ only in how they attend.
+func (l *DecoderLayer) apply(g *radgen.Graph, er *radgen.Tensor, self, cross func(*radgen.Tensor) *radgen.Tensor) (next, ec *radgen.Tensor) {
+	mid := l.Norm1.Forward(g, g.Add(g.Dropout(self(er), l.dropout), er))  // Eq. 11
+	ec = l.Norm2.Forward(g, g.Add(g.Dropout(cross(mid), l.dropout), mid)) // Eq. 12
 	if l.Fuse != nil {
-		next = l.norm3.forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, er, ec)), er)) // Eq. 13
+		next = l.Norm3.Forward(g, g.Add(l.Fuse.Forward(g, g.Concat(2, er, ec)), er)) // Eq. 13
 	}
 	return next, ec
 }
 
-func (l *metransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
+func (l *DecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	l.Self.VisitParams(radgen.Prefixed("self_eba.", visit))
 	l.Cross.VisitParams(radgen.Prefixed("cross_eba.", visit))
-	l.norm1.visit("norm1.", visit)
-	l.norm2.visit("norm2.", visit)
+	l.Norm1.VisitParams(radgen.Prefixed("norm1.", visit))
+	l.Norm2.VisitParams(radgen.Prefixed("norm2.", visit))
 	if l.Fuse != nil {
 		l.Fuse.VisitParams(radgen.Prefixed("fuse.", visit))
-		l.norm3.visit("norm3.", visit)
+		l.Norm3.VisitParams(radgen.Prefixed("norm3.", visit))
 	}
 }
 
@@ -202,21 +182,21 @@ func (l *metransDecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 //
 // A METransformer is safe for concurrent use by goroutines that only run
 // NoGrad graphs or decode; training mutates it and must be exclusive.
-type metransModel struct {
-	config       METransConfig
+type Model struct {
+	config       Config
 	ViT          *vision.ViT
-	Bilinear     []*metransEncoderLayer
+	Bilinear     []*EncoderLayer
 	AdjustExpert *radgen.Linear // W_e of Eq. 10
 	AdjustVisual *radgen.Linear // W_v of Eq. 10
 	Words        *radgen.Tensor // (V, D) word embeddings
 	Positions    *radgen.Tensor // (MaxSeqLen+1, D) learned positions
-	Decoder      []*metransDecoderLayer
+	Decoder      []*DecoderLayer
 	Logit        *radgen.Linear // D → V
 }
 
-// newMETransformer returns a model with Xavier-uniform matrices, drawing from
+// New returns a model with Xavier-uniform matrices, drawing from
 // a PCG generator seeded with seed.
-func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
+func New(c Config, seed uint64) (*Model, error) {
 	if err := c.validateHard(); err != nil {
 		return nil, err
 	}
@@ -224,7 +204,7 @@ func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
 	vit, err := vision.NewViT(vision.ViTConfig{DIn: c.DIn, Patches: c.Patches, Experts: c.Experts, D: c.DModel,
 		Heads: c.Heads, DFF: c.DFF, Layers: c.ViTLayers, Dropout: c.Dropout}, rng)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", arch.ErrConfig, err)
 	}
 	d := c.DModel
 	lin := func(in, out int) *radgen.Linear {
@@ -235,18 +215,18 @@ func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
 	eba := func(dropout float64) *mesh.BilinearAttention {
 		return mesh.NewBilinearAttention(mesh.BilinearConfig{DQuery: d, DKey: d, DValue: d, DBilinear: d, DMid: c.DMid, Dropout: dropout}, rng)
 	}
-	m := &metransModel{config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
+	m := &Model{config: c, ViT: vit, AdjustExpert: lin(d, d), AdjustVisual: lin(d, d),
 		Words: radgen.NewParam(c.Vocab, d), Positions: radgen.NewParam(c.MaxSeqLen+1, d), Logit: lin(d, c.Vocab)}
 	radgen.XavierUniform(m.Words, rng)
 	radgen.Uniform(m.Positions, rng, 0.02*math.Sqrt(3))
 	for range c.BilinearLayers {
-		m.Bilinear = append(m.Bilinear, &metransEncoderLayer{EBA: eba(c.Dropout), Fuse: lin(2*d, d), norm: newMETransNorm(d)})
+		m.Bilinear = append(m.Bilinear, &EncoderLayer{EBA: eba(c.Dropout), Fuse: lin(2*d, d), Norm: mesh.NewLayerNorm(d)})
 	}
 	for i := range c.DecoderLayers {
-		l := &metransDecoderLayer{Self: eba(c.Dropout), Cross: eba(c.Dropout),
-			norm1: newMETransNorm(d), norm2: newMETransNorm(d), dropout: c.Dropout}
+		l := &DecoderLayer{Self: eba(c.Dropout), Cross: eba(c.Dropout),
+			Norm1: mesh.NewLayerNorm(d), Norm2: mesh.NewLayerNorm(d), dropout: c.Dropout}
 		if i < c.DecoderLayers-1 {
-			l.Fuse, l.norm3 = lin(2*d, d), newMETransNorm(d)
+			l.Fuse, l.Norm3 = lin(2*d, d), mesh.NewLayerNorm(d)
 		}
 		m.Decoder = append(m.Decoder, l)
 	}
@@ -254,7 +234,7 @@ func newMETransformer(c METransConfig, seed uint64) (*metransModel, error) {
 }
 
 // VisitParams implements radgen.Module.
-func (m *metransModel) VisitParams(visit func(string, *radgen.Tensor)) {
+func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.ViT.VisitParams(radgen.Prefixed("vit.", visit))
 	for i, l := range m.Bilinear {
 		l.visit(radgen.Prefixed(fmt.Sprintf("bilinear.%d.", i), visit))
@@ -270,7 +250,7 @@ func (m *metransModel) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 // METransEncoded is a batch of studies after the encoder and the adjust block.
-type metransEncoded struct {
+type Encoded struct {
 	Visual   *radgen.Tensor // (B, N, D) f_v, the visual tokens after the bilinear encoder
 	Experts  *radgen.Tensor // (B, M, D) f_e, the expert tokens after the bilinear encoder
 	Adjusted *radgen.Tensor // (B·M, N, D) F_adjust(f_eᵐ, f_v), row b·M + m for study b and expert m
@@ -283,10 +263,10 @@ type metransEncoded struct {
 //
 // once per expert m, so that each expert's decoding stream reads its own
 // view of the image.
-func (m *metransModel) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEncoded, error) {
+func (m *Model) encode(g *radgen.Graph, feats *radgen.Tensor) (*Encoded, error) {
 	c := m.config
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
-		return nil, fmt.Errorf("memtrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
+		return nil, fmt.Errorf("metrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
 	}
 	b, n, mm, d := feats.Dim(0), c.Patches, c.Experts, c.DModel
 	v, e := m.ViT.Forward(g, feats)
@@ -296,24 +276,24 @@ func (m *metransModel) encode(g *radgen.Graph, feats *radgen.Tensor) (*metransEn
 	ae := g.Reshape(g.ReLU(m.AdjustExpert.Forward(g, e)), b, mm, 1, d)
 	av := g.Reshape(g.ReLU(m.AdjustVisual.Forward(g, v)), b, 1, n, d)
 	adj := g.Reshape(g.Mul(ae, av), b*mm, n, d) // Eq. 10
-	return &metransEncoded{Visual: v, Experts: e, Adjusted: adj}, nil
+	return &Encoded{Visual: v, Experts: e, Adjusted: adj}, nil
 }
 
 // decodeTokens runs the bilinear decoder over expert-adjusted visual tokens
 // fv (R, N, D) on token ids (R·T, row-major, each row starting with BOS)
 // and returns the log-probabilities of the next token, (R, T, V). Position
 // t attends positions ≤ t only.
-func (m *metransModel) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
+func (m *Model) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r, t int) (*radgen.Tensor, error) {
 	c := m.config
 	if len(tokens) != r*t || r <= 0 || t <= 0 || fv.Dim(0) != r {
-		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
+		return nil, fmt.Errorf("metrans: %d tokens for a (%d, %d) batch over visual tokens %v", len(tokens), r, t, fv.Shape())
 	}
 	if t > c.MaxSeqLen+1 {
-		return nil, fmt.Errorf("memtrans: %d positions exceed the METransformer's table (%d)", t, c.MaxSeqLen+1)
+		return nil, fmt.Errorf("metrans: %d positions exceed the METransformer's table (%d)", t, c.MaxSeqLen+1)
 	}
 	for i, id := range tokens {
 		if id < 0 || id >= c.Vocab {
-			return nil, fmt.Errorf("memtrans: token %d at %d outside the vocabulary [0, %d)", id, i, c.Vocab)
+			return nil, fmt.Errorf("metrans: token %d at %d outside the vocabulary [0, %d)", id, i, c.Vocab)
 		}
 	}
 	causal := make([]float64, r*t*t)
@@ -335,20 +315,20 @@ func (m *metransModel) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens [
 }
 
 // METransForward is a teacher-forced pass.
-type metransForward struct {
-	Encoded  *metransEncoded
+type Forward struct {
+	Encoded  *Encoded
 	LogProbs *radgen.Tensor // (B·M, T, V): row b·M + m is expert m's stream for study b
 }
 
 // teacherForce runs the model on features (B, N, d_in) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
 // reading the same tokens.
-func (m *metransModel) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*metransForward, error) {
+func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*Forward, error) {
 	if len(tokens) != b*t || b <= 0 || t <= 0 {
-		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
+		return nil, fmt.Errorf("metrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != b {
-		return nil, fmt.Errorf("memtrans: METransformer features %v for a batch of %d", shapeOf(feats), b)
+		return nil, fmt.Errorf("metrans: METransformer features %v for a batch of %d", shapeOf(feats), b)
 	}
 	enc, err := m.encode(g, feats)
 	if err != nil {
@@ -365,7 +345,7 @@ func (m *metransModel) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, token
 	if err != nil {
 		return nil, err
 	}
-	return &metransForward{Encoded: enc, LogProbs: lp}, nil
+	return &Forward{Encoded: enc, LogProbs: lp}, nil
 }
 
 // Loss returns the training objective and its parts: the sum over experts
@@ -374,12 +354,12 @@ func (m *metransModel) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, token
 // encoder's expert tokens f_e (vision.OrthogonalLoss). The notes put the
 // orthogonal loss on "the expert tokens" without saying which layer's; it
 // is taken on f_e, the expert embeddings that guide the decoder.
-func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
+func (m *Model) loss(g *radgen.Graph, f *Forward, targets []int, mask []float32) (total, nll, orth *radgen.Tensor) {
 	mm := m.config.Experts
 	lp := f.LogProbs
 	b, t := lp.Dim(0)/mm, lp.Dim(1)
 	if len(targets) != b*t || len(mask) != b*t {
-		panic(fmt.Sprintf("memtrans: METransformer loss over %v with %d targets and %d mask entries", lp.Shape(), len(targets), len(mask)))
+		panic(fmt.Sprintf("metrans: METransformer loss over %v with %d targets and %d mask entries", lp.Shape(), len(targets), len(mask)))
 	}
 	rt := make([]int, 0, b*mm*t)
 	rm := make([]float32, 0, b*mm*t)
@@ -402,7 +382,7 @@ func (m *metransModel) loss(g *radgen.Graph, f *metransForward, targets []int, m
 // decoder over each row's prefix at every step (O(T²) work); it is the
 // cross-check of the incremental [METransformer.StartDecoding], which must
 // give the same log-probabilities.
-func (m *metransModel) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
+func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	feats = m.matchDtype(feats)
 	enc, err := m.encode(radgen.NoGrad(), feats)
 	if err != nil {
@@ -423,8 +403,8 @@ func (m *metransModel) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, 
 	return decode.NewRecompute(feats.Dim(0)*m.config.Experts, m.config.Vocab, score)
 }
 
-// metransReport is the outcome for one study.
-type metransReport struct {
+// Report is the outcome for one study.
+type Report struct {
 	Best       decode.Hypothesis   // the winning candidate
 	Expert     int                 // its expert
 	Candidates []decode.Hypothesis // (M) each expert's best hypothesis
@@ -437,9 +417,9 @@ type metransReport struct {
 // example cidErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
 // report is returned. The decoding steps' graphs take opts.
-func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote, opts ...radgen.GraphOption) ([]metransReport, error) {
+func (m *Model) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote, opts ...radgen.GraphOption) ([]Report, error) {
 	if strategy == nil {
-		return nil, fmt.Errorf("memtrans: nil decoding strategy")
+		return nil, fmt.Errorf("metrans: nil decoding strategy")
 	}
 	dec, err := m.startDecoding(feats, opts...)
 	if err != nil {
@@ -452,12 +432,12 @@ func (m *metransModel) generate(ctx context.Context, feats *radgen.Tensor, strat
 	mm := m.config.Experts
 	b := len(hyps) / mm
 	experts := make([][][]decode.Hypothesis, b)
-	out := make([]metransReport, b)
+	out := make([]Report, b)
 	for i := range b {
 		experts[i] = hyps[i*mm : (i+1)*mm]
 		for j, h := range experts[i] {
 			if len(h) == 0 {
-				return nil, fmt.Errorf("memtrans: expert %d of study %d decoded nothing", j, i)
+				return nil, fmt.Errorf("metrans: expert %d of study %d decoded nothing", j, i)
 			}
 			out[i].Candidates = append(out[i].Candidates, h[0])
 		}
@@ -503,4 +483,27 @@ func constFill(like *radgen.Tensor, v float64, shape ...int) *radgen.Tensor {
 	return t
 }
 
-var _ radgen.Module = (*metransModel)(nil)
+var _ radgen.Module = (*Model)(nil)
+
+// paramCount returns the number of parameter values of a model of c, in
+// float64 so that no configuration overflows it.
+func (c Config) paramCount() float64 {
+	d, n, m := float64(c.DModel), float64(c.Patches), float64(c.Experts)
+	ff, mid, v := float64(c.DFF), float64(c.DMid), float64(c.Vocab)
+	linear := func(in, out float64) float64 { return in*out + out }
+	norm := 2 * d
+	eba := 4*linear(d, d) + linear(d, mid) + linear(mid, 1) + linear(mid, d)
+	vit := linear(float64(c.DIn), d) + m*d + (n+m)*d + 2*d + norm +
+		float64(c.ViTLayers)*(2*norm+4*linear(d, d)+linear(d, ff)+linear(ff, d))
+	bil := float64(c.BilinearLayers) * (eba + linear(2*d, d) + norm)
+	dec := float64(c.DecoderLayers)*(2*eba+2*norm) + float64(c.DecoderLayers-1)*(linear(2*d, d)+norm)
+	return vit + bil + 2*linear(d, d) + v*d + float64(c.MaxSeqLen+1)*d + dec + linear(d, v)
+}
+
+// shapeOf returns t's shape, or nil for a nil tensor.
+func shapeOf(t *radgen.Tensor) []int {
+	if t == nil {
+		return nil
+	}
+	return t.Shape()
+}

@@ -1,4 +1,4 @@
-package memtrans
+package metrans
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/optim"
 )
 
@@ -39,11 +40,11 @@ func metransBatch(b, n, dIn int, seed uint64) (feats *radgen.Tensor, in, targets
 	return feats, in, targets, mask, t
 }
 
-func tinyMETrans(t *testing.T, dropout float64) *metransModel {
+func tinyMETrans(t *testing.T, dropout float64) *Model {
 	t.Helper()
-	c := METransConfig{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 1,
+	c := Config{DIn: 3, Patches: 3, Experts: 2, DModel: 4, Heads: 2, DFF: 6, DMid: 3, ViTLayers: 1,
 		BilinearLayers: 1, DecoderLayers: 2, Vocab: 10, MaxSeqLen: 8, Lambda: 0.5, Dropout: dropout}
-	m, err := newMETransformer(c, 1)
+	m, err := New(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +154,9 @@ func TestMETransDecodingMatchesTeacherForcing(t *testing.T) {
 
 // A few Adam steps on a toy batch lower the loss.
 func TestMETransTrainingLowersLoss(t *testing.T) {
-	c := tinyMETransPreset(10, 6, 4)
+	c := Tiny(10, 6, 4)
 	c.Dropout = 0
-	m, err := newMETransformer(c, 2)
+	m, err := New(c, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestMETransGenerateVotes(t *testing.T) {
 
 func TestMETransStateDictRoundTrip(t *testing.T) {
 	a := tinyMETrans(t, 0)
-	b, err := newMETransformer(a.config, 99)
+	b, err := New(a.config, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,20 +264,20 @@ func TestMETransStateDictRoundTrip(t *testing.T) {
 }
 
 func TestMETransErrors(t *testing.T) {
-	good := tinyMETransPreset(10, 6, 4)
-	for _, bad := range []func(*METransConfig){
-		func(c *METransConfig) { c.Experts = 0 },
-		func(c *METransConfig) { c.Heads = 5 },
-		func(c *METransConfig) { c.Lambda = -1 },
-		func(c *METransConfig) { c.Dropout = 1 },
+	good := Tiny(10, 6, 4)
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Experts = 0 },
+		func(c *Config) { c.Heads = 5 },
+		func(c *Config) { c.Lambda = -1 },
+		func(c *Config) { c.Dropout = 1 },
 	} {
 		c := good
 		bad(&c)
-		if _, err := newMETransformer(c, 1); !errors.Is(err, ErrConfig) {
-			t.Errorf("config %+v: %v, want ErrConfig", c, err)
+		if _, err := New(c, 1); !errors.Is(err, arch.ErrConfig) {
+			t.Errorf("config %+v: %v, want arch.ErrConfig", c, err)
 		}
 	}
-	m, _ := newMETransformer(good, 1)
+	m, _ := New(good, 1)
 	if _, err := m.encode(radgen.NoGrad(), radgen.Zeros(1, 5, 6)); err == nil {
 		t.Error("features with the wrong number of patches accepted")
 	}

@@ -1,4 +1,4 @@
-package memtrans
+package metrans
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // at every step, at 20 and 40 tokens; it reports generated tokens per
 // second (all experts' streams counted).
 func BenchmarkMETransDecode(b *testing.B) {
-	c := tinyMETransPreset(200, 64, 49)
+	c := Tiny(200, 64, 49)
 	c.DModel, c.DFF, c.DMid, c.Heads = 64, 128, 32, 4
-	m, err := newMETransformer(c, 1)
+	m, err := New(c, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
