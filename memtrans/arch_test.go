@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/radgen/radgen/memtrans/m2"
 )
 
 // Every architecture is a configuration of the facade: trained by the
@@ -109,11 +111,11 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 	none := M2Tiny(v)
 	none.EncoderDecoder = nil
 	ids := M2Tiny(v)
-	editM2(&ids, func(c *M2Config) { c.BOS = 1 })
+	editM2(&ids, func(c *m2.Config) { c.BOS = 1 })
 	patches := METransTiny(v)
 	patches.ImageSize = 128 // 2·4² patches, the METransformer still takes 2·2²
 	width := M2Tiny(v)
-	editM2(&width, func(c *M2Config) { c.DIn = 7 })
+	editM2(&width, func(c *m2.Config) { c.DIn = 7 })
 	for name, c := range map[string]ModelConfig{"none": none, "m2 ids": ids, "metrans patches": patches, "m2 width": width} {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -131,9 +133,9 @@ func TestModelConfigArchitectureErrors(t *testing.T) {
 
 // The M² facade feeds <bos> first and <pad> for R2Gen's later zeros.
 func TestM2FacadeInput(t *testing.T) {
-	c := tinyM2Preset(10, 8).ForReports(10, 5)
-	f := m2Facade{&m2Model{config: c}}
-	got := f.m2Input([]int{0, 4, 5, 0, 0, 0, 7, 0, 0, 0}, 5)
+	c := m2.Tiny(10, 8).ForReports(10, 5)
+	f := m2.ReportModel{Model: &m2.Model{Config: c}}
+	got := f.Inputs([]int{0, 4, 5, 0, 0, 0, 7, 0, 0, 0}, 5)
 	want := []int{10, 4, 5, 11, 11, 10, 7, 11, 11, 11}
 	for i := range want {
 		if got[i] != want[i] {

@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
@@ -22,7 +23,7 @@ import (
 
 func r2cfg(c ModelConfig) r2gen.Config { return c.EncoderDecoder.(r2gen.Config) }
 
-func m2cfg(c ModelConfig) M2Config { return c.EncoderDecoder.(M2Config) }
+func m2cfg(c ModelConfig) m2.Config { return c.EncoderDecoder.(m2.Config) }
 
 func mtcfg(c ModelConfig) metrans.Config { return c.EncoderDecoder.(metrans.Config) }
 
@@ -32,8 +33,8 @@ func editR2(c *ModelConfig, f func(*r2gen.Config)) {
 	c.EncoderDecoder = t
 }
 
-func editM2(c *ModelConfig, f func(*M2Config)) {
-	t := c.EncoderDecoder.(M2Config)
+func editM2(c *ModelConfig, f func(*m2.Config)) {
+	t := c.EncoderDecoder.(m2.Config)
 	f(&t)
 	c.EncoderDecoder = t
 }
@@ -155,4 +156,13 @@ func checkR2(c r2gen.Config) error {
 		return err
 	}
 	return checkArchBudget("R2Gen", DefaultBudget(), c, nominalPatches)
+}
+
+// checkM2 validates an M² configuration in its own ids alone, over two
+// views of regions, against the default budget.
+func checkM2(c m2.Config) error {
+	if err := c.ValidateShape(); err != nil {
+		return err
+	}
+	return checkArchBudget("M²", DefaultBudget(), c, nominalPatches)
 }

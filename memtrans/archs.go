@@ -14,9 +14,9 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
-	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -27,9 +27,9 @@ const (
 	// every variant its Config composes: BASE, +RM, +MCLN, layer-wise
 	// multi-view routing, Mem2Mem.
 	ArchR2Gen = r2gen.Name
-	// ArchM2 is the Meshed-Memory Transformer (an [M2Config], seed 001):
+	// ArchM2 is the Meshed-Memory Transformer (an [m2.Config], seed 001):
 	// its patches are M²'s regions, and beam search follows M²'s rules.
-	ArchM2 = "m2"
+	ArchM2 = m2.Name
 	// ArchMETransformer is METransformer (a [metrans.Config], seed 003):
 	// each expert writes a candidate report and expert voting chooses one.
 	ArchMETransformer = metrans.Name
@@ -37,7 +37,6 @@ const (
 
 // The library's architectures register as any other does.
 func init() {
-	arch.Register[M2Config](ArchM2)
 }
 
 // Architecture returns the name c's encoder–decoder is registered under,
@@ -47,26 +46,13 @@ func (c ModelConfig) Architecture() string {
 	return name
 }
 
-// ForReports returns c adapted to the facade's report vocabulary: the
-// tokenizer's vocab ids (vocab = tokenizer size + 1; id 0 ends a report, as
-// in R2Gen) followed by two ids of M²'s own, <bos> at vocab and <pad> at
-// vocab+1, and a positional table for reports of maxSeqLen tokens (the
-// decoder reads <bos> and up to maxSeqLen words).
-func (c M2Config) ForReports(vocab, maxSeqLen int) M2Config {
-	c.Vocab, c.BOS, c.Pad, c.EOS = vocab+2, vocab, vocab+1, 0
-	c.MaxLen = maxSeqLen + 1
-	// Every patch is a real region: nothing to mask.
-	c.Padding = mesh.PadNone
-	return c
-}
-
 // M2IUXray returns the Meshed-Memory Transformer of the M² paper (d_model
 // 512, 8 heads, 3 encoder and 3 decoder layers, 40 memory slots) over
 // ResNet-101 patch features of two 224² IU X-Ray views. vocab is the
 // tokenizer size + 1.
 func M2IUXray(vocab int) ModelConfig {
-	m2 := m2COCO(vocab).ForReports(vocab, r2gen.IUXray(vocab).MaxSeqLen)
-	return ModelConfig{EncoderDecoder: m2, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
+	meshed := m2.COCO(vocab).ForReports(vocab, r2gen.IUXray(vocab).MaxSeqLen)
+	return ModelConfig{EncoderDecoder: meshed, Vision: vision.ResNet101, Corpus: R2GenIUXray(vocab).Corpus, Views: 2, ImageSize: 224, ResizeTo: 256}
 }
 
 // METransIUXray returns a METransformer over ResNet-101 patch features of
@@ -83,8 +69,8 @@ func METransIUXray(vocab int) ModelConfig {
 // Meshed-Memory Transformer (tinyM2Preset) in place of R2Gen's decoder.
 func M2Tiny(vocab int) ModelConfig {
 	c := R2GenTiny(vocab)
-	m2 := tinyM2Preset(vocab, c.Vision.OutChannels()).ForReports(vocab, c.EncoderDecoder.Dims().MaxSeqLen)
-	c.EncoderDecoder = m2
+	meshed := m2.Tiny(vocab, c.Vision.OutChannels()).ForReports(vocab, c.EncoderDecoder.Dims().MaxSeqLen)
+	c.EncoderDecoder = meshed
 	return c
 }
 
@@ -283,100 +269,8 @@ func bestOf(hyps [][]decode.Hypothesis) ([]studyResult, error) {
 	return out, nil
 }
 
-// --- M²: M2Config implements arch.Config, m2Facade arch.EncoderDecoder ---
-
-// Dims implements arch.Config: the report vocabulary, then M²'s <bos> and
-// <pad> (see ForReports), and M²'s beam search.
-func (c M2Config) Dims() arch.Dims {
-	return arch.Dims{Vocab: c.Vocab, Words: c.Vocab - 2, VisualWidth: c.DIn, MaxSeqLen: c.MaxLen - 1, MaxLen: c.MaxLen, BOS: c.BOS, Semantics: decode.M2}
-}
-
-// Validate implements arch.Config: M²'s ids must be the facade's (see
-// ForReports).
-func (c M2Config) Validate(patches int) error {
-	if err := c.validateShape(); err != nil {
-		return err
-	}
-	if c.Vocab < 3 || c.EOS != 0 || c.BOS != c.Vocab-2 || c.Pad != c.Vocab-1 {
-		return fmt.Errorf("%w: M² ids (vocab %d, bos %d, eos %d, pad %d) are not the facade's (see M2Config.ForReports)", ErrConfig, c.Vocab, c.BOS, c.EOS, c.Pad)
-	}
-	return nil
-}
-
-// Cost implements arch.Config.
-func (c M2Config) Cost(patches int) arch.Cost {
-	k := c.cost(patches)
-	return arch.Cost{Params: k.params, Activations: k.acts}
-}
-
-// New implements arch.Config: a Meshed-Memory Transformer over the
-// facade's ids.
-func (c M2Config) New(seed uint64) (arch.EncoderDecoder, error) {
-	m, err := newM2Transformer(c, seed)
-	if err != nil {
-		return nil, err
-	}
-	return m2Facade{m}, nil
-}
-
-// m2Facade adapts an M2Transformer to the facade's ids: R2Gen's
-// vocabulary, 0 ending a report, and M²'s <bos> and <pad> past it (see
-// M2Config.ForReports).
-type m2Facade struct{ *m2Model }
-
-// m2Input maps R2Gen decoder inputs to M²'s: the first id of each row
-// (R2Gen's BOS 0) becomes <bos>, a later 0 (the end or padding) <pad>.
-func (f m2Facade) m2Input(in []int, t int) []int {
-	c := f.m2Model.config
-	out := make([]int, len(in))
-	for i, id := range in {
-		switch {
-		case i%t == 0:
-			out[i] = c.BOS
-		case id == 0:
-			out[i] = c.Pad
-		default:
-			out[i] = id
-		}
-	}
-	return out
-}
-
-func (f m2Facade) Config() arch.Config { return f.m2Model.config }
-
-func (f m2Facade) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t int) (*radgen.Tensor, error) {
-	if t <= 0 {
-		return nil, fmt.Errorf("memtrans: %d tokens for a (%d, %d) batch", len(in), b, t)
-	}
-	enc, err := f.encode(g, feats)
-	if err != nil {
-		return nil, err
-	}
-	return f.TeacherForce(g, enc, f.m2Input(in, t), b, t)
-}
-
-func (f m2Facade) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*radgen.Tensor, error) {
-	if err := arch.CheckBatch(batch, f.m2Model.config.Dims()); err != nil {
-		return nil, err
-	}
-	lp, err := f.LogProbs(g, feats, batch.In, batch.Size, batch.Len)
-	if err != nil {
-		return nil, err
-	}
-	// M²'s NLLLoss ignores <pad> targets; here the batch mask says which
-	// targets count, so the end id 0 is learned as a word, as in R2Gen.
-	return arch.LanguageModelLoss(g, lp, batch.Targets, batch.Mask), nil
-}
-
-func (f m2Facade) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
-	return f.startDecoding(feats, opts...)
-}
-
-func (f m2Facade) VisualEmbedding() *radgen.Linear { return f.Encoder.FC }
-
 var (
 	_ arch.EncoderDecoder = (*r2gen.Model)(nil)
-	_ arch.EncoderDecoder = m2Facade{}
 	_ arch.EncoderDecoder = (*metrans.Model)(nil)
 	_ arch.StudyDecoder   = (*metrans.Model)(nil)
 )

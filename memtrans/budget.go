@@ -148,29 +148,6 @@ func checkArchBudget(what string, b Budget, c arch.FieldCoster, patches int) err
 // checked on its own: two 224² views of a ResNet (2·7·7).
 const nominalPatches = 98
 
-// cost estimates the Meshed-Memory Transformer over p regions.
-func (c M2Config) cost(p int) cost {
-	d, f, h := float64(c.DModel), float64(c.DFF), float64(c.Heads)
-	qk, vv, s := h*float64(c.DK), h*float64(c.DV), float64(c.MemorySlots)
-	ne, nd, v := float64(c.EncLayers), float64(c.DecLayers), float64(c.Vocab)
-	t, n := float64(c.MaxLen+1), float64(p)
-	att := 2*d*qk + 2*d*vv + 2*qk + 2*vv + 4*d
-	params := float64(c.DIn)*d + d +
-		ne*(att+s*(qk+vv)+2*d*f+f+7*d) +
-		nd*(2*att+ne*(2*d*d+d)+2*d*f+f+7*d) +
-		v*d + t*d + d*v + v
-	acts := ne*(h*n*(n+s)+n*(f+8*d)) + nd*(h*t*(t+ne*n)+t*(f+(8+2*ne)*d)) + 3*t*v
-	return cost{params, acts}
-}
-
-// FieldCost implements arch.FieldCoster: budget errors name the field
-// that makes a model too large.
-func (c M2Config) FieldCost() ([]arch.Field, func(patches int) arch.Cost) {
-	return []arch.Field{{Name: "d_model", Value: &c.DModel, Reference: 512}, {Name: "d_k", Value: &c.DK, Reference: 64}, {Name: "d_v", Value: &c.DV, Reference: 64}, {Name: "heads", Value: &c.Heads, Reference: 8}, {Name: "d_ff", Value: &c.DFF, Reference: 2048},
-		{Name: "enc_layers", Value: &c.EncLayers, Reference: 3}, {Name: "dec_layers", Value: &c.DecLayers, Reference: 3}, {Name: "memory_slots", Value: &c.MemorySlots, Reference: 40},
-		{Name: "d_in", Value: &c.DIn, Reference: 2048}, {Name: "vocab", Value: &c.Vocab, Reference: 10000}, {Name: "max_len", Value: &c.MaxLen, Reference: 101}}, func(p int) arch.Cost { return c.Cost(p) }
-}
-
 // hardBudget is what the constructors (NewTransformer, newM2Transformer,
 // newMETransformer) accept whatever the facade's budget: 2^34 parameters
 // (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes

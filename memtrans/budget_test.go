@@ -8,6 +8,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
@@ -53,11 +54,11 @@ func TestBudgetEstimates(t *testing.T) {
 			t.Errorf("R2Gen %s d=%d vocab %d: estimate %.0f for %.0f parameters", c.Variant, c.DModel, c.Vocab, est, got)
 		}
 	}
-	for _, c := range []M2Config{m2COCO(vocab).ForReports(vocab, 60), tinyM2Preset(vocab, 512)} {
+	for _, c := range []m2.Config{m2.COCO(vocab).ForReports(vocab, 60), m2.Tiny(vocab, 512)} {
 		if testing.Short() && c.DModel > 64 {
 			continue
 		}
-		m, err := newM2Transformer(c, 1)
+		m, err := m2.New(c, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,12 +105,12 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	add("image_size", "image_size", func(c *ModelConfig) { c.ImageSize, c.ResizeTo, c.Views = 4096, 4096, 16 })
 	add("m2 d_ff", "d_ff", func(c *ModelConfig) {
 		m := M2Tiny(vocab)
-		editM2(&m, func(c *M2Config) { c.DFF = 1 << 20 })
+		editM2(&m, func(c *m2.Config) { c.DFF = 1 << 20 })
 		*c = m
 	})
 	add("m2 layers", "enc_layers", func(c *ModelConfig) {
 		m := M2Tiny(vocab)
-		editM2(&m, func(c *M2Config) { c.EncLayers = 1 << 20 })
+		editM2(&m, func(c *m2.Config) { c.EncLayers = 1 << 20 })
 		*c = m
 	})
 	add("metrans experts", "experts", func(c *ModelConfig) {
@@ -136,10 +137,10 @@ func TestBudgetRefusesHugeConfigs(t *testing.T) {
 	if _, err := r2gen.New(big, 1); !errors.Is(err, ErrBudget) {
 		t.Errorf("NewTransformer d_model 2^20: %v", err)
 	}
-	m2 := tinyM2Preset(vocab, 512)
-	m2.Vocab, m2.DModel = 1<<20, 1024
-	if err := m2.check(); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
-		t.Errorf("M2Config vocab 2^20: %v", err)
+	mc := m2.Tiny(vocab, 512)
+	mc.Vocab, mc.DModel = 1<<20, 1024
+	if err := checkArchBudget("M²", DefaultBudget(), mc, nominalPatches); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "budget of") {
+		t.Errorf("m2.Config vocab 2^20: %v", err)
 	}
 	mt := metrans.Tiny(vocab, 512, 98)
 	mt.DModel, mt.DFF = 1<<16, 1<<16

@@ -415,7 +415,7 @@ func LoadR2Gen(src vision.WeightSource, tok *data.Tokenizer, views, heads, memor
 	shapes := map[string][]int{}
 	for _, n := range src.Names() {
 		if rest, ok := cutPrefix(n, "encoder_decoder."); ok {
-			shape, err := weightShape(src, n)
+			shape, err := vision.WeightShape(src, n)
 			if err != nil {
 				return nil, err
 			}

@@ -12,7 +12,7 @@
 // sizes; parameter names equal the published state_dict's, so R2Gen weights
 // load as they are ([LoadR2Gen], which infers the configuration from the
 // names and shapes). The other seeds are configurations too: the
-// Meshed-Memory Transformer ([M2Config]), METransformer ([metrans.Config]),
+// Meshed-Memory Transformer ([m2.Config]), METransformer ([metrans.Config]),
 // layer-wise multi-view routing and Mem2Mem (Config fields), each citing its
 // equations. The modules themselves — attention, memories, MCLN, their
 // decoding steps — are the packages mesh, relmem and mcln.
@@ -28,7 +28,7 @@
 // A Model's encoder–decoder is any of the three architectures
 // ([ModelConfig.Architecture]): R2Gen and the variants its Config composes;
 // the Meshed-Memory Transformer (ModelConfig.M2, [M2IUXray]), its beam
-// search following M²'s rules and, with M2Config.Routing, layer-wise
+// search following M²'s rules and, with m2.Config.Routing, layer-wise
 // multi-view routing in place of the mesh; METransformer (ModelConfig.METrans,
 // [METransIUXray]), whose experts' candidate reports are put to a vote
 // (Report.Candidates, Report.Votes). All three are trained by the same

@@ -73,29 +73,3 @@ func halfSnapshot(ws []*radgen.Tensor) map[*radgen.Tensor]*radgen.Tensor {
 	}
 	return stored
 }
-
-// StepWeights implements arch.StepWeighted: the meshed decoder layers'
-// matrices (the encoder attention's keys and values are projected once per
-// study), the multi-view routings' and the logit layer's.
-func (f m2Facade) StepWeights() []*radgen.Tensor {
-	d := f.Decoder
-	ws := []*radgen.Tensor{d.FC.Weight}
-	for i, l := range d.Layers {
-		self, enc := l.SelfAtt.Attention, l.EncAtt.Attention
-		ws = append(ws, self.FCQ.Weight, self.FCK.Weight, self.FCV.Weight, self.FCO.Weight,
-			enc.FCQ.Weight, enc.FCO.Weight, l.PWFF.FC1.Weight, l.PWFF.FC2.Weight)
-		for _, a := range l.Alpha {
-			ws = append(ws, a.Weight)
-		}
-		if i < len(d.Views) && d.Views[i] != nil {
-			v := d.Views[i]
-			for _, mix := range v.Mix {
-				ws = append(ws, mix.Weight)
-			}
-			if v.Score != nil {
-				ws = append(ws, v.Score.Weight)
-			}
-		}
-	}
-	return ws
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
@@ -239,7 +240,7 @@ func TestHalfWeightsOtherArchitectures(t *testing.T) {
 			start := func(opts ...radgen.GraphOption) decode.Model {
 				var dec decode.Model
 				switch n := net.(type) {
-				case m2Facade:
+				case m2.ReportModel:
 					dec, err = n.StartDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)
 				case *metrans.Model:
 					dec, err = n.StartDecoding(randomFeats(2, c.PatchesPerStudy(), c.visualWidth(), 8), opts...)

@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -52,7 +53,7 @@ func TestBatchIndependence(t *testing.T) {
 		{ArchR2Gen, R2GenTiny},
 		{ArchM2, func(v int) ModelConfig {
 			c := M2Tiny(v)
-			editM2(&c, func(m2 *M2Config) { m2.Padding = mesh.PadZeroRows })
+			editM2(&c, func(c *m2.Config) { c.Padding = mesh.PadZeroRows })
 			return c
 		}},
 		{ArchMETransformer, METransTiny},

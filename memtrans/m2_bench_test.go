@@ -7,6 +7,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/m2"
 )
 
 // BenchmarkM2Beam decodes a batch of studies with M²'s beam search on the
@@ -14,16 +15,16 @@ import (
 func BenchmarkM2Beam(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		cfg  M2Config
+		cfg  m2.Config
 	}{
-		{"tiny", tinyM2Preset(200, 256)},
+		{"tiny", m2.Tiny(200, 256)},
 	} {
-		m, err := newM2Transformer(c.cfg, 1)
+		m, err := m2.New(c.cfg, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
 		feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 4, 20, c.cfg.DIn)
-		enc, err := m.encode(radgen.NoGrad(), feats)
+		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
 			b.Fatal(err)
 		}

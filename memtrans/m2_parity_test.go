@@ -14,6 +14,7 @@ import (
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -54,13 +55,13 @@ func loadM2Golden(t testing.TB) *m2Golden {
 
 // m2 loads the golden model by M²'s names, with sizes read from the
 // weights' shapes.
-func (g *m2Golden) m2(t testing.TB) *m2Model {
+func (g *m2Golden) m2(t testing.TB) *m2.Model {
 	t.Helper()
-	m, err := loadM2(g.model, g.meta.Heads)
+	m, err := m2.Load(g.model, g.meta.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := m.config
+	c := m.Config
 	if c.Pad != g.meta.Pad || c.BOS != g.meta.BOS || c.EOS != g.meta.EOS {
 		t.Fatalf("special ids %d/%d/%d, meta.json has %d/%d/%d", c.Pad, c.BOS, c.EOS, g.meta.Pad, g.meta.BOS, g.meta.EOS)
 	}
@@ -111,12 +112,12 @@ func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 //
 // It then encodes with the recorded mask, so that the rest of the model is
 // checked on the same input whatever the mask.
-func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (*radgen.Tensor, *m2Encoded) {
+func (g *m2Golden) goldenEncoding(t *testing.T, m *m2.Model, dev radgen.Device) (*radgen.Tensor, *m2.Encoded) {
 	t.Helper()
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
 	wantMask := g.tensor(t, "encoder_mask")
-	if m.config.Padding == mesh.PadAfterNorm {
+	if m.Config.Padding == mesh.PadAfterNorm {
 		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm)
 		differ, ours, theirs := m2MaskAgreement(ref, wantMask)
 		t.Logf("encoder mask in the reference's arithmetic: %d of %d regions differ from the golden (masks %d, the golden %d)",
@@ -128,7 +129,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (
 	decided, exact := m2MaskDecided(m, feats) // on the CPU: the bounds read the weights
 	testdevice.Move(t, m, dev)
 	feats = feats.To(dev)
-	own, err := m.encode(radgen.NoGrad(), feats)
+	own, err := m.Encode(radgen.NoGrad(), feats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +151,8 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2Model, dev radgen.Device) (
 	}
 	t.Logf("encoder mask (%v rule): %d of %d regions decided whatever the rounding (%d of them computed exactly), %d differ from the golden; "+
 		"%d of the %d others (|Σ| within the rounding bound) differ on this kernel path",
-		m.config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
-	enc, err := m.encodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
+		m.Config.Padding, nDecided, len(wv), exact, differ, differAmbiguous, len(wv)-nDecided)
+	enc, err := m.EncodeMasked(radgen.NoGrad(), feats, wantMask.To(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func fma32(x, y, z float32) float32 {
 // this machine's embedding y: then no computation can reach 0 and the
 // region is not masked. Second-order terms (products of two u) are far
 // below the margins that γₘ's denominators leave.
-func m2MaskDecided(m *m2Model, feats *radgen.Tensor) (decided []bool, exact int) {
+func m2MaskDecided(m *m2.Model, feats *radgen.Tensor) (decided []bool, exact int) {
 	sum, bound, exactRow := m2MaskBounds(m, feats)
 	decided = make([]bool, len(sum))
 	for r := range decided {
@@ -258,7 +259,7 @@ func m2MaskDecided(m *m2Model, feats *radgen.Tensor) (decided []bool, exact int)
 // embedding y (summed in float64), the bound T of m2MaskDecided on its
 // distance from the exact f(p) (+Inf where the bound does not apply), and
 // whether the region's LayerNorm input is computed exactly (Eᵢ = 0).
-func m2MaskBounds(m *m2Model, feats *radgen.Tensor) (sums, bounds []float64, exactRow []bool) {
+func m2MaskBounds(m *m2.Model, feats *radgen.Tensor) (sums, bounds []float64, exactRow []bool) {
 	const u = 0x1p-24
 	gam := func(m int) float64 { return float64(m) * u / (1 - float64(m)*u) }
 	e := m.Encoder
@@ -338,7 +339,7 @@ func TestParityM2(t *testing.T) {
 	defer testdevice.FailOnPanic(t)
 	g := loadM2Golden(t)
 	m := g.m2(t)
-	t.Logf("config from the golden files: %+v", m.config)
+	t.Logf("config from the golden files: %+v", m.Config)
 	_, enc := g.goldenEncoding(t, m, dev)
 	if enc.Levels.Device() != dev {
 		t.Errorf("encoded on %v, not %v", enc.Levels.Device(), dev)
@@ -396,7 +397,7 @@ func TestParityM2Beam(t *testing.T) {
 		t.Fatalf("golden shapes %v %v disagree with meta.json (beam %d, max_len %d)", bs, as, g.meta.BeamSize, g.meta.MaxLen)
 	}
 	for _, full := range []bool{true, false} {
-		strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.config.BOS, EOS: m.config.EOS,
+		strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.Config.BOS, EOS: m.Config.EOS,
 			Semantics: decode.M2, FullLength: full}
 		t.Run(strategy.String(), func(t *testing.T) {
 			// Both runs use the golden's recorded mask, whose regions may
@@ -407,11 +408,11 @@ func TestParityM2Beam(t *testing.T) {
 			e := enc
 			if !full {
 				var err error
-				if e, err = m.encodeMasked(radgen.NoGrad(), feats, enc.Mask); err != nil {
+				if e, err = m.EncodeMasked(radgen.NoGrad(), feats, enc.Mask); err != nil {
 					t.Fatal(err)
 				}
 			}
-			dec, err := m.startModuleDecodingEncoded(e)
+			dec, err := m.NewDecodingEncoded(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,11 +476,11 @@ func TestM2IncrementalMatchesTeacherForcing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := m.startModuleDecodingEncoded(enc)
+	dec, err := m.NewDecodingEncoded(enc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	V := m.config.Vocab
+	V := m.Config.Vocab
 	lp := make([]float32, b*V)
 	tok := make([]int, b)
 	var worst float64

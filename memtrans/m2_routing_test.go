@@ -9,14 +9,15 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
-func routedM2(t testing.TB, r mesh.Routing) *m2Model {
+func routedM2(t testing.TB, r mesh.Routing) *m2.Model {
 	t.Helper()
 	c := tinyM2Config()
 	c.Routing = r
-	m, err := newM2Transformer(c, 7)
+	m, err := m2.New(c, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +30,8 @@ func routedM2(t testing.TB, r mesh.Routing) *m2Model {
 func TestM2RoutingStructure(t *testing.T) {
 	for _, r := range mesh.Routings {
 		m := routedM2(t, r)
-		if len(m.Decoder.Views) != m.config.DecLayers {
-			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.config.DecLayers)
+		if len(m.Decoder.Views) != m.Config.DecLayers {
+			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.Config.DecLayers)
 		}
 		for i, l := range m.Decoder.Layers {
 			if len(l.Alpha) != 1 {
@@ -44,11 +45,11 @@ func TestM2RoutingStructure(t *testing.T) {
 	}
 	c := tinyM2Config()
 	c.Routing, c.DecLayers = mesh.RoutingGCA, c.EncLayers+1
-	if err := c.check(); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, ErrConfig) {
 		t.Errorf("more decoder layers than levels: %v", err)
 	}
 	c.Routing = "zigzag"
-	if err := c.check(); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, ErrConfig) {
 		t.Errorf("unknown routing: %v", err)
 	}
 }
@@ -61,7 +62,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 		c.EncLayers, c.DecLayers, c.Routing = 2, 2, r
 		c.Padding = mesh.PadZeroRows
-		m, err := newM2Transformer(c, 3)
+		m, err := m2.New(c, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestM2RoutingGradients(t *testing.T) {
 			check = append(check, v.Score.Weight, v.Score.Bias)
 		}
 		gradcheck.Check(t, "M² "+string(r), 1e-6, func(g *radgen.Graph) *radgen.Tensor {
-			enc, err := m.encode(g, feats)
+			enc, err := m.Encode(g, feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +92,7 @@ func TestM2RoutingGradients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return m.m2Loss(g, lp, targets)
+			return m.NLL(g, lp, targets)
 		}, check...)
 	}
 }
@@ -101,13 +102,13 @@ func TestM2RoutingGradients(t *testing.T) {
 func TestM2RoutingBeamMatchesTeacherForcing(t *testing.T) {
 	for _, r := range mesh.Routings {
 		m := routedM2(t, r)
-		c := m.config
+		c := m.Config
 		feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
-		enc, err := m.encode(radgen.NoGrad(), feats)
+		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.startModuleDecodingEncoded(enc)
+		dec, err := m.NewDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}

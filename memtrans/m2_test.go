@@ -11,19 +11,20 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
-func tinyM2Config() M2Config {
-	c := tinyM2Preset(23, 12)
+func tinyM2Config() m2.Config {
+	c := m2.Tiny(23, 12)
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.MaxLen = 16, 4, 3, 4, 24, 5, 20
 	c.EncLayers, c.DecLayers = 3, 2
 	return c
 }
 
-func tinyM2(t testing.TB) *m2Model {
+func tinyM2(t testing.TB) *m2.Model {
 	t.Helper()
-	m, err := newM2Transformer(tinyM2Config(), 7)
+	m, err := m2.New(tinyM2Config(), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,20 +56,20 @@ func m2Feats(rng *rand.Rand, b, r, d int) *radgen.Tensor {
 }
 
 func TestM2ConfigValidate(t *testing.T) {
-	if err := m2COCO(10201).check(); err != nil {
+	if err := checkM2(m2.COCO(10201)); err != nil {
 		t.Fatalf("M2COCO: %v", err)
 	}
-	for name, mutate := range map[string]func(*M2Config){
-		"heads":   func(c *M2Config) { c.Heads = 0 },
-		"bos":     func(c *M2Config) { c.BOS = c.Vocab },
-		"pad=bos": func(c *M2Config) { c.Pad = c.BOS },
-		"dropout": func(c *M2Config) { c.Dropout = 1 },
-		"padding": func(c *M2Config) { c.Padding = 9 },
-		"max_len": func(c *M2Config) { c.MaxLen = 0 },
+	for name, mutate := range map[string]func(*m2.Config){
+		"heads":   func(c *m2.Config) { c.Heads = 0 },
+		"bos":     func(c *m2.Config) { c.BOS = c.Vocab },
+		"pad=bos": func(c *m2.Config) { c.Pad = c.BOS },
+		"dropout": func(c *m2.Config) { c.Dropout = 1 },
+		"padding": func(c *m2.Config) { c.Padding = 9 },
+		"max_len": func(c *m2.Config) { c.MaxLen = 0 },
 	} {
 		c := tinyM2Config()
 		mutate(&c)
-		if err := c.check(); !errors.Is(err, ErrConfig) {
+		if err := checkM2(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
 		}
 	}
@@ -83,30 +84,30 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 	for name, tensor := range sd {
 		shapes[name] = tensor.Shape()
 	}
-	c, err := inferM2Config(shapes, m.config.Heads)
+	c, err := m2.InferConfig(shapes, m.Config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != m.config {
-		t.Fatalf("inferred %+v\n     want %+v", c, m.config)
+	if c != m.Config {
+		t.Fatalf("inferred %+v\n     want %+v", c, m.Config)
 	}
-	m2, err := newM2Transformer(c, 99)
+	other, err := m2.New(c, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := radgen.LoadParams(m2, sd, ""); err != nil {
+	if err := radgen.LoadParams(other, sd, ""); err != nil {
 		t.Fatal(err)
 	}
 	feats := m2Feats(rand.New(rand.NewPCG(1, 1)), 2, 6, 12)
-	a, _ := m.encode(radgen.NoGrad(), feats)
-	b, _ := m2.encode(radgen.NoGrad(), feats)
+	a, _ := m.Encode(radgen.NoGrad(), feats)
+	b, _ := other.Encode(radgen.NoGrad(), feats)
 	for i, v := range a.Levels.Data() {
 		if b.Levels.Data()[i] != v {
 			t.Fatal("reloaded model encodes differently")
 		}
 	}
 	delete(shapes, "decoder.layers.0.fc_alpha3.weight")
-	if _, err := inferM2Config(shapes, 4); !errors.Is(err, ErrConfig) {
+	if _, err := m2.InferConfig(shapes, 4); !errors.Is(err, ErrConfig) {
 		t.Fatalf("missing gate: %v, want ErrConfig", err)
 	}
 }
@@ -115,15 +116,15 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 // log-probabilities equal to teacher forcing each hypothesis.
 func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	m := tinyM2(t)
-	c := m.config
+	c := m.Config
 	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
 	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
 		m.Encoder.Padding = padding
-		enc, err := m.encode(radgen.NoGrad(), feats)
+		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := m.startModuleDecodingEncoded(enc)
+		dec, err := m.NewDecodingEncoded(enc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,13 +145,13 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 // m2TeacherForcedDelta returns the largest |Δ| between the token
 // log-probabilities of decoded hypotheses (hyps[i] of study i of enc) and a
 // teacher-forced pass over each.
-func m2TeacherForcedDelta(t *testing.T, m *m2Model, enc *m2Encoded, hyps [][]decode.Hypothesis) float64 {
+func m2TeacherForcedDelta(t *testing.T, m *m2.Model, enc *m2.Encoded, hyps [][]decode.Hypothesis) float64 {
 	t.Helper()
 	var worst float64
 	for i, hs := range hyps {
-		one := &m2Encoded{Levels: m.sliceStudy(enc.Levels, i), Mask: m.sliceStudy(enc.Mask, i)}
+		one := &m2.Encoded{Levels: sliceStudy(enc.Levels, i), Mask: sliceStudy(enc.Mask, i)}
 		for _, h := range hs {
-			in := append([]int{m.config.BOS}, h.Tokens...)
+			in := append([]int{m.Config.BOS}, h.Tokens...)
 			lp, err := m.TeacherForce(radgen.NoGrad(), one, in, 1, len(in))
 			if err != nil {
 				t.Fatal(err)
@@ -164,7 +165,7 @@ func m2TeacherForcedDelta(t *testing.T, m *m2Model, enc *m2Encoded, hyps [][]dec
 }
 
 // sliceStudy returns study i of a batch-first tensor (or nil).
-func (m *m2Model) sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
+func sliceStudy(x *radgen.Tensor, i int) *radgen.Tensor {
 	if x == nil {
 		return nil
 	}
@@ -186,7 +187,7 @@ func TestM2LossGradients(t *testing.T) {
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 	c.EncLayers, c.DecLayers = 2, 1
 	c.Padding = mesh.PadZeroRows
-	m, err := newM2Transformer(c, 3)
+	m, err := m2.New(c, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestM2LossGradients(t *testing.T) {
 	targets := []int{5, 6, 3, 7, 3, 1}
 	l := m.Decoder.Layers[0]
 	gradcheck.Check(t, "M² loss", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
-		enc, err := m.encode(g, feats)
+		enc, err := m.Encode(g, feats)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func TestM2LossGradients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.m2Loss(g, lp, targets)
+		return m.NLL(g, lp, targets)
 	}, feats, m.Encoder.FC.Weight, m.Encoder.Layers[1].MHAtt.Attention.MemK, m.Decoder.WordEmb,
 		l.Alpha[1].Weight, l.EncAtt.Attention.FCQ.Weight, m.Decoder.FC.Weight)
 }
@@ -218,7 +219,7 @@ func TestM2Trains(t *testing.T) {
 	in := []int{2, 5, 6, 7, 8, 2, 9, 10, 1, 1}
 	targets := []int{5, 6, 7, 8, 3, 9, 10, 3, 1, 1}
 	loss := func(g *radgen.Graph) *radgen.Tensor {
-		enc, err := m.encode(g, feats)
+		enc, err := m.Encode(g, feats)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +227,7 @@ func TestM2Trains(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.m2Loss(g, lp, targets)
+		return m.NLL(g, lp, targets)
 	}
 	first := loss(radgen.NoGrad()).Data()[0]
 	for step := range 30 {
@@ -267,12 +268,12 @@ func (s m2NamedSource) Names() []string {
 func TestLoadM2(t *testing.T) {
 	m := tinyM2(t)
 	src := m2NamedSource(radgen.StateDict(m, ""))
-	got, err := loadM2(src, m.config.Heads)
+	got, err := m2.Load(src, m.Config.Heads)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.config != m.config {
-		t.Fatalf("loaded config %+v, want %+v", got.config, m.config)
+	if got.Config != m.Config {
+		t.Fatalf("loaded config %+v, want %+v", got.Config, m.Config)
 	}
 	for _, p := range radgen.Params(m) {
 		q := radgen.StateDict(got, "")[p.Name]
@@ -283,14 +284,14 @@ func TestLoadM2(t *testing.T) {
 		}
 	}
 	delete(src, "decoder.layers.1.pwff.fc2.bias")
-	if _, err := loadM2(src, m.config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
+	if _, err := m2.Load(src, m.Config.Heads); !errors.Is(err, radgen.ErrMissingTensor) {
 		t.Fatalf("missing tensor: %v", err)
 	}
 	src["decoder.layers.1.pwff.fc2.bias"] = radgen.Zeros(3)
-	if _, err := loadM2(src, m.config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
+	if _, err := m2.Load(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("wrong shape: %v", err)
 	}
-	if _, err := loadM2(src, 5); !errors.Is(err, ErrConfig) {
+	if _, err := m2.Load(src, 5); !errors.Is(err, ErrConfig) {
 		t.Fatalf("heads not dividing the width: %v", err)
 	}
 }
@@ -300,7 +301,7 @@ func TestLoadM2(t *testing.T) {
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
 	m.Encoder.Padding = mesh.PadZeroRows
-	dec, err := m.startDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
+	dec, err := m.NewDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		m := tinyM2(t)
 		m.Encoder.Padding = mesh.PadAfterNorm
 		if fresh {
-			m.Encoder.Norm = mesh.NewLayerNorm(m.config.DModel)
+			m.Encoder.Norm = mesh.NewLayerNorm(m.Config.DModel)
 		}
 		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
 		decided, exact := m2MaskDecided(m, feats)
@@ -383,7 +384,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		exactSum := m2ExactNormSums(m, feats)
 		for _, p := range paths {
 			restore := p.disable()
-			enc, err := m.encode(radgen.NoGrad(), feats)
+			enc, err := m.Encode(radgen.NoGrad(), feats)
 			sums, bounds, _ := m2MaskBounds(m, feats)
 			restore()
 			if err != nil {
@@ -422,7 +423,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 // m2ExactNormSums returns f(p) = Σᵢ LayerNorm(p)ᵢ for each region of feats,
 // with p = ReLU(fc(x)) and the LayerNorm evaluated in float64 (exact to
 // far below the float32 bounds of m2MaskBounds).
-func m2ExactNormSums(m *m2Model, feats *radgen.Tensor) []float64 {
+func m2ExactNormSums(m *m2.Model, feats *radgen.Tensor) []float64 {
 	e := m.Encoder
 	x := feats.Float64s()
 	w, bias := e.FC.Weight.Float64s(), e.FC.Bias.Float64s()

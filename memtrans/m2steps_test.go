@@ -11,12 +11,13 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
 // m2Strategies are the decodings the module path is compared on: greedy
 // and M²'s beam search of width 3, both recording attention.
-func m2Strategies(c M2Config, maxLen int) map[string]decode.Strategy {
+func m2Strategies(c m2.Config, maxLen int) map[string]decode.Strategy {
 	return map[string]decode.Strategy{
 		"greedy": decode.Greedy{MaxLen: maxLen, BOS: c.BOS, EOS: c.EOS, Attention: true},
 		"beam3": decode.BeamSearch{Size: 3, N: 3, MaxLen: maxLen, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2,
@@ -71,8 +72,8 @@ func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					c := tinyM2Config()
 					c.Routing, c.Padding = routing, padding
-					newModel := func() *m2Model {
-						m, err := newM2Transformer(c, 7)
+					newModel := func() *m2.Model {
+						m, err := m2.New(c, 7)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -81,16 +82,16 @@ func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 					}
 					ref, m := newModel(), newModel()
 					feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, c.DIn)
-					enc, err := ref.encode(radgen.NoGrad(), feats)
+					enc, err := ref.Encode(radgen.NoGrad(), feats)
 					if err != nil {
 						t.Fatal(err)
 					}
 					if err := radgen.ToDevice(m, dev); err != nil {
 						t.Fatal(err)
 					}
-					start := func() (*m2ModuleDecoding, error) {
+					start := func() (*m2.Decoding, error) {
 						if padding != mesh.PadAfterNorm || dev == radgen.CPU {
-							return m.startDecoding(feats)
+							return m.NewDecoding(feats)
 						}
 						// The after-norm rule is decided by the last bits of
 						// float32 rounding (see mesh.PadAfterNorm): decode
@@ -99,15 +100,15 @@ func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 						if enc.Mask != nil {
 							mask = enc.Mask.To(dev)
 						}
-						e, err := m.encodeMasked(radgen.NoGrad(), feats.To(dev), mask)
+						e, err := m.EncodeMasked(radgen.NoGrad(), feats.To(dev), mask)
 						if err != nil {
 							return nil, err
 						}
-						return m.startModuleDecodingEncoded(e)
+						return m.NewDecodingEncoded(e)
 					}
 					for sname, st := range m2Strategies(c, 9) {
 						want, err := func() ([][]decode.Hypothesis, error) {
-							dec, err := ref.startModuleDecodingEncoded(enc)
+							dec, err := ref.NewDecodingEncoded(enc)
 							if err != nil {
 								return nil, err
 							}
@@ -153,19 +154,19 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 		t.Run(dev.String(), func(t *testing.T) {
 			ref := tinyM2(t)
 			m := tinyM2(t)
-			c := ref.config
+			c := ref.Config
 			c.Padding = mesh.PadZeroRows
-			ref.config, m.config = c, c
+			ref.Config, m.Config = c, c
 			ref.Encoder.Padding, m.Encoder.Padding = c.Padding, c.Padding
 			if err := radgen.ToDevice(m, dev); err != nil {
 				t.Fatal(err)
 			}
 			feats := m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, c.DIn)
-			enc, err := ref.encode(radgen.NoGrad(), feats)
+			enc, err := ref.Encode(radgen.NoGrad(), feats)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dec, err := m.startDecoding(feats)
+			dec, err := m.NewDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +192,7 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 				}
 				for r, tk := range tok {
 					history[r] = append(slices.Clone(history[r]), tk)
-					one := &m2Encoded{Levels: ref.sliceStudy(enc.Levels, study[r]), Mask: ref.sliceStudy(enc.Mask, study[r])}
+					one := &m2.Encoded{Levels: sliceStudy(enc.Levels, study[r]), Mask: sliceStudy(enc.Mask, study[r])}
 					n := len(history[r])
 					lp, err := ref.TeacherForce(radgen.NoGrad(), one, history[r], 1, n)
 					if err != nil {
@@ -219,21 +220,21 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 // errors.
 func TestM2ModuleDecodingErrors(t *testing.T) {
 	m := tinyM2(t)
-	if _, err := m.startDecoding(radgen.Zeros(2, 6, 5)); err == nil {
+	if _, err := m.NewDecoding(radgen.Zeros(2, 6, 5)); err == nil {
 		t.Fatal("features of the wrong width accepted")
 	}
-	if _, err := m.startModuleDecodingEncoded(&m2Encoded{}); err == nil {
+	if _, err := m.NewDecodingEncoded(&m2.Encoded{}); err == nil {
 		t.Fatal("empty encoding accepted")
 	}
-	dec, err := m.startDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
+	dec, err := m.NewDecoding(m2Feats(rand.New(rand.NewPCG(3, 3)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp := make([]float32, 2*m.config.Vocab)
+	lp := make([]float32, 2*m.Config.Vocab)
 	if err := dec.Attention(lp); err == nil {
 		t.Fatal("attention before a step")
 	}
-	if err := dec.Step(context.Background(), []int{2, m.config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
+	if err := dec.Step(context.Background(), []int{2, m.Config.Vocab}, lp); !errors.Is(err, decode.ErrToken) {
 		t.Fatalf("token out of range: %v", err)
 	}
 	if err := dec.Step(context.Background(), []int{2}, lp); !errors.Is(err, decode.ErrShape) {
@@ -279,15 +280,15 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		enc, err := m.encodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.tensor(t, "encoder_mask").To(dev))
+		enc, err := m.EncodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.tensor(t, "encoder_mask").To(dev))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, full := range []bool{true, false} {
-			strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.config.BOS, EOS: m.config.EOS,
+			strategy := decode.BeamSearch{Size: k, N: k, MaxLen: L, BOS: m.Config.BOS, EOS: m.Config.EOS,
 				Semantics: decode.M2, FullLength: full}
 			t.Run(fmt.Sprintf("%v/full=%v", dev, full), func(t *testing.T) {
-				dec, err := m.startModuleDecodingEncoded(enc)
+				dec, err := m.NewDecodingEncoded(enc)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -338,11 +339,11 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 func BenchmarkM2ModuleDecoding(b *testing.B) {
 	for _, cfg := range []struct {
 		name string
-		c    M2Config
-	}{{"coco", m2COCO(10201)}, {"tiny", tinyM2Preset(200, 256)}} {
+		c    m2.Config
+	}{{"coco", m2.COCO(10201)}, {"tiny", m2.Tiny(200, 256)}} {
 		c := cfg.c
 		c.Padding = mesh.PadNone
-		m, err := newM2Transformer(c, 1)
+		m, err := m2.New(c, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -350,7 +351,7 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 		st := decode.BeamSearch{Size: 3, MaxLen: steps, BOS: c.BOS, EOS: c.EOS, Semantics: decode.M2, FullLength: true}
 		for _, batch := range []int{1, 16} {
 			feats := m2Feats(rand.New(rand.NewPCG(1, 1)), batch, 50, c.DIn)
-			enc, err := m.encode(radgen.NoGrad(), feats)
+			enc, err := m.Encode(radgen.NoGrad(), feats)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -364,10 +365,10 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 
 // decodeEncodedLoop decodes the encoded studies enc with st through m's
 // module steps for every iteration of the benchmark, allocations reported.
-func decodeEncodedLoop(b *testing.B, m *m2Model, enc *m2Encoded, st decode.Strategy) {
+func decodeEncodedLoop(b *testing.B, m *m2.Model, enc *m2.Encoded, st decode.Strategy) {
 	b.ReportAllocs()
 	for b.Loop() {
-		dec, err := m.startModuleDecodingEncoded(enc)
+		dec, err := m.NewDecodingEncoded(enc)
 		if err != nil {
 			b.Fatal(err)
 		}

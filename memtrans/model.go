@@ -13,6 +13,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
@@ -24,7 +25,7 @@ import (
 //
 // The encoder–decoder is any registered architecture's configuration (see
 // package arch): R2Gen and the variants its [Config] composes, the
-// Meshed-Memory Transformer ([M2Config]), METransformer
+// Meshed-Memory Transformer ([m2.Config]), METransformer
 // ([metrans.Config]), or a researcher's own.
 type ModelConfig struct {
 	EncoderDecoder arch.Config
@@ -353,9 +354,9 @@ func (m *Model) acquire() error {
 var _ radgen.Module = (*Model)(nil)
 
 // m2 returns the Meshed-Memory Transformer of an ArchM2 model, or nil.
-func (m *Model) m2() *m2Model {
-	if f, ok := m.net.(m2Facade); ok {
-		return f.m2Model
+func (m *Model) m2() *m2.Model {
+	if f, ok := m.net.(m2.ReportModel); ok {
+		return f.Model
 	}
 	return nil
 }

@@ -84,21 +84,6 @@ var (
 
 // weightShape returns the shape of the named tensor, from the file's
 // header when the source has one (nothing is read or converted), else by
-// reading it.
-func weightShape(src vision.WeightSource, name string) ([]int, error) {
-	switch s := src.(type) {
-	case *safetensors.File:
-		if info, ok := s.Info(name); ok {
-			return info.Shape, nil
-		}
-	case *pth.File:
-		if info, ok := s.Info(name); ok {
-			return info.Shape, nil
-		}
-	}
-	_, shape, err := src.Float32(name)
-	return shape, err
-}
 
 // Weight file formats recognised by openWeights.
 const (

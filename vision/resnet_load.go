@@ -18,6 +18,26 @@ type WeightSource interface {
 	Names() []string
 }
 
+// ShapedWeights is a WeightSource that knows its tensors' shapes without
+// reading them (radgen.Weights, the safetensors and PyTorch readers);
+// loaders use it to check a file before reading any data.
+type ShapedWeights interface {
+	WeightSource
+	Shape(name string) ([]int, bool)
+}
+
+// WeightShape returns the shape of the tensor name of src: from its header
+// where src is ShapedWeights, otherwise by reading it.
+func WeightShape(src WeightSource, name string) ([]int, error) {
+	if s, ok := src.(ShapedWeights); ok {
+		if shape, ok := s.Shape(name); ok {
+			return shape, nil
+		}
+	}
+	_, shape, err := src.Float32(name)
+	return shape, err
+}
+
 // MaxLoadParams bounds the size of a network [LoadResNet] will build from
 // the names in a file, before any weight is read: 2^28 parameters (1 GiB of
 // float32), over four times ResNet-152's trunk. Names are cheap to forge; this

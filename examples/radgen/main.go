@@ -22,6 +22,7 @@ import (
 	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/r2gen"
@@ -231,7 +232,7 @@ func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, 
 			mimic := memtrans.R2GenMIMICCXR(vocab)
 			cfg.Corpus, cfg.Views = mimic.Corpus, mimic.Views
 			switch ed := cfg.EncoderDecoder.(type) {
-			case memtrans.M2Config:
+			case m2.Config:
 				cfg.EncoderDecoder = ed.ForReports(vocab, mimic.MaxSeqLen())
 			case metrans.Config:
 				ed.MaxSeqLen = mimic.MaxSeqLen()
@@ -253,7 +254,7 @@ func modelConfig(size string, arch string, routing mesh.Routing, c data.Corpus, 
 			return cfg, fmt.Errorf("unknown -routing %q", routing)
 		}
 		switch ed := cfg.EncoderDecoder.(type) {
-		case memtrans.M2Config:
+		case m2.Config:
 			ed.Routing = routing
 			cfg.EncoderDecoder = ed
 		case r2gen.Config:

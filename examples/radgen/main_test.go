@@ -9,6 +9,7 @@ import (
 
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
 
@@ -72,7 +73,7 @@ func TestTrainAndGenerateM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m2, ok := m.Config().EncoderDecoder.(memtrans.M2Config); !ok || m2.Routing != mesh.RoutingGCA {
+	if m2, ok := m.Config().EncoderDecoder.(m2.Config); !ok || m2.Routing != mesh.RoutingGCA {
 		t.Fatalf("trained %s: %+v", m.Config().Architecture(), m.Config().EncoderDecoder)
 	}
 	m.Close()

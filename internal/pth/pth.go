@@ -478,6 +478,13 @@ func asFloat(v any) (float64, bool) {
 func (f *File) Names() []string { return append([]string(nil), f.names...) }
 
 // Info describes the named tensor.
+// Shape returns the shape of the tensor name without reading it, and
+// whether it exists.
+func (f *File) Shape(name string) ([]int, bool) {
+	info, ok := f.Info(name)
+	return info.Shape, ok
+}
+
 func (f *File) Info(name string) (Info, bool) {
 	t, ok := f.tensors[name]
 	if !ok {

@@ -205,6 +205,13 @@ func (f *File) Names() []string { return append([]string(nil), f.names...) }
 func (f *File) Metadata() map[string]string { return f.metadata }
 
 // Info returns the description of a tensor.
+// Shape returns the shape of the tensor name without reading it, and
+// whether it exists.
+func (f *File) Shape(name string) ([]int, bool) {
+	info, ok := f.Info(name)
+	return info.Shape, ok
+}
+
 func (f *File) Info(name string) (Info, bool) {
 	i, ok := f.tensors[name]
 	return i, ok

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 )
@@ -52,7 +53,7 @@ func Specs(epochs int) []Spec {
 		}},
 		{Name: "M²", Architecture: memtrans.ArchM2},
 		{Name: "M² multi-view GCA", Architecture: memtrans.ArchM2, ConfigureModel: func(c *memtrans.ModelConfig) {
-			m2 := c.EncoderDecoder.(memtrans.M2Config)
+			m2 := c.EncoderDecoder.(m2.Config)
 			m2.Routing = mesh.RoutingGCA
 			c.EncoderDecoder = m2
 		}},

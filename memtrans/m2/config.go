@@ -1,16 +1,17 @@
-package memtrans
+package m2
 
 import (
 	"fmt"
 	"strconv"
 
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
 
-// M2Config holds the architecture of a Meshed-Memory Transformer (Cornia et
+// Config holds the architecture of a Meshed-Memory Transformer (Cornia et
 // al., CVPR 2020). Sizes are data: they travel with the weights, and
-// [inferM2Config] reads them from a state_dict's shapes.
-type M2Config struct {
+// [InferConfig] reads them from a state_dict's shapes.
+type Config struct {
 	DModel      int     `json:"d_model"`      // model width (M²: 512)
 	DK          int     `json:"d_k"`          // query/key width per head (64)
 	DV          int     `json:"d_v"`          // value width per head (64)
@@ -37,41 +38,43 @@ type M2Config struct {
 	Routing mesh.Routing `json:"routing,omitempty"`
 }
 
-// m2COCO returns the configuration of the released M² captioner
+// COCO returns the configuration of the released M² captioner
 // (test.py / train.py) for a vocabulary of vocab entries.
-func m2COCO(vocab int) M2Config {
-	return M2Config{DModel: 512, DK: 64, DV: 64, Heads: 8, DFF: 2048, EncLayers: 3, DecLayers: 3, MemorySlots: 40,
+func COCO(vocab int) Config {
+	return Config{DModel: 512, DK: 64, DV: 64, Heads: 8, DFF: 2048, EncLayers: 3, DecLayers: 3, MemorySlots: 40,
 		DIn: 2048, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
 
-// tinyM2Preset returns a small configuration for demos and tests.
-func tinyM2Preset(vocab, dIn int) M2Config {
-	return M2Config{DModel: 64, DK: 16, DV: 16, Heads: 4, DFF: 128, EncLayers: 3, DecLayers: 3, MemorySlots: 8,
+// Tiny returns a small configuration for demos and tests.
+func Tiny(vocab, dIn int) Config {
+	return Config{DModel: 64, DK: 16, DV: 16, Heads: 4, DFF: 128, EncLayers: 3, DecLayers: 3, MemorySlots: 8,
 		DIn: dIn, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
 
-// Validate reports the first inconsistency in c, wrapping ErrConfig,
+// Validate reports the first inconsistency in c, wrapping arch.ErrConfig,
 // including a model beyond DefaultBudget (98 regions assumed; see
-// ModelConfig.CheckBudget for the whole generator).
-func (c M2Config) check() error {
-	if err := c.validateShape(); err != nil {
+// validateHard is ValidateShape and the constructors' hard budget: 2^34
+// parameters and 2^36 activation values over two views of patches, beyond
+// which tensor shapes could overflow (the facade's budget is far lower).
+func (c Config) validateHard() error {
+	if err := c.ValidateShape(); err != nil {
 		return err
 	}
-	return checkArchBudget("M²", DefaultBudget(), c, nominalPatches)
-}
-
-// validateHard is validateShape and the constructors' hard budget.
-func (c M2Config) validateHard() error {
-	if err := c.validateShape(); err != nil {
-		return err
+	if k := c.cost(nominalPatches); k.params > 1<<34 || k.acts > 1<<36 {
+		return fmt.Errorf("%w: %w: M² of about %.3g parameters and %.3g activation values", arch.ErrConfig, arch.ErrBudget, k.params, k.acts)
 	}
-	return checkArchBudget("M²", hardBudget, c, nominalPatches)
+	return nil
 }
 
-// validateShape reports the first inconsistency in c other than its size.
-func (c M2Config) validateShape() error {
+// nominalPatches is the region count assumed when a configuration is
+// checked on its own: two 224² views of a ResNet (2·7·7).
+const nominalPatches = 98
+
+// ValidateShape reports the first inconsistency in c as an M² model in its
+// own ids, other than its size; Validate adds the facade's ids.
+func (c Config) ValidateShape() error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: M²: "+format, append([]any{ErrConfig}, a...)...)
+		return fmt.Errorf("%w: M²: "+format, append([]any{arch.ErrConfig}, a...)...)
 	}
 	for _, f := range []struct {
 		name string
@@ -114,25 +117,25 @@ func (c M2Config) validateShape() error {
 	return nil
 }
 
-// inferM2Config reads an M² configuration from the shapes of a state_dict
+// InferConfig reads an M² configuration from the shapes of a state_dict
 // by its published names (encoder.fc.weight, encoder.layers.i.mhatt.
 // attention.m_k, decoder.pos_emb.weight, …). The number of heads is not
 // visible in the shapes and is given; d_k and d_v follow from it. The
 // special ids and dropout are M²'s defaults (pad 1, bos 2, eos 3, 0.1).
-func inferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
-	c := M2Config{Heads: heads, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
+func InferConfig(shapes map[string][]int, heads int) (Config, error) {
+	c := Config{Heads: heads, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 	get := func(name string, rank int) ([]int, error) {
 		s, ok := shapes[name]
 		if !ok {
-			return nil, fmt.Errorf("%w: M² weights lack %q", ErrConfig, name)
+			return nil, fmt.Errorf("%w: M² weights lack %q", arch.ErrConfig, name)
 		}
 		if len(s) != rank {
-			return nil, fmt.Errorf("%w: %q has shape %v", ErrConfig, name, s)
+			return nil, fmt.Errorf("%w: %q has shape %v", arch.ErrConfig, name, s)
 		}
 		return s, nil
 	}
 	if heads <= 0 {
-		return c, fmt.Errorf("%w: M²: %d heads", ErrConfig, heads)
+		return c, fmt.Errorf("%w: M²: %d heads", arch.ErrConfig, heads)
 	}
 	fc, err := get("encoder.fc.weight", 2)
 	if err != nil {
@@ -153,7 +156,7 @@ func inferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
 		return c, err
 	}
 	if q[0]%heads != 0 || v[0]%heads != 0 {
-		return c, fmt.Errorf("%w: M²: projections %d, %d not divisible by %d heads", ErrConfig, q[0], v[0], heads)
+		return c, fmt.Errorf("%w: M²: projections %d, %d not divisible by %d heads", arch.ErrConfig, q[0], v[0], heads)
 	}
 	c.DK, c.DV = q[0]/heads, v[0]/heads
 	ff, err := get("encoder.layers.0.pwff.fc1.weight", 2)
@@ -178,9 +181,9 @@ func inferM2Config(shapes map[string][]int, heads int) (M2Config, error) {
 		levels++
 	}
 	if levels != c.EncLayers {
-		return c, fmt.Errorf("%w: M²: %d gates per decoder layer for %d encoder levels", ErrConfig, levels, c.EncLayers)
+		return c, fmt.Errorf("%w: M²: %d gates per decoder layer for %d encoder levels", arch.ErrConfig, levels, c.EncLayers)
 	}
-	return c, c.check()
+	return c, c.validateHard()
 }
 
 // maxLayers bounds every layer count of a configuration: far beyond any

@@ -1,4 +1,4 @@
-package memtrans
+package m2
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// m2ModuleDecoding is the incremental decoding state of a batch of
+// Decoding is the incremental decoding state of a batch of
 // studies under an M2Transformer, built from the modules' own steps
 // ([mesh.MeshedSteps]: the meshed layer's step over a key/value cache and
 // over its sources projected once per study), so it runs on whatever
@@ -26,10 +26,10 @@ import (
 // each position's keys and values are projected once and addressed
 // through an ancestry, so that Reorder moves indices, never vectors.
 //
-// An m2ModuleDecoding belongs to one goroutine; the model may serve many
+// An Decoding belongs to one goroutine; the model may serve many
 // concurrently.
-type m2ModuleDecoding struct {
-	m       *m2Model
+type Decoding struct {
+	m       *Model
 	g       *radgen.Graph
 	steps   *mesh.MeshedSteps
 	regions int // R, regions per study
@@ -42,15 +42,15 @@ type m2ModuleDecoding struct {
 }
 
 var (
-	_ decode.Model             = (*m2ModuleDecoding)(nil)
-	_ decode.AttentionRecorder = (*m2ModuleDecoding)(nil)
+	_ decode.Model             = (*Decoding)(nil)
+	_ decode.AttentionRecorder = (*Decoding)(nil)
 )
 
 // startModuleDecoding encodes region features (B, R, d_in), on the device
 // of the model's parameters, masking regions by Config.Padding, and
 // returns a decoding state with one row per study whose steps run on a
 // no-grad graph made with opts (radgen.SubstituteWeights).
-func (m *m2Model) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
+func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*Decoding, error) {
 	if err := m.checkFeats(feats); err != nil {
 		return nil, err
 	}
@@ -65,34 +65,34 @@ func (m *m2Model) startDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption
 	if feats.Device() != w.Device() {
 		feats = feats.To(w.Device())
 	}
-	enc, err := m.encode(radgen.NoGrad(), feats)
+	enc, err := m.Encode(radgen.NoGrad(), feats)
 	if err != nil {
 		return nil, err
 	}
-	return m.startModuleDecodingEncoded(enc, opts...)
+	return m.NewDecodingEncoded(enc, opts...)
 }
 
-// startModuleDecodingEncoded returns a decoding state with one row per
+// NewDecodingEncoded returns a decoding state with one row per
 // study of an encoding made by Encode or EncodeMasked on the device of the
 // model's parameters, whose steps run on a no-grad graph made with opts.
-func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.GraphOption) (*m2ModuleDecoding, error) {
-	c := m.config
+func (m *Model) NewDecodingEncoded(enc *Encoded, opts ...radgen.GraphOption) (*Decoding, error) {
+	c := m.Config
 	if enc == nil || enc.Levels == nil || enc.Levels.Rank() != 4 || enc.Levels.Dim(1) != c.EncLayers || enc.Levels.Dim(3) != c.DModel {
-		return nil, fmt.Errorf("memtrans: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
+		return nil, fmt.Errorf("m2: M² encoding is not (B, %d, R, %d)", c.EncLayers, c.DModel)
 	}
 	b, r := enc.Levels.Dim(0), enc.Levels.Dim(2)
 	if enc.Mask != nil {
 		if s := enc.Mask.Shape(); len(s) != 4 || enc.Mask.Len() != b*r || s[3] != r {
-			return nil, fmt.Errorf("memtrans: M² region mask %v for %d studies of %d regions", s, b, r)
+			return nil, fmt.Errorf("m2: M² region mask %v for %d studies of %d regions", s, b, r)
 		}
 	}
 	if dev := m.Decoder.FC.Weight.Device(); enc.Levels.Device() != dev {
-		return nil, fmt.Errorf("memtrans: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
+		return nil, fmt.Errorf("m2: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
 	space := stepspace.Get()
 	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.Caches(len(m.Decoder.Layers), b))
-	s := &m2ModuleDecoding{m: m, g: g, steps: steps, regions: r, space: space}
+	s := &Decoding{m: m, g: g, steps: steps, regions: r, space: space}
 	g.SetArena(s.space.Arena) // after Start: the sources it projects outlive every step
 	return s, nil
 }
@@ -100,7 +100,7 @@ func (m *m2Model) startModuleDecodingEncoded(enc *m2Encoded, opts ...radgen.Grap
 // Release implements arch.Releaser: it gives the decoding's step space (its arena and self-attention
 // caches) back for later decodings, once the strategy is done with it: the
 // decoding steps no more.
-func (s *m2ModuleDecoding) Release() {
+func (s *Decoding) Release() {
 	if s.space != nil {
 		s.space.Put(s.g)
 		s.space = nil
@@ -108,19 +108,19 @@ func (s *m2ModuleDecoding) Release() {
 }
 
 // VocabSize implements decode.Model.
-func (s *m2ModuleDecoding) VocabSize() int { return s.m.config.Vocab }
+func (s *Decoding) VocabSize() int { return s.m.Config.Vocab }
 
 // Rows implements decode.Model.
-func (s *m2ModuleDecoding) Rows() int { return s.steps.Rows() }
+func (s *Decoding) Rows() int { return s.steps.Rows() }
 
 // AttentionWidth implements decode.AttentionRecorder: the number of image
 // regions of a study.
-func (s *m2ModuleDecoding) AttentionWidth() int { return s.regions }
+func (s *Decoding) AttentionWidth() int { return s.regions }
 
 // Attention implements decode.AttentionRecorder: after a Step, the last
 // decoder layer's cross-attention over the regions, averaged over heads
 // and encoder levels (see [mesh.MeshedSteps.Attention]), [Rows() × R].
-func (s *m2ModuleDecoding) Attention(dst []float32) error {
+func (s *Decoding) Attention(dst []float32) error {
 	a := s.steps.Attention(s.g)
 	if a == nil {
 		return fmt.Errorf("%w: no attention before a step", decode.ErrShape)
@@ -129,7 +129,7 @@ func (s *m2ModuleDecoding) Attention(dst []float32) error {
 }
 
 // Reorder implements decode.Model: row i becomes a copy of row src[i].
-func (s *m2ModuleDecoding) Reorder(src []int) error {
+func (s *Decoding) Reorder(src []int) error {
 	if err := s.steps.Reorder(src); err != nil {
 		return fmt.Errorf("%w: %v", decode.ErrShape, err)
 	}
@@ -138,8 +138,8 @@ func (s *m2ModuleDecoding) Reorder(src []int) error {
 
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
-func (s *m2ModuleDecoding) Step(ctx context.Context, tokens []int, dst []float32) error {
-	c := s.m.config
+func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
+	c := s.m.Config
 	R, V := s.steps.Rows(), c.Vocab
 	if err := arch.CheckStep(ctx, tokens, dst, R, V, s.steps.Len(), s.m.Decoder.MaxLen()); err != nil {
 		return err
