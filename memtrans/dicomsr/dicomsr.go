@@ -440,6 +440,12 @@ func newUID(random io.Reader) (string, error) {
 	return "2.25." + new(big.Int).SetBytes(u[:]).String(), nil
 }
 
+// DeviceUID returns the UID the document gives model m as a device (the
+// Device Observer UID and the Contributing Equipment's Device UID), for
+// other messages about the same result (an HL7 v2 OBX-18) to name it the
+// same way.
+func DeviceUID(m Model) string { return deviceUID(m) }
+
 // deviceUID derives the Device Observer UID from the model's checksum (or
 // its name and version): the same weights get the same UID. It is
 // "2.25." and a name-based UUID (version 8, RFC 9562) of SHA-256.
