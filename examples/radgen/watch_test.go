@@ -20,6 +20,9 @@ import (
 // holds, stores its SR there, sends the ORU^R01 to an MLLP listener, and
 // dead-letters a study without a lateral view into its file.
 func TestWatchOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run (go test ./...) covers it")
+	}
 	pacs := orthanctest.Start(t)
 	c, err := dicomweb.New(pacs.URL, dicomweb.WithBasicAuth(orthanctest.User, orthanctest.Password))
 	if err != nil {
@@ -114,6 +117,9 @@ func TestParseSince(t *testing.T) {
 // TestGenerateHL7: cli generate -hl7 writes one ORU^R01 per study of a
 // DICOM folder, carrying its report, identifiers and status P.
 func TestGenerateHL7(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run (go test ./...) covers it")
+	}
 	dir := t.TempDir()
 	model := tinyModel(t, dir)
 	in := filepath.Join(dir, "export")

@@ -73,6 +73,9 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, why := Binary()
 	if bin == "" {
+		if os.Getenv("RADGEN_REQUIRE_ORTHANC") != "" {
+			t.Fatalf("RADGEN_REQUIRE_ORTHANC is set (as .ci/run sets it) and %s", why)
+		}
 		t.Skip(why)
 	}
 	dir := t.TempDir()

@@ -29,7 +29,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("RADGEN_PACS_CHILD") == "1" {
 		os.Exit(childWorker())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if models.dir != "" {
+		os.RemoveAll(models.dir)
+	}
+	os.Exit(code)
 }
 
 // childWorker runs RunOnce against $RADGEN_PACS_URL with the model at
@@ -68,6 +72,9 @@ func childWorker() int {
 // stored the SR) is retried by the client and the SR is still one
 // instance.
 func TestWorkerSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run (go test ./...) covers it")
+	}
 	pacsSrv := orthanctest.Start(t)
 	c := client(t, pacsSrv.URL)
 	_, modelPath := tinyModel(t, 1)

@@ -27,10 +27,32 @@ import (
 
 var modelInfo = dicomsr.Model{Name: "radgen R2Gen tiny (test)", Version: "0.0.1", Checksum: "sha256:0123456789abcdef", Manufacturer: "radgen"}
 
+// models caches the tiny models by their views: building one takes
+// seconds under the race detector, and a model is safe for concurrent use.
+var models struct {
+	sync.Mutex
+	dir    string
+	byView map[int]*memtrans.Model
+}
+
 // tinyModel returns an untrained tiny generator reading views views (1:
-// frontal, 2: frontal and lateral), saved at the returned path too.
+// frontal, 2: frontal and lateral), saved at the returned path too. The
+// test binary keeps it for the other tests.
 func tinyModel(t testing.TB, views int) (*memtrans.Model, string) {
 	t.Helper()
+	models.Lock()
+	defer models.Unlock()
+	if models.dir == "" {
+		d, err := os.MkdirTemp("", "radgen-pacs-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		models.dir, models.byView = d, map[int]*memtrans.Model{}
+	}
+	p := filepath.Join(models.dir, fmt.Sprintf("tiny-%d.radgen", views))
+	if m := models.byView[views]; m != nil {
+		return m, p
+	}
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"The heart is normal. The lungs are clear.", "No pneumothorax or effusion."})
 	if err != nil {
 		t.Fatal(err)
@@ -41,11 +63,10 @@ func tinyModel(t testing.TB, views int) (*memtrans.Model, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close() })
-	p := filepath.Join(t.TempDir(), "tiny.radgen")
 	if err := m.SaveFile(p); err != nil {
 		t.Fatal(err)
 	}
+	models.byView[views] = m
 	return m, p
 }
 

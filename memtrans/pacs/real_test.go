@@ -90,6 +90,9 @@ func realStudies(t *testing.T, dir string) (singles, pairs []realStudy) {
 // SR, retrieved by WADO-RS, passes dciodvfy and references the source
 // instances.
 func TestAcceptanceRealDICOM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run (go test ./...) covers it")
+	}
 	dir := testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
 	singles, pairs := realStudies(t, dir)
 	pacsSrv := orthanctest.Start(t)

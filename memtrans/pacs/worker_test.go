@@ -106,7 +106,8 @@ func TestWorker(t *testing.T) {
 }
 
 // TestWorkerOutage: with Orthanc stopped the worker keeps retrying; once
-// Orthanc is back it reports on every study.
+// Orthanc is back it reports on every study. Then a worker's Run stops
+// when its context is cancelled.
 func TestWorkerOutage(t *testing.T) {
 	pacsSrv := orthanctest.Start(t)
 	c := client(t, pacsSrv.URL)
@@ -144,25 +145,22 @@ func TestWorkerOutage(t *testing.T) {
 		}
 		checkSR(t, s, files[0], []string{s + ".1.1"})
 	}
-}
 
-// TestWorkerStops: a cancelled context stops the worker between studies
-// with the context's error.
-func TestWorkerStops(t *testing.T) {
-	pacsSrv := orthanctest.Start(t)
-	c := client(t, pacsSrv.URL)
-	model, _ := tinyModel(t, 1)
-	store(t, c, twoView(uid(401), "DX")...)
-	w := newWorker(t, pacs.Config{PACS: c, Model: model, Immediate: true, Interval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	// A cancelled context stops Run between studies with the context's
+	// error.
+	store(t, c, twoView(uid(303), "DX")...)
+	w = newWorker(t, pacs.Config{PACS: c, Model: model, Immediate: true, Interval: time.Hour})
+	ctx, cancel = context.WithCancel(context.Background())
 	go func() { done <- w.Run(ctx) }()
-	for w.Stats().Reported < 1 {
+	for w.Stats().AlreadyReported+w.Stats().Reported < 3 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+	if st := w.Stats(); st.Reported != 1 || st.AlreadyReported != 2 {
+		t.Errorf("stats %+v: want the new study reported, the two others found reported", st)
 	}
 }
 
