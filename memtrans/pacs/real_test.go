@@ -29,7 +29,7 @@ type realStudy struct {
 // TestWorker shows). dcmtk's dcmconv and dcmodify rewrite the files (and
 // turn the UN attributes of the GDCM-written JPEG 2000 file, which Orthanc
 // refuses, into their real VRs).
-func realStudies(t *testing.T, dir string) (singles, pairs []realStudy) {
+func realStudies(t testing.TB, dir string) (singles, pairs []realStudy) {
 	t.Helper()
 	for _, tool := range []string{"dcmconv", "dcmodify"} {
 		if _, err := exec.LookPath(tool); err != nil {
