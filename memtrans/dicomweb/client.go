@@ -41,6 +41,8 @@ type StatusError struct {
 	Body       string // the start of the server's message, printable
 }
 
+// Error names the request and the answer's status, and quotes the start of
+// the server's message.
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("dicomweb: %s %s: %s", e.Method, e.URL, e.Status)
 	if e.Body != "" {

@@ -88,6 +88,7 @@ type Ack struct {
 // and refused it (AE/CE: an application error, AR/CR: rejected).
 type NAKError struct{ Ack *Ack }
 
+// Error names the message refused, the code and the receiver's text.
 func (e *NAKError) Error() string {
 	s := fmt.Sprintf("hl7: message %s refused: %s", e.Ack.ControlID, e.Ack.Code)
 	if e.Ack.Text != "" {
