@@ -13,6 +13,9 @@ type Film struct {
 	// Data length (a film whose attributes lie about its size).
 	PixelBytes int
 	StudyDate  string // default 20240102
+	// LyingJPEG encapsulates the pixels as JPEG baseline whose frame
+	// header claims 65535×65535 while Rows and Columns say otherwise.
+	LyingJPEG bool
 }
 
 // Bytes returns the film as a Part 10 file, explicit VR little endian,
@@ -67,12 +70,29 @@ func (f Film) Bytes() []byte {
 	ds = us(ds, 0x00280101, 8)
 	ds = us(ds, 0x00280102, 7)
 	ds = us(ds, 0x00280103, 0)
-	ds = raw(ds, 0x7fe00010, "OB", pix)
+	ts := "1.2.840.10008.1.2.1"
+	if f.LyingJPEG {
+		ts = "1.2.840.10008.1.2.4.50"
+		// SOI, a SOF0 of one 8-bit component, 65535 lines of 65535, EOI.
+		jpeg := []byte{0xff, 0xd8, 0xff, 0xc0, 0, 11, 8, 0xff, 0xff, 0xff, 0xff, 1, 1, 0x11, 0, 0xff, 0xd9, 0}
+		ds = binary.LittleEndian.AppendUint16(ds, 0x7fe0)
+		ds = binary.LittleEndian.AppendUint16(ds, 0x0010)
+		ds = append(ds, "OB\x00\x00"...)
+		ds = binary.LittleEndian.AppendUint32(ds, 0xffffffff)
+		for _, item := range [][]byte{{}, jpeg} { // an empty offset table, one fragment
+			ds = append(ds, 0xfe, 0xff, 0x00, 0xe0)
+			ds = binary.LittleEndian.AppendUint32(ds, uint32(len(item)))
+			ds = append(ds, item...)
+		}
+		ds = append(ds, 0xfe, 0xff, 0xdd, 0xe0, 0, 0, 0, 0)
+	} else {
+		ds = raw(ds, 0x7fe00010, "OB", pix)
+	}
 	var meta []byte
 	meta = raw(meta, 0x00020001, "OB", []byte{0, 1})
 	meta = el(meta, 0x00020002, "UI", class)
 	meta = el(meta, 0x00020003, "UI", f.SOP)
-	meta = el(meta, 0x00020010, "UI", "1.2.840.10008.1.2.1")
+	meta = el(meta, 0x00020010, "UI", ts)
 	out := append(make([]byte, 128), "DICM"...)
 	out = raw(out, 0x00020000, "UL", binary.LittleEndian.AppendUint32(nil, uint32(len(meta))))
 	out = append(out, meta...)

@@ -404,6 +404,9 @@ func (w *Worker) study(ctx context.Context, uid string) error {
 	}
 	studies, rerr := memtrans.StudiesFromDICOMDir(ctx, dir, w.views, memtrans.WithDICOMDecodeOptions(w.cfg.Decode...), memtrans.WithMaxDICOMFiles(w.cfg.MaxInstances))
 	i := slices.IndexFunc(studies, func(s memtrans.Study) bool { return s.ID == uid })
+	if rerr != nil {
+		rerr = &pathless{rerr, dir + string(os.PathSeparator)}
+	}
 	if i < 0 {
 		if rerr == nil {
 			rerr = errors.New("the instances retrieved belong to other studies")
@@ -463,7 +466,7 @@ func (w *Worker) retrieve(ctx context.Context, uid string, series []string, dir 
 				return fmt.Errorf("%w: more than %d instances", dicomweb.ErrLimit, w.cfg.MaxInstances)
 			}
 			n++
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%05d.dcm", n)))
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s_%05d.dcm", s, n)))
 			if err != nil {
 				return &studyError{fmt.Errorf("pacs: %w", err), true}
 			}
@@ -485,3 +488,14 @@ func (w *Worker) retrieve(ctx context.Context, uid string, series []string, dir 
 	}
 	return nil
 }
+
+// pathless is an error about the retrieved files whose message names them
+// by series and number (<SeriesInstanceUID>_<n>.dcm) without the
+// temporary folder, which is gone when the error is read.
+type pathless struct {
+	err error
+	dir string
+}
+
+func (p *pathless) Error() string { return strings.ReplaceAll(p.err.Error(), p.dir, "") }
+func (p *pathless) Unwrap() error { return p.err }
