@@ -138,7 +138,8 @@ func watch(ctx context.Context, args []string) error {
 		logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
 	// SIGTERM (a service manager's stop) as well as SIGINT stops the
-	// worker between steps of a study; nothing partial is stored.
+	// worker between studies: the study in hand is finished (for up to
+	// 30 s, pacs.Config.Drain), and nothing partial is ever stored.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger.Info("watching", "pacs", client.URL(), "model", name, "views", model.Config().Views, "modalities", cfg.Modalities)

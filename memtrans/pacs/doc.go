@@ -28,7 +28,14 @@
 // point leaves either the whole SR or none. The HL7 message is sent before
 // the SR is stored: a crash between the two sends it again on restart,
 // with the same control ID ([hl7.ControlID]), which receivers use to drop
-// the copy; the SR is never missing an ORU.
+// the copy; the SR is never missing an ORU. The SR's UIDs follow the
+// model's checksum: another model (new weights) reports on the studies
+// again, with an SR of its own, so Config.Since bounds how far back a new
+// model goes.
+//
+// A stop (the context of [Worker.Run] done, SIGTERM in the CLI) comes
+// between studies: the study in hand finishes within Config.Drain, and is
+// otherwise abandoned with nothing stored.
 //
 // # Failures
 //

@@ -80,6 +80,11 @@ type Config struct {
 	MLLP *hl7.Sender
 	HL7  []hl7.Option
 
+	// Drain is how long the study in hand may go on once the context of
+	// Run is done (default 30 s; negative: abandon it at once). A study
+	// cut short stores nothing and is reported at the next run.
+	Drain time.Duration
+
 	// Logger receives progress (default: none).
 	Logger *slog.Logger
 	// Now is the clock of the documents' times (default time.Now).
@@ -150,6 +155,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Drain == 0 {
+		cfg.Drain = 30 * time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -199,8 +207,10 @@ func (w *Worker) readDeadLetters() error {
 // Run watches the PACS until ctx is done, and returns ctx's error then;
 // it returns another error only when the worker cannot go on (the PACS
 // refuses its searches, the dead-letter file or the temporary folder
-// cannot be written). A cancelled context abandons the study in hand at
-// its next step: nothing of it is stored, and the next run reports on it.
+// cannot be written). When ctx is done the worker stops between studies:
+// the study in hand is finished if it can be within Config.Drain, and
+// otherwise abandoned with nothing of it stored (the next run reports on
+// it).
 func (w *Worker) Run(ctx context.Context) error { return w.run(ctx, false) }
 
 // RunOnce reports on every study the PACS holds now and returns nil once
@@ -318,11 +328,11 @@ func (w *Worker) poll(ctx context.Context) (waiting int, err error) {
 		if err := ctx.Err(); err != nil {
 			return waiting, err
 		}
-		err := w.study(ctx, uid)
+		err := w.studyDraining(ctx, uid)
 		switch {
 		case err == nil:
-		case ctx.Err() != nil:
-			return waiting, ctx.Err()
+		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || transient(err)):
+			return waiting, ctx.Err() // cut short by the stop: not the study's fault
 		case transient(err):
 			return waiting + 1, err
 		default:
@@ -339,6 +349,33 @@ func (w *Worker) poll(ctx context.Context) (waiting int, err error) {
 	w.stats.Waiting = waiting
 	w.mu.Unlock()
 	return waiting, nil
+}
+
+// studyDraining runs study on a context that outlives ctx by Drain, so
+// that a stop lets the study in hand finish.
+func (w *Worker) studyDraining(ctx context.Context, uid string) error {
+	if w.cfg.Drain < 0 {
+		return w.study(ctx, uid)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var timer *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(w.cfg.Drain, cancel)
+		mu.Unlock()
+		w.log.LogAttrs(sctx, slog.LevelInfo, "pacs: stopping after the study in hand", slog.String("study", uid), slog.Duration("drain", w.cfg.Drain))
+	})
+	defer func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	}()
+	return w.study(sctx, uid)
 }
 
 // deadLetter records a failed study.

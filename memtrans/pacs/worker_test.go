@@ -1,8 +1,10 @@
 package pacs_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,8 +118,8 @@ func TestWorker(t *testing.T) {
 }
 
 // TestWorkerOutage: with Orthanc stopped the worker keeps retrying; once
-// Orthanc is back it reports on every study. Then a worker's Run stops
-// when its context is cancelled.
+// Orthanc is back it reports on every study. Then a worker stopped in the
+// middle of a study finishes it and stops before the next.
 func TestWorkerOutage(t *testing.T) {
 	pacsSrv := orthanctest.Start(t)
 	c := client(t, pacsSrv.URL)
@@ -156,21 +158,51 @@ func TestWorkerOutage(t *testing.T) {
 		checkSR(t, s, files[0], []string{s + ".1.1"})
 	}
 
-	// A cancelled context stops Run between studies with the context's
-	// error.
+	// A stop (the context cancelled) while a study is in hand — its HL7
+	// message sent, its SR not yet stored — lets the study finish, and Run
+	// returns the context's error before the next study.
 	store(t, c, twoView(uid(303), "DX")...)
-	w = newWorker(t, pacs.Config{PACS: c, Model: model, Immediate: true, Interval: time.Hour})
+	store(t, c, twoView(uid(304), "DX")...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	received, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		msg, err := hl7.ReadFrame(bufio.NewReader(conn), 1<<20)
+		if err != nil {
+			return
+		}
+		close(received)
+		<-release
+		ack, _ := hl7.NewACK(msg, "AA", "", time.Now())
+		hl7.WriteFrame(conn, ack)
+	}()
+	w = newWorker(t, pacs.Config{PACS: c, Model: model, Immediate: true, Interval: time.Hour, MLLP: &hl7.Sender{Addr: ln.Addr().String()}})
 	ctx, cancel = context.WithCancel(context.Background())
 	go func() { done <- w.Run(ctx) }()
-	for w.Stats().AlreadyReported+w.Stats().Reported < 3 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-received // the worker is inside the first new study
 	cancel()
+	close(release)
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Run returned %v, want context.Canceled", err)
 	}
-	if st := w.Stats(); st.Reported != 1 || st.AlreadyReported != 2 {
-		t.Errorf("stats %+v: want the new study reported, the two others found reported", st)
+	if st := w.Stats(); st.Reported != 1 || st.AlreadyReported != 2 || st.DeadLetters != 0 {
+		t.Errorf("stats %+v: want the study in hand finished and the next one left", st)
+	}
+	got := 0
+	for _, s := range []string{uid(303), uid(304)} {
+		series, _ := srSeries(t, c, s)
+		got += len(series)
+	}
+	if got != 1 {
+		t.Errorf("%d of the two new studies have an SR, want 1 (the one in hand at the stop)", got)
 	}
 }
 
