@@ -21,8 +21,8 @@ import (
 // TestWorker runs a worker with a two-view model against Orthanc holding
 // two two-view studies (DX and CR), two hostile studies (a PA whose
 // Rows and Columns claim 65535×65535 pixels, with 8 bytes of them; a PA
-// whose JPEG frame header claims 65535×65535 against its 64×64) and a
-// study with no frontal view: each good study gets one SR series in its study, which passes
+// whose JPEG frame header claims 65535×65535 against its 64×64; a 64×64
+// PA with 8 bytes of pixel data) and a study with no frontal view: each good study gets one SR series in its study, which passes
 // dciodvfy and references both views, and one HL7 message; the other two
 // are dead-lettered with their errors (naming the instance, not a
 // temporary path). A second worker finds the SRs in
@@ -32,7 +32,7 @@ func TestWorker(t *testing.T) {
 	c := client(t, pacsSrv.URL)
 	model, _ := tinyModel(t, 2)
 	good := []string{uid(201), uid(202)}
-	hostile, lateralOnly, lyingJPEG := uid(203), uid(204), uid(206)
+	hostile, lateralOnly, lyingJPEG, short := uid(203), uid(204), uid(206), uid(207)
 	store(t, c, twoView(good[0], "DX")...)
 	store(t, c, twoView(good[1], "CR")...)
 	store(t, c,
@@ -40,7 +40,9 @@ func TestWorker(t *testing.T) {
 		twoView(hostile, "DX")[1],
 		twoView(lateralOnly, "DX")[1],
 		orthanctest.Film{Study: lyingJPEG, Series: lyingJPEG + ".1", SOP: lyingJPEG + ".1.1", ViewPosition: "PA", LyingJPEG: true}.Bytes(),
-		twoView(lyingJPEG, "DX")[1])
+		twoView(lyingJPEG, "DX")[1],
+		orthanctest.Film{Study: short, Series: short + ".1", SOP: short + ".1.1", ViewPosition: "PA", PixelBytes: 8}.Bytes(),
+		twoView(short, "DX")[1])
 	// A study of another modality is not looked at.
 	store(t, c, orthanctest.Film{Study: uid(205), Series: uid(205) + ".1", SOP: uid(205) + ".1.1", ViewPosition: "PA", Modality: "CT"}.Bytes())
 
@@ -52,8 +54,8 @@ func TestWorker(t *testing.T) {
 	}
 	st := w.Stats()
 	t.Logf("stats %+v", st)
-	if st.Reported != 2 || st.AlreadyReported != 0 || st.DeadLetters != 3 || st.Polls < 2 {
-		t.Errorf("stats %+v: want 2 reported, 3 dead letters, at least 2 searches (the studies settle first)", st)
+	if st.Reported != 2 || st.AlreadyReported != 0 || st.DeadLetters != 4 || st.Polls < 2 {
+		t.Errorf("stats %+v: want 2 reported, 4 dead letters, at least 2 searches (the studies settle first)", st)
 	}
 	for _, s := range good {
 		series, files := srSeries(t, c, s)
@@ -62,13 +64,13 @@ func TestWorker(t *testing.T) {
 		}
 		checkSR(t, s, files[0], []string{s + ".1.1", s + ".2.1", s + ".1", s + ".2"})
 	}
-	for _, s := range []string{hostile, lateralOnly, lyingJPEG} {
+	for _, s := range []string{hostile, lateralOnly, lyingJPEG, short} {
 		if series, _ := srSeries(t, c, s); len(series) != 0 {
 			t.Errorf("dead-lettered study %s has SR series %v", s, series)
 		}
 	}
 	dl := w.DeadLetters()
-	if len(dl) != 3 || dl[0].Study != hostile || dl[1].Study != lateralOnly || dl[2].Study != lyingJPEG {
+	if len(dl) != 4 || dl[0].Study != hostile || dl[1].Study != lateralOnly || dl[2].Study != lyingJPEG || dl[3].Study != short {
 		t.Fatalf("dead letters %+v", dl)
 	}
 	if !strings.Contains(dl[0].Error, "pixels") || !strings.Contains(dl[1].Error, "no usable frontal view") || !strings.Contains(dl[0].Error, hostile+".1_") {
@@ -100,8 +102,8 @@ func TestWorker(t *testing.T) {
 	if err := w2.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := w2.Stats(); st.Reported != 0 || st.AlreadyReported != 2 || st.DeadLetters != 3 {
-		t.Errorf("restart: stats %+v, want 2 found reported and 3 dead letters from the file", st)
+	if st := w2.Stats(); st.Reported != 0 || st.AlreadyReported != 2 || st.DeadLetters != 4 {
+		t.Errorf("restart: stats %+v, want 2 found reported and 4 dead letters from the file", st)
 	}
 	for _, s := range good {
 		if series, _ := srSeries(t, c, s); len(series) != 1 {
@@ -110,7 +112,7 @@ func TestWorker(t *testing.T) {
 	}
 	var metrics strings.Builder
 	w.WriteMetrics(&metrics)
-	for _, want := range []string{`radgen_pacs_studies_total{outcome="reported"} 2`, `radgen_pacs_studies_total{outcome="dead_letter"} 3`, "radgen_pacs_study_seconds_count 2"} {
+	for _, want := range []string{`radgen_pacs_studies_total{outcome="reported"} 2`, `radgen_pacs_studies_total{outcome="dead_letter"} 4`, "radgen_pacs_study_seconds_count 2"} {
 		if !strings.Contains(metrics.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, metrics.String())
 		}
