@@ -25,6 +25,7 @@ import (
 // hospital holds the flags and the reports of the DICOM input and output.
 type hospital struct {
 	fhirOut, srOut       *string
+	hl7Out               *string
 	modelName, modelVers *string
 	reports              []memtrans.Report
 	now                  func() time.Time
@@ -35,6 +36,7 @@ func hospitalFlags(fs *flag.FlagSet) *hospital {
 	return &hospital{
 		fhirOut:   fs.String("fhir", "", "write FHIR R4 DiagnosticReports: a .json file (one study) or a directory (<StudyInstanceUID>.json each); needs DICOM folders as input"),
 		srOut:     fs.String("sr", "", "write DICOM Basic Text SRs: a .dcm file (one study) or a directory (<StudyInstanceUID>.dcm each); needs DICOM folders as input"),
+		hl7Out:    fs.String("hl7", "", "write HL7 v2 ORU^R01 messages: a .hl7 file (one study) or a directory (<StudyInstanceUID>.hl7 each); needs DICOM folders as input"),
 		modelName: fs.String("model-name", "", "the model's name in FHIR and SR reports (default: radgen and the architecture)"),
 		modelVers: fs.String("model-version", "", "the model's version in FHIR and SR reports"),
 		now:       time.Now,
@@ -73,7 +75,7 @@ func (h *hospital) keep(reps []memtrans.Report) { h.reports = append(h.reports, 
 
 // write writes the FHIR and SR files asked for.
 func (h *hospital) write(modelPath string, arch string, studies []memtrans.Study) error {
-	if *h.fhirOut == "" && *h.srOut == "" {
+	if *h.fhirOut == "" && *h.srOut == "" && *h.hl7Out == "" {
 		return nil
 	}
 	if len(h.reports) != len(studies) {
@@ -81,7 +83,7 @@ func (h *hospital) write(modelPath string, arch string, studies []memtrans.Study
 	}
 	for _, s := range studies {
 		if s.DICOM == nil {
-			return fmt.Errorf("study %s is not from DICOM files: -fhir and -sr need folders of DICOM files as input", s.ID)
+			return fmt.Errorf("study %s is not from DICOM files: -fhir, -sr and -hl7 need folders of DICOM files as input", s.ID)
 		}
 	}
 	sum, err := fileSHA256(modelPath)
@@ -103,6 +105,11 @@ func (h *hospital) write(modelPath string, arch string, studies []memtrans.Study
 			}
 			srUID = doc.SOPInstanceUID
 			if err := writeOutput(*h.srOut, s.ID, ".dcm", len(studies), doc.Bytes()); err != nil {
+				return err
+			}
+		}
+		if *h.hl7Out != "" {
+			if err := writeHL7(*h.hl7Out, s, rep, dicomsr.Model{Name: name, Version: *h.modelVers, Checksum: sum}, issued, len(studies)); err != nil {
 				return err
 			}
 		}

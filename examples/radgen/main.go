@@ -5,6 +5,7 @@
 //	cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
 //	cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files...) [-beam 3] [-o reports.json]
 //	cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+//	cli watch    -pacs http://host:8042/dicom-web -model model.radgen [-once] [-mllp host:port]
 package main
 
 import (
@@ -45,6 +46,8 @@ func main() {
 		err = generate(ctx, os.Args[2:])
 	case "eval":
 		err = eval(ctx, os.Args[2:])
+	case "watch":
+		err = watch(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -61,8 +64,9 @@ func usage() {
   cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer]
                [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
   cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files... | DICOM folders...) [-beam 3]
-               [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir]
+               [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir] [-hl7 out.hl7|dir]
   cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+  cli watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
 every command: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
                [-max-image-bytes n] [-max-pixels n] [-allow-nonregular]; flags may follow the file names`)
 	os.Exit(2)

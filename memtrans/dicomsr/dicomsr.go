@@ -239,6 +239,10 @@ func New(r memtrans.Report, src *vision.DICOMStudy, m Model, t time.Time, opts .
 	if m.Checksum != "" && utf8.RuneCountInString(m.Checksum) <= 64 {
 		ds.str(0x00181000, "LO", enc(m.Checksum)) // too long: in the content tree only
 	}
+	// SOP Common: IHE AI Results (AIR) asks the algorithm to be named in
+	// the Contributing Equipment Sequence, its purpose Processing
+	// Algorithm.
+	ds.seq(0x0018a001, contributingEquipment(m, enc, t))
 	// SR Document General.
 	ds.str(0x00200013, "IS", "1")
 	ds.str(0x0040a491, "CS", "PARTIAL")
@@ -297,6 +301,47 @@ func New(r memtrans.Report, src *vision.DICOMStudy, m Model, t time.Time, opts .
 
 	doc.file = part10(BasicTextSRStorage, doc.SOPInstanceUID, encode(nil, ds))
 	return doc, nil
+}
+
+// DefaultManufacturer is the Manufacturer written where the model names
+// none (the Contributing Equipment Sequence requires one).
+const DefaultManufacturer = "radgen"
+
+// contributingEquipment is the item of the Contributing Equipment
+// Sequence (PS3.3 C.12.1) that IHE AIR (Rad TF-3 6.5.3.2) asks of an AI
+// result: purpose (Newcode1, 99IHE, "Processing Algorithm"),
+// manufacturer, model name, software version and device UID.
+func contributingEquipment(m Model, enc func(string) string, t time.Time) dataset {
+	var it dataset
+	manufacturer := strings.TrimSpace(m.Manufacturer)
+	if manufacturer == "" {
+		manufacturer = DefaultManufacturer
+	}
+	it.str(0x00080070, "LO", enc(truncate(manufacturer, 64)))
+	it.str(0x00081090, "LO", enc(truncate(m.Name, 64)))
+	version := strings.TrimSpace(m.Version)
+	if version == "" {
+		version = "unversioned"
+	}
+	it.str(0x00181020, "LO", enc(truncate(version, 64)))
+	it.str(0x00181002, "UI", deviceUID(m))
+	it.str(0x0018a002, "DT", t.Format("20060102150405.000000-0700"))
+	it.str(0x0018a003, "ST", "Report generation")
+	it.code(0x0040a170, Code{"Newcode1", "99IHE", "Processing Algorithm"})
+	return it
+}
+
+// StudyUIDs returns the Series and SOP Instance UIDs of model m's document
+// about the study studyUID, derived from the two (the study's UID and the
+// model's device UID, which follows its checksum): the same model on the
+// same study always gets the same UIDs, so that a document stored twice,
+// by a retry or by a worker restarted after a crash, is one instance in
+// the PACS, and a PACS can be asked whether it holds it. Pass them to
+// WithUIDs. Each is "2.25." and a name-based UUID (version 8, RFC 9562)
+// of SHA-256.
+func StudyUIDs(studyUID string, m Model) (series, instance string) {
+	base := "radgen sr\x00" + studyUID + "\x00" + deviceUID(m)
+	return hashUID(base + "\x00series"), hashUID(base + "\x00instance")
 }
 
 // characterSet returns the Specific Character Set that holds every value
@@ -395,6 +440,12 @@ func newUID(random io.Reader) (string, error) {
 	return "2.25." + new(big.Int).SetBytes(u[:]).String(), nil
 }
 
+// DeviceUID returns the UID the document gives model m as a device (the
+// Device Observer UID and the Contributing Equipment's Device UID), for
+// other messages about the same result (an HL7 v2 OBX-18) to name it the
+// same way.
+func DeviceUID(m Model) string { return deviceUID(m) }
+
 // deviceUID derives the Device Observer UID from the model's checksum (or
 // its name and version): the same weights get the same UID. It is
 // "2.25." and a name-based UUID (version 8, RFC 9562) of SHA-256.
@@ -403,7 +454,13 @@ func deviceUID(m Model) string {
 	if key == "" {
 		key = m.Name + "\x00" + m.Version
 	}
-	sum := sha256.Sum256([]byte("radgen device\x00" + key))
+	return hashUID("radgen device\x00" + key)
+}
+
+// hashUID returns "2.25." and the UUID (version 8, RFC 9562) made of the
+// first 16 bytes of key's SHA-256.
+func hashUID(key string) string {
+	sum := sha256.Sum256([]byte(key))
 	u := sum[:16]
 	u[6] = u[6]&0x0f | 0x80
 	u[8] = u[8]&0x3f | 0x80

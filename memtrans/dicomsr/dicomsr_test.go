@@ -325,6 +325,30 @@ func TestUIDs(t *testing.T) {
 	}
 }
 
+// TestStudyUIDs: the derived UIDs are valid, the same for the same study
+// and model, and differ between studies, between models and between the
+// series and the instance.
+func TestStudyUIDs(t *testing.T) {
+	uid := regexp.MustCompile(`^2\.25\.(0|[1-9][0-9]*)$`)
+	s1, i1 := dicomsr.StudyUIDs("1.2.3", srModel)
+	s2, i2 := dicomsr.StudyUIDs("1.2.3", srModel)
+	s3, i3 := dicomsr.StudyUIDs("1.2.4", srModel)
+	other := srModel
+	other.Checksum = "sha256:00"
+	s4, i4 := dicomsr.StudyUIDs("1.2.3", other)
+	for _, u := range []string{s1, i1, s3, i3, s4, i4} {
+		if !uid.MatchString(u) || len(u) > 64 {
+			t.Errorf("UID %q", u)
+		}
+	}
+	if s1 != s2 || i1 != i2 {
+		t.Errorf("same study and model, different UIDs: %s %s, %s %s", s1, i1, s2, i2)
+	}
+	if len(map[string]bool{s1: true, i1: true, s3: true, i3: true, s4: true, i4: true}) != 6 {
+		t.Errorf("UIDs repeat: %s %s %s %s %s %s", s1, i1, s3, i3, s4, i4)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	good := memtrans.Report{Text: reportText}
 	noClass := testSource()

@@ -29,6 +29,19 @@
 //     its version as Software Versions, its checksum as Device Serial
 //     Number when it fits the attribute's 64 characters.
 //
+//   - IHE AI Results' Contributing Equipment Sequence (0018,A001) (SOP
+//     Common): one item, purpose (Newcode1, 99IHE, "Processing
+//     Algorithm"), the model's manufacturer (DefaultManufacturer when it
+//     names none), name as Manufacturer's Model Name, version as Software
+//     Versions, the Device UID derived from its checksum, and the time
+//     of the contribution. The General Equipment module describes the
+//     same device (the writer of the document), not the source's
+//     modality: the source's equipment is the images' own.
+//
+//   - [StudyUIDs] derives the series and instance UIDs from the study and
+//     the model instead of drawing them, for a writer that must store a
+//     document at most once (a PACS worker retrying or restarted).
+//
 //   - The content tree of TID 2000 (Basic Diagnostic Imaging Report):
 //
 //     CONTAINER (18748-4, LN, "Diagnostic Imaging Report")
