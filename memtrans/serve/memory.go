@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -61,6 +62,22 @@ func (b *memBudget) release(n int64) {
 	b.sem.Release(n)
 }
 
+// collectAbove is the size of a released reservation above which the
+// bytes are collected before they are given back: a view's decoding
+// buffer is garbage once the view is scaled down, and until a collection
+// takes it the next request's buffer would sit beside it.
+const collectAbove = 16 << 20
+
+// releaseCollected gives back n bytes whose buffers were just dropped:
+// large ones once a garbage collection has reclaimed them. It blocks for
+// that collection; call it off the request's path.
+func (b *memBudget) releaseCollected(n int64) {
+	if n >= collectAbove {
+		runtime.GC()
+	}
+	b.release(n)
+}
+
 // free returns the bytes not reserved now.
 func (b *memBudget) free() int64 { return b.total - b.used.Load() }
 
@@ -106,10 +123,10 @@ const (
 )
 
 // decodeCost is an upper estimate of the bytes that decoding a view of
-// w×h pixels in the given format allocates at once (vision.Decode's doc
-// gives them for PNG and JPEG: the decoder's buffer in the image's own bit
-// depth, converted in place), plus its fixed buffers. colour16 is a PNG of
-// 16 bits a sample in colour, gray16 one in gray.
+// w×h pixels in the given format allocates at once: the decoder's buffer in
+// the image's own bit depth (Go's decoders keep 8-bit RGB as RGBA), and
+// the 8-bit result where it is not converted in place (vision.Decode's
+// doc), plus the decoders' fixed buffers.
 func decodeCost(format string, w, h int, model color.Model) int64 {
 	px := int64(w) * int64(h)
 	var per float64
@@ -120,8 +137,10 @@ func decodeCost(format string, w, h int, model color.Model) int64 {
 			per = 1
 		case color.Gray16Model:
 			per = 2
-		case color.RGBA64Model, color.NRGBA64Model:
-			per = 8
+		case color.NRGBA64Model:
+			per = 8 // converted in place
+		case color.RGBA64Model:
+			per = 8 + 3 // opaque 16-bit RGB: converted into a new 8-bit buffer
 		default: // 8-bit colour, gray with alpha, or a palette and its RGB conversion
 			per = 4
 		}

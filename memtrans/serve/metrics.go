@@ -72,6 +72,7 @@ type metrics struct {
 	genTime  float64              // seconds spent in Generate
 
 	memory   *memBudget   // the handler's
+	uploads  atomic.Int64 // report requests whose body is being read
 	inFlight atomic.Int64 // studies inside Model.Generate
 	admitted atomic.Int64 // report requests admitted (queue length + in flight)
 	ready    atomic.Bool
@@ -124,6 +125,8 @@ func (m *metrics) write(w io.Writer) {
 	b.WriteString("# HELP radgen_generate_seconds_total Time spent in Model.Generate.\n# TYPE radgen_generate_seconds_total counter\n")
 	fmt.Fprintf(&b, "radgen_generate_seconds_total %s\n", formatFloat(m.genTime))
 	inFlight, admitted := m.inFlight.Load(), m.admitted.Load()
+	b.WriteString("# HELP radgen_uploads Report requests whose body is being read.\n# TYPE radgen_uploads gauge\n")
+	fmt.Fprintf(&b, "radgen_uploads %d\n", m.uploads.Load())
 	b.WriteString("# HELP radgen_in_flight Studies being generated now.\n# TYPE radgen_in_flight gauge\n")
 	fmt.Fprintf(&b, "radgen_in_flight %d\n", inFlight)
 	b.WriteString("# HELP radgen_queue_length Report requests admitted and not yet being generated (reading, decoding or waiting).\n# TYPE radgen_queue_length gauge\n")

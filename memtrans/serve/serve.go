@@ -644,7 +644,9 @@ func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.R
 	_ = rc.SetReadDeadline(readBy) // without deadlines (a test's recorder), the request's context still bounds the waits
 	h.uploads[rc] = struct{}{}
 	h.upMu.Unlock()
+	h.m.uploads.Add(1)
 	defer func() {
+		h.m.uploads.Add(-1)
 		h.upMu.Lock()
 		delete(h.uploads, rc)
 		h.upMu.Unlock()

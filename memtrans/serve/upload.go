@@ -322,7 +322,7 @@ func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display 
 		go func() {
 			defer func() {
 				if res != nil {
-					res.b.release(cost)
+					res.b.releaseCollected(cost)
 				}
 			}()
 			px, e := decodeView(b, vh, u.names[i], i, maxPixels)
