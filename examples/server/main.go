@@ -171,7 +171,7 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	if grace <= 0 {
 		grace = c.timeout + 5*time.Second
 	}
-	log.Info("shutting down: finishing the requests in flight", "grace", grace)
+	log.Info("shutting down: uploads still arriving are cut, generations in flight finish", "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
