@@ -138,19 +138,21 @@ func TestSchemaRejects(t *testing.T) {
 	good := build(t, memtrans.Report{Text: text}, study)
 	first := func(m map[string]any, key string) map[string]any { return m[key].([]any)[0].(map[string]any) }
 	mutations := map[string]func(m map[string]any){
-		"status not in the value set":  func(m map[string]any) { m["status"] = "draft" },
-		"unknown property":             func(m map[string]any) { m["findings"] = text },
-		"code missing":                 func(m map[string]any) { delete(m, "code") },
-		"issued without a zone":        func(m map[string]any) { m["issued"] = "2026-11-24T09:30:15" },
-		"effective with a bad month":   func(m map[string]any) { m["effectiveDateTime"] = "2012-13-15" },
-		"conclusion as a number":       func(m map[string]any) { m["conclusion"] = 42 },
-		"creation in month 13":         func(m map[string]any) { first(m, "presentedForm")["creation"] = "2026-13-01T00:00:00Z" },
-		"language with spaces":         func(m map[string]any) { first(m, "presentedForm")["language"] = "en  US" },
-		"device name type unknown":     func(m map[string]any) { first(first(m, "contained"), "deviceName")["type"] = "ai-name" },
-		"contained resource unknown":   func(m map[string]any) { first(m, "contained")["resourceType"] = "Model" },
-		"reference type with a space":  func(m map[string]any) { first(m, "basedOn")["type"] = "Service Request" },
-		"device status unknown":        func(m map[string]any) { first(m, "contained")["status"] = "running" },
-		"patient system not a uri":     func(m map[string]any) { m["subject"].(map[string]any)["identifier"].(map[string]any)["system"] = "has spaces" },
+		"status not in the value set": func(m map[string]any) { m["status"] = "draft" },
+		"unknown property":            func(m map[string]any) { m["findings"] = text },
+		"code missing":                func(m map[string]any) { delete(m, "code") },
+		"issued without a zone":       func(m map[string]any) { m["issued"] = "2026-11-24T09:30:15" },
+		"effective with a bad month":  func(m map[string]any) { m["effectiveDateTime"] = "2012-13-15" },
+		"conclusion as a number":      func(m map[string]any) { m["conclusion"] = 42 },
+		"creation in month 13":        func(m map[string]any) { first(m, "presentedForm")["creation"] = "2026-13-01T00:00:00Z" },
+		"language with spaces":        func(m map[string]any) { first(m, "presentedForm")["language"] = "en  US" },
+		"device name type unknown":    func(m map[string]any) { first(first(m, "contained"), "deviceName")["type"] = "ai-name" },
+		"contained resource unknown":  func(m map[string]any) { first(m, "contained")["resourceType"] = "Model" },
+		"reference type with a space": func(m map[string]any) { first(m, "basedOn")["type"] = "Service Request" },
+		"device status unknown":       func(m map[string]any) { first(m, "contained")["status"] = "running" },
+		"patient system not a uri": func(m map[string]any) {
+			m["subject"].(map[string]any)["identifier"].(map[string]any)["system"] = "has spaces"
+		},
 		"study identifier as a number": func(m map[string]any) { first(m, "imagingStudy")["identifier"].(map[string]any)["value"] = 7 },
 	}
 	for name, mutate := range mutations {
