@@ -191,18 +191,21 @@ func readHeader(b []byte) (vh viewHeader, ok bool, err error) {
 // size (8-bit and as float32 tensors), the extractor's feature maps (a
 // ResNet's first stages hold about 16·S² values a view, and a few of them
 // live at once), the display copies the request may ask for, and the
-// decoding's beams and attention.
+// encoder–decoder's work, bounded by the activations the architecture says
+// a study needs in a training step (arch.Config.Cost), which hold every
+// layer's values for the whole report where decoding keeps a step's.
 func generationCost(cfg memtrans.ModelConfig) int64 {
 	s := int64(cfg.ImageSize) * int64(cfg.ImageSize)
 	v := int64(max(cfg.Views, 1))
 	views := v * s * (3 + 3*4) // 8-bit RGB and the normalised float32 tensor
 	features := v * 4 * 4 * 16 * s
 	display := v * (maxDisplaySide * maxDisplaySide * 3 * 2) // the scaled view and its PNG
-	d := int64(max(cfg.Transformer.DModel, 64))
-	steps := int64(max(cfg.MaxSeqLen(), 1))
-	layers := int64(max(cfg.Transformer.Layers, 1))
-	vocab := int64(max(cfg.Transformer.Vocab, 1))
-	decoding := DefaultMaxBeamSize * (steps*d*layers*2*4 + vocab*4*4)
+	var decoding int64 = 64 << 20
+	if cfg.EncoderDecoder != nil {
+		if a := cfg.EncoderDecoder.Cost(cfg.PatchesPerStudy()).Activations; a > 0 && a < 1<<34 {
+			decoding = int64(a) * 4
+		}
+	}
 	return views + features + display + decoding + requestOverhead
 }
 
