@@ -248,3 +248,28 @@ func TestContainedResource(t *testing.T) {
 		t.Error("a contained resource holding two marshalled")
 	}
 }
+
+// FuzzStudyFromDICOMInfo feeds arbitrary header values to
+// StudyFromDICOMInfo: it never panics, and the report it leads to is
+// either built or refused with ErrInput, its effectiveDateTime the date
+// of StudyDate when there is one.
+func FuzzStudyFromDICOMInfo(f *testing.F) {
+	f.Add("20120115", "093015.5", "+0100", "1.2.3", "urn:oid:1.2", "P1")
+	f.Add("2012", "", "-1300", "St Elsewhere", "", "")
+	f.Add("99991231", "2359", "+1400", "https://h.example/x y", "1.2.3", "\x00")
+	f.Fuzz(func(t *testing.T, date, clock, zone, issuer, uid, pid string) {
+		info := &vision.DICOMInfo{StudyDate: date, StudyTime: clock, TimezoneOffsetFromUTC: zone, IssuerOfPatientID: issuer, StudyInstanceUID: uid, PatientID: pid}
+		s := fhir.StudyFromDICOMInfo(info, nil)
+		s.InstanceUID = "1.2.3"
+		dr, err := fhir.NewDiagnosticReport(memtrans.Report{Text: text}, s, model, issued)
+		if err != nil {
+			if !errors.Is(err, fhir.ErrInput) {
+				t.Fatalf("%+v: %v", s, err)
+			}
+			return
+		}
+		if !s.Time.IsZero() && !strings.HasPrefix(dr.EffectiveDateTime, date[:4]+"-"+date[4:6]+"-"+date[6:8]) {
+			t.Fatalf("StudyDate %q gave effectiveDateTime %q", date, dr.EffectiveDateTime)
+		}
+	})
+}
