@@ -270,6 +270,7 @@ func (m *Model) save(w io.Writer, extra radgen.Module, meta map[string]string) e
 		return err
 	}
 	md := map[string]string{"format": "pt", metaConfig: string(cfg), metaVocab: string(vocab)}
+	addProvenance(md, m)
 	for k, v := range meta {
 		md[k] = v
 	}
@@ -395,6 +396,7 @@ func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	m.extractor.ResNet.Refold()
+	setProvenanceMeta(m, ck.metadata[metaProvenance])
 	return m, ck, nil
 }
 

@@ -179,6 +179,11 @@ type Report struct {
 	Candidates []string
 	Expert     int
 	Votes      []float64
+
+	// Truncated is set when the report reached the maximum length
+	// (WithMaxLength) before the model ended it: its last sentence may be
+	// cut off.
+	Truncated bool
 }
 
 // GenerateOption configures Generate.
@@ -413,7 +418,7 @@ func (m *Model) decodeBatch(ctx context.Context, studies []Study, feats *radgen.
 	for i, s := range studies {
 		h := res[i].best
 		r := Report{StudyID: s.ID, Tokens: h.Tokens, LogProb: h.Score, TokenLogProbs: h.LogProbs, Text: m.tokenizer.Decode(h.Tokens), Grid: grid,
-			Expert: res[i].expert, Votes: res[i].scores}
+			Expert: res[i].expert, Votes: res[i].scores, Truncated: len(h.Tokens) > 0 && h.Tokens[len(h.Tokens)-1] != 0}
 		for _, c := range res[i].candidates {
 			r.Candidates = append(r.Candidates, m.tokenizer.Decode(c.Tokens))
 		}

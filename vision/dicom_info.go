@@ -26,13 +26,15 @@ type DICOMInfo struct {
 	StudyInstanceUID  string // (0020,000D)
 	SeriesInstanceUID string // (0020,000E)
 
-	PatientName      string // (0010,0010), components separated by ^
-	PatientID        string // (0010,0020)
-	PatientBirthDate string // (0010,0030), YYYYMMDD
-	PatientSex       string // (0010,0040)
+	PatientName       string // (0010,0010), components separated by ^
+	PatientID         string // (0010,0020)
+	IssuerOfPatientID string // (0010,0021): the namespace of PatientID
+	PatientBirthDate  string // (0010,0030), YYYYMMDD
+	PatientSex        string // (0010,0040)
 
 	StudyDate              string // (0008,0020), YYYYMMDD
 	StudyTime              string // (0008,0030), HHMMSS.FFFFFF
+	TimezoneOffsetFromUTC  string // (0008,0201), ±HHMM: the zone of the dates and times
 	AccessionNumber        string // (0008,0050)
 	ReferringPhysicianName string // (0008,0090)
 	StudyID                string // (0020,0010)
@@ -108,6 +110,10 @@ func infoText(d *DICOMInfo, t uint32) *string {
 		return &d.PatientName
 	case 0x00100020:
 		return &d.PatientID
+	case 0x00100021:
+		return &d.IssuerOfPatientID
+	case 0x00080201:
+		return &d.TimezoneOffsetFromUTC
 	case 0x00100030:
 		return &d.PatientBirthDate
 	case 0x00100040:

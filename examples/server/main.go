@@ -1,6 +1,7 @@
 // Command server runs radgen's report service: the memtrans/serve handler
 // over a model, on one port, with structured logs and a graceful shutdown
-// that lets the requests in flight finish.
+// that cuts the uploads still arriving and lets the generations in flight
+// finish.
 //
 //	go run ./examples/server -model model.radgen [-addr 127.0.0.1:8080]
 //
@@ -18,14 +19,17 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
@@ -49,6 +53,8 @@ type config struct {
 	maxPixels   int64
 	shutdown    time.Duration
 	jsonLogs    bool
+	memory      int64
+	upload      time.Duration
 }
 
 func main() {
@@ -70,7 +76,9 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", serve.DefaultTimeout, "per-request limit, queueing included")
 	flag.Int64Var(&c.maxUpload, "max-upload", serve.DefaultMaxUploadBytes, "largest request body in bytes")
 	flag.Int64Var(&c.maxPixels, "max-pixels", serve.DefaultMaxPixels, "largest view in pixels")
-	flag.DurationVar(&c.shutdown, "shutdown-grace", 0, "how long a shutdown waits for requests in flight (default: -timeout + 5s)")
+	flag.DurationVar(&c.shutdown, "shutdown-grace", 0, "how long a shutdown waits for the generations in flight (default: -timeout + 5s); uploads still arriving are cut at once")
+	flag.Int64Var(&c.memory, "memory-budget", 0, "bytes report requests may hold at once (default: half the machine's memory less the model)")
+	flag.DurationVar(&c.upload, "upload-timeout", serve.DefaultUploadTimeout, "longest time an upload's body may take to arrive")
 	flag.BoolVar(&c.jsonLogs, "json-logs", false, "log JSON lines instead of text")
 	flag.Parse()
 
@@ -99,6 +107,12 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	opts := []serve.Option{serve.WithLogger(log), serve.WithModelName(name), serve.WithQueue(c.queue),
 		serve.WithConcurrency(c.concurrency), serve.WithTimeout(c.timeout), serve.WithMaxUploadBytes(c.maxUpload),
 		serve.WithMaxPixels(c.maxPixels), serve.WithBatching(c.maxBatch, c.batchWait)}
+	if c.memory > 0 {
+		opts = append(opts, serve.WithMemoryBudget(c.memory))
+	}
+	if c.upload > 0 {
+		opts = append(opts, serve.WithUploadTimeout(c.upload))
+	}
 	if c.noBatching {
 		opts = append(opts, serve.WithoutBatching())
 	}
@@ -110,6 +124,12 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 		return err
 	}
 	defer h.Close()
+	// The Go runtime collects harder as the heap nears the budget plus the
+	// model, rather than growing past it (the limit is soft: it never
+	// fails an allocation).
+	if prev := debug.SetMemoryLimit(-1); prev == math.MaxInt64 {
+		debug.SetMemoryLimit(h.Info().MemoryBudget + modelBytes(model) + 256<<20)
+	}
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -118,12 +138,17 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
-		WriteTimeout:      c.timeout + time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// The handler gives each upload its own read deadline
+		// (-upload-timeout); this bounds the other routes' bodies.
+		ReadTimeout:    c.upload + 10*time.Second,
+		WriteTimeout:   c.timeout + time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown cuts the uploads still arriving at once, then waits for the
+	// generations in flight.
+	srv.RegisterOnShutdown(h.Drain)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", name, "checksum", h.Info().Checksum)
@@ -146,7 +171,7 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	if grace <= 0 {
 		grace = c.timeout + 5*time.Second
 	}
-	log.Info("shutting down: finishing the requests in flight", "grace", grace)
+	log.Info("shutting down: uploads still arriving are cut, generations in flight finish", "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -178,7 +203,10 @@ func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model
 	o.Dir = filepath.Join(c.cache, "films")
 	path := filepath.Join(c.cache, fmt.Sprintf("quickstart-seed%d-epochs%d.radgen", o.Seed, o.Epochs))
 	name := "quickstart tiny R2Gen"
-	if m, err := memtrans.LoadFile(path, mopts); err == nil {
+	// A cached model written before checkpoints recorded their data is the
+	// same synthetic-film model: say so.
+	sopts := memtrans.WithModelOptions(memtrans.WithLogger(log), memtrans.WithProvenance(synthrun.Provenance))
+	if m, err := memtrans.LoadFile(path, sopts); err == nil {
 		log.Info("quickstart model loaded", "path", path)
 		logSample(o.Dir, log)
 		return m, name, nil
@@ -208,6 +236,13 @@ func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model
 	}
 	logSample(o.Dir, log)
 	return res.Model, name, nil
+}
+
+// modelBytes counts the bytes of a model's weights.
+func modelBytes(m *memtrans.Model) int64 {
+	var n int64
+	m.VisitParams(func(_ string, t *radgen.Tensor) { n += 4 * int64(len(t.Data())) })
+	return n
 }
 
 // logSample names a held-out synthetic study to try the page with.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,80 @@ func TestServeAndShutdown(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
 	}
+}
+
+// A shutdown with an upload stalled halfway cuts it at once: run returns
+// within the grace, without "context deadline exceeded", although the
+// upload's own deadline is minutes away.
+func TestShutdownCutsStalledUpload(t *testing.T) {
+	path := tinyCheckpoint(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := config{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
+		timeout: 10 * time.Minute, maxUpload: 16 << 20, maxPixels: 1 << 20, upload: 10 * time.Minute, shutdown: 5 * time.Second}
+	var logs bytes.Buffer
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, c, slog.New(slog.NewTextHandler(&logs, nil)), ready) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/reports HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=B\r\nContent-Length: %d\r\n\r\n", 10<<20)
+	fmt.Fprintf(conn, "--B\r\nContent-Disposition: form-data; name=\"view\"; filename=\"0.png\"\r\n\r\n\x89PNG\r\n\x1a\n")
+	// Wait until the handler reads the body.
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "radgen_uploads 1\n") {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v\n%s", err, logs.String())
+	}
+	// The stalled client got an answer (503) or a closed connection.
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	b, _ := io.ReadAll(conn)
+	if len(b) > 0 && !strings.Contains(string(b), " 503 ") {
+		t.Errorf("the stalled upload got %.200q", b)
+	}
+}
+
+// tinyCheckpoint saves a tiny random R2Gen model and returns its path.
+func tinyCheckpoint(t *testing.T) string {
+	cfg := data.SynthConfig{Train: 1, Width: 64, Height: 64, Seed: 2}
+	st, err := data.GenerateStudy(cfg, "train", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{st.Study.Report})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := memtrans.R2GenTiny(tok.Len() + 1)
+	mc.ImageSize, mc.ResizeTo = 64, 64
+	m, err := memtrans.New(mc, tok, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	path := filepath.Join(t.TempDir(), "tiny.radgen")
+	if err := m.SaveFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -20,6 +20,10 @@ import (
 	"github.com/radgen/radgen/vision"
 )
 
+// Provenance is what a model trained by Run records about its data: the
+// synthetic films of memtrans/data, not radiographs of patients.
+var Provenance = memtrans.Provenance{Data: "synthetic chest films (memtrans/data.GenerateStudy)", Synthetic: true}
+
 // Options describe a run. Zero fields take the defaults of Defaults.
 type Options struct {
 	Dir         string // working directory (required)
@@ -159,7 +163,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.ConfigureModel != nil {
 		o.ConfigureModel(&cfg)
 	}
-	model, err := memtrans.New(cfg, tok, o.Seed)
+	model, err := memtrans.New(cfg, tok, o.Seed, memtrans.WithProvenance(Provenance))
 	if err != nil {
 		return nil, err
 	}

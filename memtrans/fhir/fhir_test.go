@@ -1,35 +1,17 @@
 package fhir_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/vision"
 )
-
-var (
-	schemaOnce sync.Once
-	r4         *schema
-)
-
-func r4Schema(t testing.TB) *schema {
-	schemaOnce.Do(func() { r4 = loadSchema(t, "testdata/fhir.schema.json.gz") })
-	if r4 == nil {
-		t.Fatal("schema did not load")
-	}
-	return r4
-}
 
 const (
 	studyUID = "1.2.826.0.1.3680043.8.498.12345678901234567890"
@@ -59,75 +41,6 @@ func build(t *testing.T, s fhir.Study, opts ...fhir.Option) (*fhir.DiagnosticRep
 		t.Fatal(err)
 	}
 	return dr, b
-}
-
-// TestSchema validates the resources NewDiagnosticReport writes, with and
-// without the optional fields, against the FHIR R4 JSON schema.
-func TestSchema(t *testing.T) {
-	sc := r4Schema(t)
-	cases := map[string]struct {
-		s    fhir.Study
-		opts []fhir.Option
-	}{
-		"full":    {study, []fhir.Option{fhir.WithID("report-1"), fhir.WithLanguage("en-US"), fhir.WithIdentifier(fhir.Identifier{System: fhir.SystemDICOMUID, Value: "urn:oid:2.25.1234"})}},
-		"minimal": {fhir.Study{InstanceUID: "1.2.3"}, nil},
-		"patient": {fhir.Study{InstanceUID: "1.2.3", Patient: "Patient/7"}, nil},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, b := build(t, c.s, c.opts...)
-			if err := sc.Validate(b); err != nil {
-				t.Fatalf("%v\n%s", err, b)
-			}
-		})
-	}
-}
-
-// TestSchemaRejects shows the validator catching broken reports: each
-// mutation of a valid report must fail validation. (The R4 schema gives
-// complex types no "type": "object" and base64Binary no pattern, so a
-// string in place of a Reference, or data that is not base64, pass it;
-// TestContent decodes the data instead.)
-func TestSchemaRejects(t *testing.T) {
-	sc := r4Schema(t)
-	_, good := build(t, study)
-	mutations := map[string]func(m map[string]any){
-		"status not in the value set": func(m map[string]any) { m["status"] = "draft" },
-		"unknown property":            func(m map[string]any) { m["findings"] = text },
-		"code missing":                func(m map[string]any) { delete(m, "code") },
-		"issued without a zone":       func(m map[string]any) { m["issued"] = "2026-11-24T09:30:15" },
-		"conclusion as a number":      func(m map[string]any) { m["conclusion"] = 42 },
-		"creation in month 13":        func(m map[string]any) { first(m, "presentedForm")["creation"] = "2026-13-01T00:00:00Z" },
-		"language with spaces":        func(m map[string]any) { first(m, "presentedForm")["language"] = "en  US" },
-		"device name type unknown": func(m map[string]any) {
-			first(first(m, "contained"), "deviceName")["type"] = "ai-name"
-		},
-		"contained resource unknown": func(m map[string]any) {
-			first(m, "contained")["resourceType"] = "Model"
-		},
-		"study identifier value as an object": func(m map[string]any) {
-			first(m, "imagingStudy")["identifier"].(map[string]any)["value"] = map[string]any{"oid": studyUID}
-		},
-		"reference type with a space": func(m map[string]any) { first(m, "basedOn")["type"] = "Service Request" },
-		"device status unknown": func(m map[string]any) {
-			first(m, "contained")["status"] = "running"
-		},
-	}
-	for name, mutate := range mutations {
-		t.Run(name, func(t *testing.T) {
-			var m map[string]any
-			if err := json.Unmarshal(good, &m); err != nil {
-				t.Fatal(err)
-			}
-			mutate(m)
-			b, _ := json.Marshal(m)
-			err := sc.Validate(b)
-			if err == nil {
-				t.Fatalf("validator accepted the broken report:\n%s", b)
-			}
-			t.Logf("rejected: %v", err)
-		})
-	}
 }
 
 func first(m map[string]any, key string) map[string]any {
@@ -234,15 +147,29 @@ func TestStudyFromDICOM(t *testing.T) {
 	info := &vision.DICOMInfo{StudyInstanceUID: "1.2.3", AccessionNumber: "A1", PatientID: "P1", StudyDate: "20240102", StudyTime: "1015"}
 	src := &vision.DICOMStudy{StudyInstanceUID: "1.2.3", Views: []vision.DICOMView{{Info: info}}}
 	s := fhir.StudyFromDICOM(src, time.UTC)
-	if s.InstanceUID != "1.2.3" || s.AccessionNumber != "A1" || s.PatientID != "P1" || !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 0, 0, time.UTC)) {
+	if s.InstanceUID != "1.2.3" || s.AccessionNumber != "A1" || s.PatientID != "P1" || s.DateOnly || !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 0, 0, time.UTC)) {
 		t.Errorf("%+v", s)
 	}
 	info.StudyTime = "101530.25"
 	if s := fhir.StudyFromDICOM(src, time.UTC); !s.Time.Equal(time.Date(2024, 1, 2, 10, 15, 30, 0, time.UTC)) {
 		t.Errorf("%v", s.Time)
 	}
-	if s := fhir.StudyFromDICOM(src, nil); !s.Time.IsZero() {
-		t.Errorf("no zone: %v", s.Time)
+	// No zone: the date alone.
+	if s := fhir.StudyFromDICOM(src, nil); !s.DateOnly || s.Time.Format(time.DateOnly) != "2024-01-02" {
+		t.Errorf("no zone: %v (date only %v)", s.Time, s.DateOnly)
+	}
+	// The header's zone wins over the caller's.
+	info.TimezoneOffsetFromUTC = "-0500"
+	if s := fhir.StudyFromDICOM(src, time.UTC); s.DateOnly || s.Time.Format(time.RFC3339) != "2024-01-02T10:15:30-05:00" {
+		t.Errorf("zone -0500: %v", s.Time)
+	}
+	info.TimezoneOffsetFromUTC = "+2500"
+	if s := fhir.StudyFromDICOM(src, nil); !s.DateOnly {
+		t.Errorf("a bad zone used: %v", s.Time)
+	}
+	info.StudyTime = ""
+	if s := fhir.StudyFromDICOM(src, time.UTC); !s.DateOnly {
+		t.Errorf("no time: %v", s.Time)
 	}
 	info.StudyDate = "2024"
 	if s := fhir.StudyFromDICOM(src, time.UTC); !s.Time.IsZero() {
@@ -250,6 +177,66 @@ func TestStudyFromDICOM(t *testing.T) {
 	}
 	if s := fhir.StudyFromDICOM(nil, time.UTC); s.InstanceUID != "" {
 		t.Errorf("nil source: %+v", s)
+	}
+	// The issuer of the patient id: an OID or a URI as the system, a name
+	// as the assigner.
+	for issuer, want := range map[string][2]string{
+		"1.2.840.113619.2.5":                            {"urn:oid:1.2.840.113619.2.5", ""},
+		"https://hospital.example/mrn":                  {"https://hospital.example/mrn", ""},
+		"urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66": {"urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66", ""},
+		"St Elsewhere MRN":                              {"", "St Elsewhere MRN"},
+	} {
+		info.IssuerOfPatientID = issuer
+		s := fhir.StudyFromDICOM(src, nil)
+		if s.PatientSystem != want[0] || s.PatientAssigner != want[1] {
+			t.Errorf("issuer %q: system %q, assigner %q", issuer, s.PatientSystem, s.PatientAssigner)
+		}
+	}
+}
+
+// TestEffectiveAndIdentifiers: effectiveDateTime is the study's time, its
+// date alone, or absent; the report's study id is an identifier; the
+// patient's assigner is written; a truncated report says so.
+func TestEffectiveAndIdentifiers(t *testing.T) {
+	cases := []struct {
+		s    fhir.Study
+		want string
+	}{
+		{fhir.Study{InstanceUID: "1.2.3"}, ""},
+		{fhir.Study{InstanceUID: "1.2.3", Time: time.Date(2012, 1, 15, 0, 0, 0, 0, time.UTC), DateOnly: true}, "2012-01-15"},
+		{fhir.Study{InstanceUID: "1.2.3", Time: time.Date(2012, 1, 15, 9, 30, 0, 0, time.FixedZone("", -5*3600))}, "2012-01-15T09:30:00-05:00"},
+	}
+	for _, c := range cases {
+		dr, err := fhir.NewDiagnosticReport(memtrans.Report{Text: text}, c.s, model, issued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dr.EffectiveDateTime != c.want || dr.Contained[1].Observation.EffectiveDateTime != c.want {
+			t.Errorf("%+v: effective %q, want %q", c.s, dr.EffectiveDateTime, c.want)
+		}
+	}
+	dr, err := fhir.NewDiagnosticReport(memtrans.Report{StudyID: "CXR 7", Text: "the heart is", Truncated: true},
+		fhir.Study{InstanceUID: "1.2.3", PatientID: "P1", PatientAssigner: "St Elsewhere"}, model, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dr.Identifier) != 1 || dr.Identifier[0].Value != "CXR 7" || dr.Identifier[0].Type.Text != "study identifier" {
+		t.Errorf("identifiers %+v", dr.Identifier)
+	}
+	if a := dr.Subject.Identifier.Assigner; a == nil || a.Display != "St Elsewhere" {
+		t.Errorf("assigner %+v", a)
+	}
+	obs := dr.Contained[1].Observation
+	if dr.Conclusion != "the heart is ["+fhir.TruncatedNote+"]" || obs.ValueString != "the heart is" || obs.Note[len(obs.Note)-1].Text != fhir.TruncatedNote {
+		t.Errorf("truncated: conclusion %q, value %q, notes %+v", dr.Conclusion, obs.ValueString, obs.Note)
+	}
+	// The study id equal to the UID is not repeated; control characters are refused.
+	dr, _ = fhir.NewDiagnosticReport(memtrans.Report{StudyID: "1.2.3", Text: text}, fhir.Study{InstanceUID: "1.2.3"}, model, issued)
+	if len(dr.Identifier) != 0 {
+		t.Errorf("the UID as a study id: %+v", dr.Identifier)
+	}
+	if _, err := fhir.NewDiagnosticReport(memtrans.Report{StudyID: "a\x1bb", Text: text}, fhir.Study{InstanceUID: "1.2.3"}, model, issued); !errors.Is(err, fhir.ErrInput) {
+		t.Errorf("a study id with ESC: %v", err)
 	}
 }
 
@@ -262,33 +249,27 @@ func TestContainedResource(t *testing.T) {
 	}
 }
 
-// TestSchemaRealStudy: the report of a real DICOM study (the SIIM chest
-// film, read by memtrans.StudiesFromDICOMDir) validates against the R4
-// schema, its study time taken from the file.
-func TestSchemaRealStudy(t *testing.T) {
-	src := testutil.Dir(t, "RADGEN_REAL_DICOM", "real/dicom")
-	b, err := os.ReadFile(filepath.Join(src, "siim_cr_jpeg_baseline.dcm"))
-	if err != nil {
-		t.Skipf("no SIIM film: %v", err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "film.dcm"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	studies, err := memtrans.StudiesFromDICOMDir(context.Background(), dir, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := fhir.StudyFromDICOM(studies[0].DICOM, time.UTC)
-	dr, err := fhir.NewDiagnosticReport(memtrans.Report{Text: text}, s, model, issued)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := json.Marshal(dr)
-	if err := r4Schema(t).Validate(out); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if dr.ImagingStudy[0].Identifier.Value != "urn:oid:"+studies[0].ID || dr.EffectiveDateTime != s.Time.Format(time.RFC3339Nano) {
-		t.Errorf("imaging study %v, effective %s", dr.ImagingStudy[0].Identifier, dr.EffectiveDateTime)
-	}
+// FuzzStudyFromDICOMInfo feeds arbitrary header values to
+// StudyFromDICOMInfo: it never panics, and the report it leads to is
+// either built or refused with ErrInput, its effectiveDateTime the date
+// of StudyDate when there is one.
+func FuzzStudyFromDICOMInfo(f *testing.F) {
+	f.Add("20120115", "093015.5", "+0100", "1.2.3", "urn:oid:1.2", "P1")
+	f.Add("2012", "", "-1300", "St Elsewhere", "", "")
+	f.Add("99991231", "2359", "+1400", "https://h.example/x y", "1.2.3", "\x00")
+	f.Fuzz(func(t *testing.T, date, clock, zone, issuer, uid, pid string) {
+		info := &vision.DICOMInfo{StudyDate: date, StudyTime: clock, TimezoneOffsetFromUTC: zone, IssuerOfPatientID: issuer, StudyInstanceUID: uid, PatientID: pid}
+		s := fhir.StudyFromDICOMInfo(info, nil)
+		s.InstanceUID = "1.2.3"
+		dr, err := fhir.NewDiagnosticReport(memtrans.Report{Text: text}, s, model, issued)
+		if err != nil {
+			if !errors.Is(err, fhir.ErrInput) {
+				t.Fatalf("%+v: %v", s, err)
+			}
+			return
+		}
+		if !s.Time.IsZero() && !strings.HasPrefix(dr.EffectiveDateTime, date[:4]+"-"+date[4:6]+"-"+date[6:8]) {
+			t.Fatalf("StudyDate %q gave effectiveDateTime %q", date, dr.EffectiveDateTime)
+		}
+	})
 }

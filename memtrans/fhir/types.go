@@ -43,9 +43,10 @@ type CodeableConcept struct {
 
 // Identifier is a business identifier: a value in a namespace (System).
 type Identifier struct {
-	Type   *CodeableConcept `json:"type,omitempty"`
-	System string           `json:"system,omitempty"`
-	Value  string           `json:"value,omitempty"`
+	Type     *CodeableConcept `json:"type,omitempty"`
+	System   string           `json:"system,omitempty"`
+	Value    string           `json:"value,omitempty"`
+	Assigner *Reference       `json:"assigner,omitempty"` // the organisation that issued it
 }
 
 // Reference points at another resource: literally (Reference, "#id" for a

@@ -12,13 +12,17 @@
 //	                   study_uid, beam_size, max_length, attention, images,
 //	                   fhir.
 //	                   Answers the report as JSON: text, words, tokens, token
-//	                   log-probabilities, log_prob, the model's name and
+//	                   log-probabilities, log_prob, truncated (cut at
+//	                   max_length), the study's identity from a DICOM view's
+//	                   header, the model's name and
 //	                   checksum, timings, and on request the attention of
 //	                   every word over every view, the decoded views as PNG
 //	                   and a FHIR DiagnosticReport.
 //	GET  /v1/model     architecture, configuration, vocabulary size, checksum
 //	GET  /healthz      200 while the process serves
-//	GET  /readyz       200 once WarmUp has succeeded, 503 before
+//	GET  /readyz       200 when a report can be taken now: WarmUp has
+//	                   succeeded, the handler is not closed or draining, and
+//	                   the queue and the memory budget have room; else 503
 //	GET  /metrics      Prometheus text format: requests by route and outcome,
 //	                   report latency histogram, studies per Generate call,
 //	                   in-flight studies, queue length, readiness
@@ -34,14 +38,24 @@
 //
 // # Limits and back-pressure
 //
-// Every limit is an option: upload bytes (WithMaxUploadBytes), pixels per
+// Every limit is an option: upload bytes (WithMaxUploadBytes; a declared
+// Content-Length over it is refused before the body is read), the time an
+// upload may take (WithUploadTimeout, its own read deadline), pixels per
 // view, checked against the image header before decoding (WithMaxPixels),
-// files per upload (WithMaxViews), the time from admission to answer, whose
-// deadline reaches Model.Generate through the request's context
-// (WithTimeout), and the requests admitted at once (WithQueue). A request
-// beyond the queue is answered at once with 429 and a Retry-After header;
-// none waits without bound. WithBearerToken requires a bearer token on the
-// API and /metrics.
+// files per upload (WithMaxViews), the time from arrival to answer, whose
+// deadline reaches the decoding of the views and Model.Generate
+// (WithTimeout), the requests admitted at once (WithQueue) and the memory
+// requests hold at once (WithMemoryBudget). A request is admitted only once
+// its upload has arrived, been validated and decoded, so a stalled client
+// costs a connection, not a place in the queue. Every request reserves in
+// the memory budget what it is about to allocate: its upload as it arrives,
+// each view's decoding buffers (from the header's pixel count) and its
+// generation's work; a reservation waits at most half the request's
+// remaining time. A request beyond the queue or the budget is answered
+// with 429 and a Retry-After header; none waits without bound. When idle
+// after serving, the handler returns freed memory to the operating system.
+// WithBearerToken requires a bearer token on the API and /metrics (the
+// scheme's name is case-insensitive).
 //
 // # Batching
 //
@@ -56,7 +70,9 @@
 //
 // # Running
 //
-// A Handler does not own its model: stop the http.Server first
-// (Shutdown lets requests in flight finish), then Close the handler, then
-// the model. The command examples/server does exactly this.
+// A Handler does not own its model. Register Drain with the server
+// (srv.RegisterOnShutdown(h.Drain)) so that Shutdown cuts the uploads still
+// arriving at once and waits only for the requests being decoded or
+// generated; then Close the handler, then the model. The command
+// examples/server does exactly this.
 package serve

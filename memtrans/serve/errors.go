@@ -15,15 +15,16 @@ const (
 	CodeInvalidOption    = "invalid_option"     // 400: a generation option out of range
 	CodeNoViews          = "no_views"           // 400: an upload without image files
 	CodeUnsupportedMedia = "unsupported_media"  // 415: not multipart, or a file that is not PNG, JPEG or DICOM
-	CodeUploadTooLarge   = "upload_too_large"   // 413: body beyond WithMaxUploadBytes
+	CodeUploadTooLarge   = "upload_too_large"   // 413: body beyond WithMaxUploadBytes (refused before reading when Content-Length says so)
+	CodeUploadTimeout    = "upload_timeout"     // 408: the body did not arrive within WithUploadTimeout
 	CodeTooManyViews     = "too_many_views"     // 413: files beyond WithMaxViews
 	CodeTooManyPixels    = "too_many_pixels"    // 413: a view beyond WithMaxPixels
 	CodeBadImage         = "bad_image"          // 422: a PNG, JPEG or DICOM file that does not decode
 	CodeViewCount        = "view_count"         // 422: not as many views as the model takes
-	CodeOverloaded       = "overloaded"         // 429: the queue is full; see Retry-After
+	CodeOverloaded       = "overloaded"         // 429: the queue or the memory budget is full; see Retry-After
 	CodeTimeout          = "timeout"            // 504: the request ran past WithTimeout
 	CodeCanceled         = "canceled"           // 499: the client went away
-	CodeUnavailable      = "unavailable"        // 503: the handler is closed
+	CodeUnavailable      = "unavailable"        // 503: the handler is closed or draining, or not ready (/readyz)
 	CodeInternal         = "internal"           // 500
 )
 

@@ -9,38 +9,43 @@ import (
 
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
-	"github.com/radgen/radgen/vision"
 )
 
-// fhirReport writes the report as a FHIR R4 DiagnosticReport about the
-// study of the uploaded DICOM files (its UID, accession number, patient and
-// time, from the first DICOM view's header), with the study UID the request
-// gave, if any, in place of theirs; without either, a fresh UID under the
-// UUID root 2.25 (ISO/IEC 9834-8) names the study.
-func (h *Handler) fhirReport(rep memtrans.Report, up *upload, issued time.Time) (any, *apiError) {
+// fhirStudy returns the study a FHIR report will name, before any
+// generation: the first DICOM view's header (its UID, accession number,
+// patient with the issuer's namespace, and its date and time), with the
+// study UID the request gave, if any, in place of its; without either, a
+// fresh UID under the UUID root 2.25 (ISO/IEC 9834-8). A header that cannot
+// make a valid report is refused now, not after a generation.
+func (h *Handler) fhirStudy(up *upload) (fhir.Study, *apiError) {
 	var st fhir.Study
 	if up.dicom != nil {
-		st = fhir.StudyFromDICOM(&vision.DICOMStudy{StudyInstanceUID: up.dicom.StudyInstanceUID, Views: []vision.DICOMView{{Info: up.dicom}}}, nil)
+		st = fhir.StudyFromDICOMInfo(up.dicom, h.o.location)
 	}
 	if up.studyUID != "" {
 		st.InstanceUID = up.studyUID
 	}
-	uid := st.InstanceUID
-	if uid == "" {
+	if st.InstanceUID == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])  // crypto/rand.Read never fails
 		b[6] = b[6]&0x0f | 0x40 // a version-4 UUID
 		b[8] = b[8]&0x3f | 0x80
-		uid = "2.25." + new(big.Int).SetBytes(b[:]).String()
+		st.InstanceUID = "2.25." + new(big.Int).SetBytes(b[:]).String()
 	}
-	st.InstanceUID = uid
+	probe := memtrans.Report{StudyID: up.studyID, Text: "-"}
+	if _, err := fhir.NewDiagnosticReport(probe, st, fhir.Model{Name: h.info.Name, Checksum: h.info.Checksum}, time.Now()); err != nil {
+		if errors.Is(err, fhir.ErrInput) && up.dicom != nil && up.studyUID == "" {
+			return st, errorf(http.StatusUnprocessableEntity, CodeBadImage, "the DICOM header's study attributes cannot make a FHIR report")
+		}
+		return st, errorf(http.StatusBadRequest, CodeInvalidOption, "the study's identity cannot make a FHIR report (study_id, study_uid or the DICOM header)")
+	}
+	return st, nil
+}
+
+// fhirReport writes the report as a FHIR R4 DiagnosticReport about st
+// (see fhirStudy).
+func (h *Handler) fhirReport(rep memtrans.Report, st fhir.Study, issued time.Time) (any, *apiError) {
 	dr, err := fhir.NewDiagnosticReport(rep, st, fhir.Model{Name: h.info.Name, Checksum: h.info.Checksum}, issued)
-	if errors.Is(err, fhir.ErrInput) && up.studyUID != "" {
-		return nil, errorf(http.StatusBadRequest, CodeInvalidOption, "study_uid: not a DICOM UID (dotted decimal, at most 64 characters)")
-	}
-	if errors.Is(err, fhir.ErrInput) && up.dicom != nil {
-		return nil, errorf(http.StatusUnprocessableEntity, CodeBadImage, "the DICOM header's study attributes cannot make a FHIR report")
-	}
 	if err != nil {
 		h.o.logger.Error("FHIR report", "err", err)
 		return nil, errorf(http.StatusInternalServerError, CodeInternal, "the FHIR report could not be written")

@@ -71,6 +71,8 @@ type metrics struct {
 	batches  histogram            // studies per Generate call
 	genTime  float64              // seconds spent in Generate
 
+	memory   *memBudget   // the handler's
+	uploads  atomic.Int64 // report requests whose body is being read
 	inFlight atomic.Int64 // studies inside Model.Generate
 	admitted atomic.Int64 // report requests admitted (queue length + in flight)
 	ready    atomic.Bool
@@ -102,7 +104,7 @@ func (m *metrics) write(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var b strings.Builder
-	b.WriteString("# HELP radgen_requests_total HTTP requests answered, by route and outcome (\"ok\" or the error code).\n# TYPE radgen_requests_total counter\n")
+	b.WriteString("# HELP radgen_requests_total HTTP requests answered, by route and outcome (\"ok\" or the error code: canceled for a client gone, not_found for a missing page file).\n# TYPE radgen_requests_total counter\n")
 	keys := make([][2]string, 0, len(m.requests))
 	for k := range m.requests {
 		keys = append(keys, k)
@@ -123,10 +125,20 @@ func (m *metrics) write(w io.Writer) {
 	b.WriteString("# HELP radgen_generate_seconds_total Time spent in Model.Generate.\n# TYPE radgen_generate_seconds_total counter\n")
 	fmt.Fprintf(&b, "radgen_generate_seconds_total %s\n", formatFloat(m.genTime))
 	inFlight, admitted := m.inFlight.Load(), m.admitted.Load()
+	b.WriteString("# HELP radgen_uploads Report requests whose body is being read.\n# TYPE radgen_uploads gauge\n")
+	fmt.Fprintf(&b, "radgen_uploads %d\n", m.uploads.Load())
 	b.WriteString("# HELP radgen_in_flight Studies being generated now.\n# TYPE radgen_in_flight gauge\n")
 	fmt.Fprintf(&b, "radgen_in_flight %d\n", inFlight)
 	b.WriteString("# HELP radgen_queue_length Report requests admitted and not yet being generated (reading, decoding or waiting).\n# TYPE radgen_queue_length gauge\n")
 	fmt.Fprintf(&b, "radgen_queue_length %d\n", max(0, admitted-inFlight))
+	if m.memory != nil {
+		b.WriteString("# HELP radgen_memory_budget_bytes Bytes that report requests may hold at once.\n# TYPE radgen_memory_budget_bytes gauge\n")
+		fmt.Fprintf(&b, "radgen_memory_budget_bytes %d\n", m.memory.total)
+		b.WriteString("# HELP radgen_memory_reserved_bytes Bytes reserved by report requests now.\n# TYPE radgen_memory_reserved_bytes gauge\n")
+		fmt.Fprintf(&b, "radgen_memory_reserved_bytes %d\n", m.memory.used.Load())
+		b.WriteString("# HELP radgen_memory_reserved_peak_bytes The most bytes reserved at once since the start.\n# TYPE radgen_memory_reserved_peak_bytes gauge\n")
+		fmt.Fprintf(&b, "radgen_memory_reserved_peak_bytes %d\n", m.memory.peak.Load())
+	}
 	b.WriteString("# HELP radgen_ready Whether the model is loaded and warmed up.\n# TYPE radgen_ready gauge\n")
 	r := 0
 	if m.ready.Load() {

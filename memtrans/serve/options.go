@@ -18,6 +18,10 @@ const (
 	DefaultMaxBatch       = 16                      // studies in one Generate call
 	DefaultBatchWait      = 5 * time.Millisecond
 	DefaultMaxBeamSize    = 8
+	DefaultUploadTimeout  = 30 * time.Second // an upload's body, from the request's arrival
+	// DefaultIdleTrim is how long the handler waits, idle after serving,
+	// before it returns freed memory to the operating system.
+	DefaultIdleTrim = 10 * time.Second
 )
 
 // Option configures a Handler. An option given an invalid value makes New
@@ -41,6 +45,11 @@ type options struct {
 	tokens      []string
 	logger      *slog.Logger
 	name        string
+
+	memory        int64 // 0: derived from the machine and the model
+	uploadTimeout time.Duration
+	idleTrim      time.Duration
+	location      *time.Location
 }
 
 func defaultOptions() options {
@@ -56,6 +65,9 @@ func defaultOptions() options {
 		maxBeam:     DefaultMaxBeamSize,
 		logger:      slog.New(slog.DiscardHandler),
 		name:        "radgen",
+
+		uploadTimeout: DefaultUploadTimeout,
+		idleTrim:      DefaultIdleTrim,
 	}
 }
 
@@ -97,10 +109,12 @@ func WithMaxViews(n int) Option {
 	}
 }
 
-// WithTimeout bounds a report request from its admission to its answer,
-// waiting in the queue included (default DefaultTimeout). The request's
-// context, with this deadline, reaches Model.Generate; a request past it gets
-// 504 timeout.
+// WithTimeout bounds a report request from its arrival to its answer:
+// upload, decoding, waiting in the queue and generation (default
+// DefaultTimeout). The request's context, with this deadline, reaches the
+// decoding of the views and Model.Generate; a request past it gets 504
+// timeout at once (a view's decoding under way then finishes apart, its
+// memory still reserved).
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -111,10 +125,12 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithQueue bounds the report requests admitted at once, reading their
-// upload, waiting or being generated (default DefaultQueue). A request
-// beyond it is answered at once with 429 overloaded and a Retry-After
-// header; none waits unboundedly.
+// WithQueue bounds the report requests admitted at once, waiting for or
+// going through a generation (default DefaultQueue). A request is admitted
+// only once its upload has arrived, been validated and decoded: uploads
+// take no place in the queue, so slow or stalled clients cannot fill it. A
+// request beyond it is answered at once with 429 overloaded and a
+// Retry-After header; none waits unboundedly.
 func WithQueue(n int) Option {
 	return func(o *options) error {
 		if n <= 0 {
@@ -210,6 +226,55 @@ func WithModelName(name string) Option {
 			return fmt.Errorf("%w: empty model name", ErrOption)
 		}
 		o.name = name
+		return nil
+	}
+}
+
+// WithMemoryBudget bounds the bytes that report requests hold at once
+// (default: half of the machine's memory, or of the process's cgroup limit,
+// less the model's weights). Each request reserves what it is about to
+// hold before it allocates it: its upload as it arrives, each view's
+// decoding buffers (known from the image's header: the pixel count times
+// the bytes a pixel takes while it decodes) and its generation's work.
+// A reservation that does not fit waits, at most half the time the request
+// has left; then the request gets 429 overloaded with a Retry-After
+// header, and a view that could never fit gets 413 too_many_pixels. Nothing
+// is allocated past the budget on a request's behalf.
+func WithMemoryBudget(bytes int64) Option {
+	return func(o *options) error {
+		if bytes < 16<<20 {
+			return fmt.Errorf("%w: memory budget %d bytes (at least 16 MiB)", ErrOption, bytes)
+		}
+		o.memory = bytes
+		return nil
+	}
+}
+
+// WithUploadTimeout bounds the time a report request's body may take to
+// arrive, from the request's arrival (default DefaultUploadTimeout, and
+// never more than WithTimeout). An upload still incomplete then gets 408
+// upload_timeout and its connection closes: a stalled client costs one
+// connection for this long, and no place in the queue.
+func WithUploadTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: upload timeout %v", ErrOption, d)
+		}
+		o.uploadTimeout = d
+		return nil
+	}
+}
+
+// WithStudyTimeZone sets the zone in which the FHIR report reads a DICOM
+// study's date and time when its header gives no TimezoneOffsetFromUTC
+// (DICOM times carry no zone). By default such a study's
+// effectiveDateTime is its date alone.
+func WithStudyTimeZone(loc *time.Location) Option {
+	return func(o *options) error {
+		if loc == nil {
+			return fmt.Errorf("%w: nil time zone", ErrOption)
+		}
+		o.location = loc
 		return nil
 	}
 }

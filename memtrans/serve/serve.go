@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -40,7 +42,15 @@ type Handler struct {
 
 	admit    chan struct{} // a token per admitted report request
 	queue    chan *job     // studies waiting for a worker
-	decoding atomic.Int64  // admitted requests still reading or decoding their upload
+	decoding atomic.Int64  // requests decoding their views, about to be admitted
+
+	mem     *memBudget // the process's memory budget for requests
+	genCost int64      // bytes a study holds from its admission to its answer
+	trim    trimmer
+
+	upMu     sync.Mutex
+	uploads  map[*http.ResponseController]struct{} // requests whose body is being read
+	draining atomic.Bool                           // Drain was called
 
 	lastBatch atomic.Int64 // duration of the last Generate call, ns
 
@@ -65,6 +75,12 @@ type ModelInfo struct {
 	MaxLength int                  `json:"max_length"` // default and largest max_length
 	Device    string               `json:"device"`
 	Config    memtrans.ModelConfig `json:"config"`
+	// TrainedOn is what the model's checkpoint says it was trained on
+	// (memtrans.Model.Provenance); nil when it does not say.
+	TrainedOn *memtrans.Provenance `json:"trained_on,omitempty"`
+	// MemoryBudget is the bytes the handler lets requests hold at once
+	// (WithMemoryBudget).
+	MemoryBudget int64 `json:"memory_budget"`
 }
 
 // New returns a handler over m, which must stay open while the handler
@@ -84,26 +100,39 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 	if o.maxViews == 0 {
 		o.maxViews = max(cfg.Views, 1)
 	}
-	sum, err := checksum(m)
+	sum, modelBytes, err := checksum(m)
 	if err != nil {
 		return nil, err
+	}
+	genCost := generationCost(cfg)
+	if o.memory == 0 {
+		o.memory = defaultMemoryBudget(modelBytes, genCost+decodeCost("dicom", int(min(o.maxPixels, 1<<30)), 1, nil)+o.maxUpload)
 	}
 	sub, err := fs.Sub(webFiles, "web")
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{
-		model: m,
-		gen:   m.Generate,
-		o:     o,
-		m:     newMetrics(),
-		web:   http.FileServerFS(sub),
-		admit: make(chan struct{}, o.queue),
-		queue: make(chan *job, 2*o.queue),
-		stop:  make(chan struct{}),
+		model:   m,
+		gen:     m.Generate,
+		o:       o,
+		m:       newMetrics(),
+		web:     http.FileServerFS(sub),
+		admit:   make(chan struct{}, o.queue),
+		queue:   make(chan *job, 2*o.queue),
+		stop:    make(chan struct{}),
+		mem:     newMemBudget(o.memory),
+		genCost: genCost,
+		trim:    trimmer{idle: o.idleTrim},
+		uploads: map[*http.ResponseController]struct{}{},
 		info: ModelInfo{Name: o.name, Architecture: cfg.Architecture(), Checksum: sum, VocabSize: m.Tokenizer().Len() + 1,
-			Views: cfg.Views, ImageSize: cfg.ImageSize, MaxLength: cfg.MaxSeqLen(), Device: m.Device().String(), Config: cfg},
+			Views: cfg.Views, ImageSize: cfg.ImageSize, MaxLength: cfg.MaxSeqLen(), Device: m.Device().String(), Config: cfg,
+			MemoryBudget: o.memory},
 	}
+	if p := m.Provenance(); p != (memtrans.Provenance{}) {
+		h.info.TrainedOn = &p
+	}
+	h.m.memory = h.mem
 	for range o.concurrency {
 		h.wg.Add(1)
 		go h.worker()
@@ -111,17 +140,19 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 	return h, nil
 }
 
-// checksum hashes the model's configuration, vocabulary and weights.
-func checksum(m *memtrans.Model) (string, error) {
+// checksum hashes the model's configuration, vocabulary and weights, and
+// counts the weights' bytes.
+func checksum(m *memtrans.Model) (string, int64, error) {
 	d := sha256.New()
 	cfg, err := json.Marshal(m.Config())
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	tok, err := m.Tokenizer().MarshalJSON()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
+	var bytes int64
 	var n [8]byte
 	put := func(b []byte) {
 		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
@@ -137,6 +168,7 @@ func checksum(m *memtrans.Model) (string, error) {
 			binary.LittleEndian.PutUint64(n[:], uint64(s))
 			d.Write(n[:])
 		}
+		bytes += 4 * int64(len(t.Data()))
 		for _, v := range t.Data() {
 			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 			if len(buf) == cap(buf) {
@@ -147,7 +179,7 @@ func checksum(m *memtrans.Model) (string, error) {
 		d.Write(buf)
 		buf = buf[:0]
 	})
-	return "sha256:" + hex.EncodeToString(d.Sum(nil)), nil
+	return "sha256:" + hex.EncodeToString(d.Sum(nil)), bytes, nil
 }
 
 // Info returns what GET /v1/model answers.
@@ -181,11 +213,45 @@ func (h *Handler) WarmUp(ctx context.Context) error {
 	return nil
 }
 
-// Ready reports whether WarmUp has succeeded and the handler is open.
+// Ready reports whether a report request would be taken now: WarmUp has
+// succeeded, the handler is open and not draining, the queue has room and
+// the memory budget has room for a study's generation.
 func (h *Handler) Ready() bool {
+	ok, _ := h.readiness()
+	return ok
+}
+
+// readiness says whether a report can be taken now, and if not why.
+func (h *Handler) readiness() (bool, string) {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.m.ready.Load() && !h.closed
+	closed := h.closed
+	h.mu.RUnlock()
+	switch {
+	case !h.m.ready.Load():
+		return false, "the model is not warmed up yet"
+	case closed || h.draining.Load():
+		return false, "the service is shutting down"
+	case len(h.admit) >= cap(h.admit):
+		return false, "the queue is full"
+	case h.mem.free() < h.genCost:
+		return false, "the memory budget is taken by the requests in progress"
+	}
+	return true, ""
+}
+
+// Drain prepares the handler for the server's shutdown: report requests
+// that arrive from now on get 503, and the uploads still being read are
+// cut at once (their requests answer 503 and their connections close), so
+// that http.Server.Shutdown waits only for the requests being decoded or
+// generated. Register it with the server: srv.RegisterOnShutdown(h.Drain).
+// /readyz answers 503 from then on. Drain is idempotent.
+func (h *Handler) Drain() {
+	h.upMu.Lock()
+	defer h.upMu.Unlock()
+	h.draining.Store(true)
+	for rc := range h.uploads {
+		_ = rc.SetReadDeadline(time.Now()) // a connection that cannot have deadlines keeps reading
+	}
 }
 
 // Close stops the workers after the Generate calls under way and answers
@@ -201,6 +267,7 @@ func (h *Handler) Close() error {
 	h.closed = true
 	close(h.stop)
 	h.mu.Unlock()
+	h.trim.stop()
 	h.wg.Wait()
 	h.drain()
 	return nil
@@ -211,6 +278,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	path := r.URL.Path
 	route := path
+	outcome := "ok"
 	var e *apiError
 	switch path {
 	case "/v1/reports":
@@ -231,10 +299,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/readyz":
 		if e = allow(w, r, http.MethodGet, http.MethodHead); e == nil {
-			if h.Ready() {
+			if ok, why := h.readiness(); ok {
 				writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 			} else {
-				e = errorf(http.StatusServiceUnavailable, CodeUnavailable, "the model is not warmed up yet")
+				e = errorf(http.StatusServiceUnavailable, CodeUnavailable, why)
 			}
 		}
 	case "/metrics":
@@ -252,14 +320,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if e = allow(w, r, http.MethodGet, http.MethodHead); e == nil {
-			h.page(w, r)
+			sw := &statusWriter{ResponseWriter: w}
+			h.page(sw, r)
+			if sw.status == http.StatusNotFound {
+				outcome = CodeNotFound
+			}
 		}
 	}
-	outcome := "ok"
 	if e != nil {
 		outcome = e.code
 		if e.status != statusCanceled {
-			if e.code == CodeOverloaded {
+			if e.code == CodeOverloaded || e.status == http.StatusServiceUnavailable && route == "/v1/reports" {
 				w.Header().Set("Retry-After", strconv.Itoa(h.retryAfter()))
 			}
 			if e.code == CodeUnauthorized {
@@ -282,13 +353,37 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) *apiError 
 	return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed here; use "+strings.Join(methods, " or "))
 }
 
-// authorize checks the bearer token, when one is required.
+// statusWriter records the status a handler writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// authorize checks the bearer token, when one is required. The scheme's
+// name is case-insensitive (RFC 9110, 11.1).
 func (h *Handler) authorize(r *http.Request) *apiError {
 	if len(h.o.tokens) == 0 {
 		return nil
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	got = strings.TrimLeft(got, " ")
+	if ok && strings.EqualFold(scheme, "Bearer") && got != "" {
 		for _, t := range h.o.tokens {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
 				return nil
@@ -308,18 +403,38 @@ func (h *Handler) retryAfter() int {
 
 // reportResponse is the answer of POST /v1/reports.
 type reportResponse struct {
-	StudyID       string      `json:"study_id"`
-	Text          string      `json:"text"`
-	Words         []string    `json:"words"` // one per token; "" for the end of the report
-	Tokens        []int       `json:"tokens"`
-	TokenLogProbs []float32   `json:"token_log_probs"`
-	LogProb       float64     `json:"log_prob"`
-	Candidates    []string    `json:"candidates,omitempty"`
-	Model         modelRef    `json:"model"`
-	Timings       timings     `json:"timings"`
-	Attention     *attention  `json:"attention,omitempty"`
-	Views         []viewImage `json:"views,omitempty"`
-	FHIR          any         `json:"fhir,omitempty"`
+	StudyID       string    `json:"study_id"`
+	Text          string    `json:"text"`
+	Words         []string  `json:"words"` // one per token; "" for the end of the report
+	Tokens        []int     `json:"tokens"`
+	TokenLogProbs []float32 `json:"token_log_probs"`
+	LogProb       float64   `json:"log_prob"`
+	// Truncated is set when the report reached max_length before the
+	// model ended it.
+	Truncated  bool        `json:"truncated"`
+	Candidates []string    `json:"candidates,omitempty"`
+	Study      *studyInfo  `json:"study,omitempty"` // from the first DICOM view's header
+	Model      modelRef    `json:"model"`
+	Timings    timings     `json:"timings"`
+	Attention  *attention  `json:"attention,omitempty"`
+	Views      []viewImage `json:"views,omitempty"`
+	FHIR       any         `json:"fhir,omitempty"`
+}
+
+// studyInfo is the identity of a study as its DICOM header gives it, for
+// display.
+type studyInfo struct {
+	PatientName       string `json:"patient_name,omitempty"` // "FAMILY, Given Middle"
+	PatientID         string `json:"patient_id,omitempty"`
+	IssuerOfPatientID string `json:"issuer_of_patient_id,omitempty"`
+	PatientBirthDate  string `json:"patient_birth_date,omitempty"` // YYYY-MM-DD
+	PatientSex        string `json:"patient_sex,omitempty"`
+	StudyInstanceUID  string `json:"study_instance_uid,omitempty"`
+	AccessionNumber   string `json:"accession_number,omitempty"`
+	StudyDate         string `json:"study_date,omitempty"` // YYYY-MM-DD
+	StudyTime         string `json:"study_time,omitempty"` // HH:MM[:SS]
+	StudyDescription  string `json:"study_description,omitempty"`
+	Modality          string `json:"modality,omitempty"`
 }
 
 type modelRef struct {
@@ -348,9 +463,10 @@ type attention struct {
 // down for display.
 type viewImage struct {
 	Name   string `json:"name"`
-	Width  int    `json:"width"`  // of the file
-	Height int    `json:"height"` // of the file
-	PNG    string `json:"png"`    // data URL
+	Width  int    `json:"width"`           // of the file
+	Height int    `json:"height"`          // of the file
+	DICOM  bool   `json:"dicom,omitempty"` // a DICOM file, rendered with its own window
+	PNG    string `json:"png"`             // data URL
 }
 
 // maxDisplaySide bounds the longer side of the views returned for display.
@@ -358,12 +474,67 @@ const maxDisplaySide = 512
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
-// reports serves POST /v1/reports.
+// reports serves POST /v1/reports: it reads the upload (bounded in bytes,
+// time and memory, and holding no place in the queue), validates it,
+// decodes the views within the memory budget, and only then takes a place
+// in the queue and the memory of a generation.
 func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Time) *apiError {
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(strings.ToLower(ct), "multipart/form-data") {
 		return errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "send the study as multipart/form-data, one file per view")
 	}
+	if r.ContentLength > h.o.maxUpload {
+		// Refused before a byte of the body is read; the connection
+		// closes rather than draining the body.
+		w.Header().Set("Connection", "close")
+		return errorf(http.StatusRequestEntityTooLarge, CodeUploadTooLarge, fmt.Sprintf("the upload is larger than %d bytes", h.o.maxUpload))
+	}
+	if h.draining.Load() || h.isClosed() {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the service is shutting down")
+	}
+	h.trim.enter()
+	defer h.trim.leave()
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.timeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	res := &reservation{b: h.mem}
+	defer res.release()
+
+	// The upload, under its own read deadline; Drain cuts it.
+	up, e := h.readBody(ctx, w, r, ct, start, deadline, res)
+	if e != nil {
+		return h.orDeadline(r, ctx, e)
+	}
+	cfg := h.model.Config()
+	if len(up.files) != cfg.Views {
+		return errorf(http.StatusUnprocessableEntity, CodeViewCount, fmt.Sprintf("%d views uploaded; the model takes %d (in its training order)", len(up.files), cfg.Views))
+	}
+	var fst fhir.Study
+	if up.fhir {
+		if fst, e = h.fhirStudy(up); e != nil {
+			return e
+		}
+	}
+
+	// The views, each decoded once its buffers are reserved.
+	h.decoding.Add(1)
+	decoding := true
+	defer func() {
+		if decoding {
+			h.decoding.Add(-1)
+		}
+	}()
+	wait, cancelWait := waitContext(ctx, deadline)
+	e = up.decode(ctx, cfg.ImageSize, h.o.maxPixels, up.images, res, wait)
+	cancelWait()
+	if e != nil {
+		return h.orDeadline(r, ctx, e)
+	}
+	if err := ctx.Err(); err != nil {
+		return h.generationError(r, err)
+	}
+
+	// Admission: a place in the queue and the generation's memory.
 	select {
 	case h.admit <- struct{}{}:
 	default:
@@ -374,24 +545,14 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 		h.m.admitted.Add(-1)
 		<-h.admit
 	}()
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.timeout)
-	defer cancel()
-
-	h.decoding.Add(1)
-	decoded := false
-	defer func() {
-		if !decoded {
-			h.decoding.Add(-1)
+	wait, cancelWait = waitContext(ctx, deadline)
+	ok := res.take(wait, h.genCost)
+	cancelWait()
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return h.generationError(r, err)
 		}
-	}()
-	cfg := h.model.Config()
-	body := http.MaxBytesReader(w, r.Body, h.o.maxUpload)
-	up, e := readUpload(ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: cfg.MaxSeqLen()})
-	if e != nil {
-		return e
-	}
-	if len(up.views) != cfg.Views {
-		return errorf(http.StatusUnprocessableEntity, CodeViewCount, fmt.Sprintf("%d views uploaded; the model takes %d (in its training order)", len(up.views), cfg.Views))
+		return errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
 	}
 	study := memtrans.Study{ID: up.studyID}
 	for _, px := range up.views {
@@ -414,33 +575,109 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 		return errorf(http.StatusTooManyRequests, CodeOverloaded, "too many requests are waiting; retry later")
 	}
 	h.decoding.Add(-1)
-	decoded = true
+	decoding = false
 	h.mu.RUnlock()
 
-	var res result
+	var rs result
 	select {
-	case res = <-j.done:
+	case rs = <-j.done:
 	case <-ctx.Done():
-		res.err = ctx.Err()
+		rs.err = ctx.Err()
 	}
-	if res.err != nil {
-		return h.generationError(r, res.err)
+	if rs.err != nil {
+		return h.generationError(r, rs.err)
 	}
-	resp := h.response(res.report, up)
+	resp := h.response(rs.report, up)
 	done := time.Now()
-	resp.Timings = timings{UploadMS: ms(uploaded.Sub(start)), QueueMS: ms(res.started.Sub(uploaded)), GenerateMS: ms(res.finished.Sub(res.started)),
-		TotalMS: ms(done.Sub(start)), Batch: res.batch}
+	resp.Timings = timings{UploadMS: ms(uploaded.Sub(start)), QueueMS: ms(rs.started.Sub(uploaded)), GenerateMS: ms(rs.finished.Sub(rs.started)),
+		TotalMS: ms(done.Sub(start)), Batch: rs.batch}
 	if up.fhir {
-		f, e := h.fhirReport(res.report, up, done)
+		f, e := h.fhirReport(rs.report, fst, done)
 		if e != nil {
 			return e
 		}
 		resp.FHIR = f
 	}
 	writeJSON(w, http.StatusOK, resp)
-	h.o.logger.Info("report", "study", up.studyID, "tokens", len(res.report.Tokens), "batch", res.batch,
+	h.o.logger.Info("report", "study", up.studyID, "tokens", len(rs.report.Tokens), "truncated", rs.report.Truncated, "batch", rs.batch,
 		"upload_ms", resp.Timings.UploadMS, "queue_ms", resp.Timings.QueueMS, "generate_ms", resp.Timings.GenerateMS)
 	return nil
+}
+
+// orDeadline returns the request's timeout (or cancellation) instead of e
+// when a wait for memory failed because the request's context ended.
+func (h *Handler) orDeadline(r *http.Request, ctx context.Context, e *apiError) *apiError {
+	if e.code == CodeOverloaded && ctx.Err() != nil {
+		return h.generationError(r, ctx.Err())
+	}
+	return e
+}
+
+// isClosed reports whether Close has been called.
+func (h *Handler) isClosed() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.closed
+}
+
+// waitContext bounds a wait for memory: at most half the time the request
+// has left, so that its generation keeps the other half.
+func waitContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+}
+
+// readBody reads the multipart body under the upload's own read deadline
+// (WithUploadTimeout, never past the request's), registered for Drain, and
+// tells the connection's failures (a read deadline, a client gone, a
+// shutdown) apart from a malformed body.
+func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, ct string, start, deadline time.Time, res *reservation) (*upload, *apiError) {
+	rc := http.NewResponseController(w)
+	readBy := start.Add(h.o.uploadTimeout)
+	if deadline.Before(readBy) {
+		readBy = deadline
+	}
+	h.upMu.Lock()
+	if h.draining.Load() {
+		h.upMu.Unlock()
+		return nil, errorf(http.StatusServiceUnavailable, CodeUnavailable, "the service is shutting down")
+	}
+	_ = rc.SetReadDeadline(readBy) // without deadlines (a test's recorder), the request's context still bounds the waits
+	h.uploads[rc] = struct{}{}
+	h.upMu.Unlock()
+	h.m.uploads.Add(1)
+	defer func() {
+		h.m.uploads.Add(-1)
+		h.upMu.Lock()
+		delete(h.uploads, rc)
+		h.upMu.Unlock()
+	}()
+
+	tb := &trackedBody{r: r.Body}
+	body := http.MaxBytesReader(w, tb, h.o.maxUpload)
+	wait, cancelWait := waitContext(ctx, deadline)
+	defer cancelWait()
+	if !res.take(wait, requestOverhead) {
+		return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
+	}
+	up, e := readUpload(wait, ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: h.model.Config().MaxSeqLen()}, res)
+	if e == nil {
+		// The body is read: no deadline for the connection's background
+		// read, whose timeout would cancel the request's context.
+		_ = rc.SetReadDeadline(time.Time{})
+		return up, nil
+	}
+	if tb.err == nil || e.code == CodeUploadTooLarge {
+		return nil, e
+	}
+	switch {
+	case h.draining.Load():
+		return nil, errorf(http.StatusServiceUnavailable, CodeUnavailable, "the service is shutting down")
+	case errors.Is(tb.err, os.ErrDeadlineExceeded) && !time.Now().Before(deadline):
+		return nil, errorf(http.StatusGatewayTimeout, CodeTimeout, fmt.Sprintf("no report within %v", h.o.timeout))
+	case errors.Is(tb.err, os.ErrDeadlineExceeded):
+		return nil, errorf(http.StatusRequestTimeout, CodeUploadTimeout, fmt.Sprintf("the upload did not arrive within %v", h.o.uploadTimeout))
+	}
+	return nil, errorf(statusCanceled, CodeCanceled, "the client went away during the upload")
 }
 
 // generationError maps an error of the queue or of Generate.
@@ -464,7 +701,7 @@ func (h *Handler) generationError(r *http.Request, err error) *apiError {
 func (h *Handler) response(rep memtrans.Report, up *upload) *reportResponse {
 	tok := h.model.Tokenizer()
 	resp := &reportResponse{StudyID: up.studyID, Text: rep.Text, Tokens: rep.Tokens, TokenLogProbs: rep.TokenLogProbs, LogProb: rep.LogProb,
-		Candidates: rep.Candidates, Model: modelRef{Name: h.info.Name, Checksum: h.info.Checksum}}
+		Truncated: rep.Truncated, Candidates: rep.Candidates, Model: modelRef{Name: h.info.Name, Checksum: h.info.Checksum}, Study: studyOf(up.dicom)}
 	resp.Words = make([]string, len(rep.Tokens))
 	for i, id := range rep.Tokens {
 		if id != 0 {
@@ -475,11 +712,63 @@ func (h *Handler) response(rep memtrans.Report, up *upload) *reportResponse {
 		resp.Attention = &attention{Grid: rep.Grid, Views: len(up.views), Weights: rep.Attention}
 	}
 	if up.images {
-		for i, px := range up.views {
-			resp.Views = append(resp.Views, viewImage{Name: up.names[i], Width: px.W, Height: px.H, PNG: displayPNG(px)})
+		for i, px := range up.display {
+			resp.Views = append(resp.Views, viewImage{Name: up.names[i], Width: up.sizes[i][0], Height: up.sizes[i][1],
+				DICOM: up.headers[i].format == "dicom", PNG: displayPNG(px)})
 		}
 	}
 	return resp
+}
+
+// studyOf returns the identity a DICOM header gives, nil without one.
+func studyOf(d *vision.DICOMInfo) *studyInfo {
+	if d == nil {
+		return nil
+	}
+	s := &studyInfo{PatientName: personName(d.PatientName), PatientID: d.PatientID, IssuerOfPatientID: d.IssuerOfPatientID,
+		PatientBirthDate: dicomDate(d.PatientBirthDate), PatientSex: d.PatientSex, StudyInstanceUID: d.StudyInstanceUID,
+		AccessionNumber: d.AccessionNumber, StudyDate: dicomDate(d.StudyDate), StudyDescription: d.StudyDescription, Modality: d.Modality}
+	if t := strings.TrimSpace(d.StudyTime); len(t) >= 4 && strings.Trim(t[:4], "0123456789") == "" {
+		s.StudyTime = t[:2] + ":" + t[2:4]
+		if len(t) >= 6 && strings.Trim(t[4:6], "0123456789") == "" {
+			s.StudyTime += ":" + t[4:6]
+		}
+	}
+	return s
+}
+
+// dicomDate writes a DICOM date (YYYYMMDD) as YYYY-MM-DD; anything else is
+// left out.
+func dicomDate(v string) string {
+	v = strings.TrimSpace(v)
+	if _, err := time.Parse("20060102", v); err != nil {
+		return ""
+	}
+	return v[:4] + "-" + v[4:6] + "-" + v[6:]
+}
+
+// personName writes a DICOM person name (family^given^middle^prefix^suffix,
+// its alphabetic group) as "FAMILY, Given Middle".
+func personName(v string) string {
+	v, _, _ = strings.Cut(v, "=")
+	parts := strings.Split(v, "^")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	family := parts[0]
+	var rest []string
+	for _, p := range parts[1:min(len(parts), 3)] {
+		if p != "" {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) == 0 {
+		return family
+	}
+	if family == "" {
+		return strings.Join(rest, " ")
+	}
+	return family + ", " + strings.Join(rest, " ")
 }
 
 // displayPNG scales a view down to at most maxDisplaySide and encodes it as

@@ -104,10 +104,10 @@ func TestRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if sum, _ := checksum(other); sum == info.Checksum {
+	if sum, _, _ := checksum(other); sum == info.Checksum {
 		t.Error("two models share a checksum")
 	}
-	if sum, _ := checksum(f.model); sum != info.Checksum {
+	if sum, _, _ := checksum(f.model); sum != info.Checksum {
 		t.Error("checksum is not deterministic")
 	}
 
@@ -639,7 +639,13 @@ func FuzzReadUpload(f *testing.F) {
 			boundary = string(body[2:i])
 		}
 		lim := limits{maxViews: 2, maxPixels: 128 * 128, maxBeam: 4, maxLen: 60}
-		u, e := readUpload("multipart/form-data; boundary=\""+strings.ReplaceAll(boundary, `"`, "")+"\"", nil, bytes.NewReader(body), lim)
+		u, e := readUpload(context.Background(), "multipart/form-data; boundary=\""+strings.ReplaceAll(boundary, `"`, "")+"\"", nil, bytes.NewReader(body), lim, nil)
+		if e == nil {
+			e = u.decode(context.Background(), 0, lim.maxPixels, false, nil, context.Background())
+			if e != nil {
+				u = nil
+			}
+		}
 		if (u == nil) == (e == nil) {
 			t.Fatalf("upload %v, error %v", u, e)
 		}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -10,12 +11,19 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/radgen/radgen/vision"
 )
+
+// uidRE matches a DICOM UID (PS3.5 9.1): dotted decimal components without
+// leading zeros.
+var uidRE = regexp.MustCompile(`^[0-2](\.(0|[1-9][0-9]*))+$`)
 
 // Limits of the non-file fields of an upload.
 const (
@@ -39,9 +47,13 @@ type params struct {
 // upload is a parsed report request.
 type upload struct {
 	params
-	views []*vision.Pixels
-	names []string
-	dicom *vision.DICOMInfo // the header of the first DICOM view, if any
+	files   [][]byte     // the views' bytes as uploaded, until decoded
+	headers []viewHeader // what each view's header says
+	names   []string
+	views   []*vision.Pixels  // decoded, at the model's size
+	display []*vision.Pixels  // decoded, scaled for display (images=1)
+	sizes   [][2]int          // width and height of each file
+	dicom   *vision.DICOMInfo // the header of the first DICOM view, if any
 }
 
 // set applies one option field.
@@ -64,10 +76,13 @@ func (p *params) set(name, value string, maxBeam, maxLen int) *apiError {
 		if len(value) > maxStudyID || !utf8.ValidString(value) {
 			return bad("study_id: at most %d bytes of UTF-8", maxStudyID)
 		}
+		if strings.IndexFunc(value, unicode.IsControl) >= 0 {
+			return bad("study_id: control characters (NUL, ESC, CR, LF, …) are not allowed")
+		}
 		p.studyID = value
 	case "study_uid":
-		if len(value) > 64 {
-			return bad("study_uid: at most 64 characters")
+		if value != "" && (len(value) > 64 || !uidRE.MatchString(value)) {
+			return bad("study_uid: not a DICOM UID (dotted decimal, at most 64 characters)")
 		}
 		p.studyUID = value
 	case "beam_size":
@@ -104,10 +119,11 @@ type limits struct {
 
 // readUpload reads a multipart/form-data body: every part with a file name
 // is a view, in order; the other parts are options. body must already be
-// bounded (http.MaxBytesReader). Views are decoded as they arrive, each
-// refused before its pixels are decoded if its header declares more than
-// the pixel limit.
-func readUpload(contentType string, query url.Values, body io.Reader, lim limits) (*upload, *apiError) {
+// bounded (http.MaxBytesReader). The views' bytes are kept as they arrive,
+// each chunk reserved in res first (waiting at most until ctx ends); then
+// every view's header is read, and a file that is not an image or declares
+// more than the pixel limit is refused before any pixel is decoded.
+func readUpload(ctx context.Context, contentType string, query url.Values, body io.Reader, lim limits, res *reservation) (*upload, *apiError) {
 	mt, mp, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" || mp["boundary"] == "" {
 		return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "send the study as multipart/form-data, one file per view")
@@ -145,36 +161,96 @@ func readUpload(contentType string, query url.Values, body io.Reader, lim limits
 			}
 			continue
 		}
-		if len(u.views) == lim.maxViews {
+		if len(u.files) == lim.maxViews {
 			return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooManyViews, fmt.Sprintf("more than %d files; send one file per view", lim.maxViews))
 		}
-		name := cleanName(part.FileName())
-		b, err := io.ReadAll(part)
-		if err != nil {
-			return nil, bodyError(err)
-		}
-		px, e := decodeView(b, name, len(u.views), lim.maxPixels)
+		b, e := readFile(ctx, part, res)
 		if e != nil {
 			return nil, e
 		}
-		if u.dicom == nil && vision.IsDICOM(b[:min(len(b), 132)]) {
-			u.dicom, _ = vision.ReadDICOMInfo(bytes.NewReader(b), int64(len(b))) // it decoded: the header reads
-		}
-		u.views = append(u.views, px)
-		u.names = append(u.names, name)
+		u.files = append(u.files, b)
+		u.names = append(u.names, cleanName(part.FileName()))
 	}
-	if len(u.views) == 0 {
+	if len(u.files) == 0 {
 		return nil, errorf(http.StatusBadRequest, CodeNoViews, "no image files in the upload; send one file per view")
+	}
+	for i, b := range u.files {
+		vh, ok, err := readHeader(b)
+		name := u.names[i]
+		switch {
+		case !ok:
+			return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, fmt.Sprintf("view %d (%s) is not a PNG, JPEG or DICOM file", i+1, name))
+		case err != nil || vh.w <= 0 || vh.h <= 0:
+			return nil, errorf(http.StatusUnprocessableEntity, CodeBadImage, fmt.Sprintf("view %d (%s) does not decode", i+1, name))
+		case int64(vh.w)*int64(vh.h) > lim.maxPixels:
+			return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooManyPixels, fmt.Sprintf("view %d (%s) is %d×%d; the limit is %d pixels", i+1, name, vh.w, vh.h, lim.maxPixels))
+		}
+		if u.dicom == nil && vh.dicom != nil {
+			u.dicom = vh.dicom
+		}
+		u.headers = append(u.headers, vh)
 	}
 	return u, nil
 }
 
-// bodyError maps an error reading the body.
+// readFile reads one file part, reserving its bytes in res before they are
+// kept: a buffer grows in steps of at least uploadChunk, each reserved
+// first.
+func readFile(ctx context.Context, r io.Reader, res *reservation) ([]byte, *apiError) {
+	var buf []byte
+	var tmp [32 << 10]byte
+	for {
+		n, err := r.Read(tmp[:])
+		if n > 0 {
+			if len(buf)+n > cap(buf) {
+				c := max(2*cap(buf), len(buf)+n, uploadChunk)
+				if res != nil && !res.take(ctx, int64(c)) {
+					return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
+				}
+				nb := make([]byte, len(buf), c)
+				copy(nb, buf)
+				if res != nil {
+					res.give(int64(cap(buf)))
+				}
+				buf = nb
+			}
+			buf = append(buf, tmp[:n]...)
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, bodyError(err)
+		}
+	}
+}
+
+// bodyError maps an error reading the body. Errors of the transport (a
+// client gone, a read deadline) are told apart by the handler, which sees
+// them on the raw body (see trackedBody).
 func bodyError(err error) *apiError {
 	if mb, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return errorf(http.StatusRequestEntityTooLarge, CodeUploadTooLarge, fmt.Sprintf("the upload is larger than %d bytes", mb.Limit))
 	}
 	return errorf(http.StatusBadRequest, CodeBadRequest, "malformed multipart body")
+}
+
+// trackedBody remembers the first error of the request body other than
+// io.EOF: the multipart reader reports it as a malformed body, while the
+// cause is the connection.
+type trackedBody struct {
+	r   io.ReadCloser
+	err error
+}
+
+func (t *trackedBody) Close() error { return t.r.Close() }
+
+func (t *trackedBody) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF && t.err == nil {
+		t.err = err
+	}
+	return n, err
 }
 
 // cleanName shortens a client's file name for messages.
@@ -195,19 +271,16 @@ var (
 	jpegMagic = []byte{0xff, 0xd8, 0xff}
 )
 
-// decodeView decodes one view: PNG or JPEG by their signatures, DICOM as
-// vision.IsDICOM recognises it (a Part 10 file or a bare data set), whatever
-// the file's name.
-func decodeView(b []byte, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
+// decodeView decodes one view whose header has been read: PNG and JPEG by
+// their signatures, DICOM as vision.IsDICOM recognises it (a Part 10 file
+// or a bare data set), whatever the file's name.
+func decodeView(b []byte, vh viewHeader, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
 	var px *vision.Pixels
 	var err error
-	switch {
-	case vision.IsDICOM(b[:min(len(b), 132)]):
+	if vh.format == "dicom" {
 		px, err = vision.DecodeDICOM(bytes.NewReader(b), int64(len(b)), vision.WithMaxPixels(maxPixels))
-	case bytes.HasPrefix(b, pngMagic), bytes.HasPrefix(b, jpegMagic):
+	} else {
 		px, err = vision.Decode(bytes.NewReader(b), vision.WithMaxPixels(maxPixels))
-	default:
-		return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, fmt.Sprintf("view %d (%s) is not a PNG, JPEG or DICOM file", i+1, name))
 	}
 	switch {
 	case errors.Is(err, vision.ErrTooLarge):
@@ -218,6 +291,82 @@ func decodeView(b []byte, name string, i int, maxPixels int64) (*vision.Pixels, 
 		return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooManyPixels, fmt.Sprintf("view %d (%s) is %d×%d; the limit is %d pixels", i+1, name, px.W, px.H, maxPixels))
 	}
 	return px, nil
+}
+
+// decode decodes the views one at a time, each once its decoding buffers
+// are reserved in res, and keeps them at the model's size (size×size, the
+// evaluation transform's resize, so the reports are those of the full
+// views) and, when display is set, scaled to at most maxDisplaySide for
+// the answer; a view's file and decoding buffers are given back before the
+// next is decoded. Decoding runs apart from the request: at ctx's end the
+// request answers at once, and a decoding under way finishes in the
+// background holding its reservation.
+func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display bool, res *reservation, waitCtx context.Context) *apiError {
+	for i, b := range u.files {
+		vh := u.headers[i]
+		if err := ctx.Err(); err != nil {
+			return nil // the caller maps ctx's error
+		}
+		cost := vh.cost
+		if res != nil && !res.b.reserve(waitCtx, cost) {
+			if cost > res.b.total {
+				return errorf(http.StatusRequestEntityTooLarge, CodeTooManyPixels, fmt.Sprintf("view %d (%s) needs %d MiB to decode, more than the service's memory budget", i+1, u.names[i], cost>>20))
+			}
+			return errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
+		}
+		type decoded struct {
+			px, disp *vision.Pixels
+			e        *apiError
+		}
+		done := make(chan decoded, 1)
+		go func() {
+			defer func() {
+				if res != nil {
+					res.b.releaseCollected(cost)
+				}
+			}()
+			px, e := decodeView(b, vh, u.names[i], i, maxPixels)
+			if e != nil {
+				done <- decoded{e: e}
+				return
+			}
+			var d decoded
+			if display {
+				d.disp = px
+				if s := max(px.W, px.H); s > maxDisplaySide {
+					d.disp = vision.Resize(nil, px, max(1, px.W*maxDisplaySide/s), max(1, px.H*maxDisplaySide/s))
+				}
+			}
+			switch {
+			case size > 0 && (px.W != size || px.H != size):
+				d.px = vision.Resize(nil, px, size, size)
+			case cap(px.Pix) > len(px.Pix)+len(px.Pix)/4:
+				px.Pix = slices.Clone(px.Pix) // keep 8 bits a sample, not the decoder's buffer
+				d.px = px
+			default:
+				d.px = px
+			}
+			done <- d
+		}()
+		select {
+		case d := <-done:
+			if d.e != nil {
+				return d.e
+			}
+			u.views = append(u.views, d.px)
+			if d.disp != nil {
+				u.display = append(u.display, d.disp)
+			}
+			u.sizes = append(u.sizes, [2]int{vh.w, vh.h})
+			u.files[i] = nil
+			if res != nil {
+				res.give(int64(cap(b)))
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
 }
 
 // pixelsImage wraps decoded pixels as an image.Image without copying gray

@@ -41,6 +41,14 @@ async function loadModel() {
   state.model = m;
   $("#model").textContent = `${m.name} · ${m.architecture} · ${m.views} view${m.views === 1 ? "" : "s"} · ${m.checksum.slice(0, 19)}…`;
   $("#maxlen").max = m.max_length;
+  const banner = $("#provenance");
+  if (m.trained_on && m.trained_on.synthetic) {
+    banner.textContent = `This model was trained on synthetic films, not radiographs of patients${m.trained_on.data ? " — " + m.trained_on.data : ""}. ` +
+      "Its reports about real radiographs are fluent but mean nothing: use it to try the service, not to read films.";
+    banner.classList.remove("hidden");
+  } else {
+    banner.classList.add("hidden");
+  }
 }
 
 function byName(a, b) {
@@ -105,26 +113,76 @@ function loadImage(src) {
   });
 }
 
-async function render(r) {
-  const words = $("#words");
-  words.replaceChildren();
-  r.words.forEach((w, t) => {
+// PUNCT are the tokens written against the word before them.
+const PUNCT = new Set([".", ",", ";", ":", "?", "!", ")"]);
+const ENDS = new Set([".", "?", "!"]);
+
+// sentenceWords lays the report's tokens out as sentences: each word a
+// span that keeps its token index (for its attention map), the first word
+// of a sentence capitalised, punctuation attached to the word before it.
+function sentenceWords(words) {
+  const out = [];
+  let start = true;
+  words.forEach((w, t) => {
     if (w === "") return; // the end of the report
     const span = document.createElement("span");
     span.className = "word";
-    span.textContent = w;
     span.dataset.t = t;
+    span.dataset.token = w;
+    const punct = PUNCT.has(w);
+    span.textContent = start && !punct ? w.charAt(0).toUpperCase() + w.slice(1) : w;
+    if (punct) span.classList.add("punct");
     span.addEventListener("mouseenter", () => show(t));
     span.addEventListener("mouseleave", () => show(state.pinned));
     span.addEventListener("click", () => pin(t));
-    words.append(span, document.createTextNode(" "));
+    if (out.length > 0 && !punct) out.push(document.createTextNode(" "));
+    out.push(span);
+    if (punct) start = ENDS.has(w);
+    else start = false;
   });
+  return out;
+}
+
+// identityRows are the study's identity as the DICOM header gives it.
+function identityRows(st) {
+  if (!st) return [];
+  const when = [st.study_date, st.study_time].filter(Boolean).join(" ");
+  return [["Patient", st.patient_name], ["Patient ID", st.patient_id ? st.patient_id + (st.issuer_of_patient_id ? ` (${st.issuer_of_patient_id})` : "") : ""],
+    ["Born", st.patient_birth_date], ["Sex", st.patient_sex], ["Study date", when], ["Accession", st.accession_number],
+    ["Study", st.study_description], ["Modality", st.modality], ["Study UID", st.study_instance_uid]].filter(([, v]) => v && v.trim && v.trim() !== "");
+}
+
+async function render(r) {
+  $("#words").replaceChildren(...sentenceWords(r.words));
+  const ident = $("#identity");
+  const rows = identityRows(r.study);
+  ident.replaceChildren(...rows.map(([k, v]) => {
+    const div = document.createElement("div");
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = v;
+    div.append(dt, dd);
+    return div;
+  }));
+  ident.classList.toggle("hidden", rows.length === 0);
+  const warnings = [];
+  if (r.truncated) {
+    warnings.push(`This report was cut off at its maximum length (${r.tokens.length} tokens) before the model ended it: its last sentence may be incomplete.`);
+  }
+  if (state.model && state.model.trained_on && state.model.trained_on.synthetic) {
+    warnings.push("Written by a model trained on synthetic films: not a reading of this study.");
+  }
+  $("#warnings").replaceChildren(...warnings.map((w) => {
+    const p = document.createElement("p");
+    p.className = "warning";
+    p.textContent = w;
+    return p;
+  }));
   const meta = $("#meta");
   meta.replaceChildren();
-  const rows = [["log-probability", r.log_prob.toFixed(3)], ["tokens", String(r.tokens.length)],
+  const metaRows = [["log-probability", r.log_prob.toFixed(3)], ["tokens", String(r.tokens.length)],
     ["model", `${r.model.name} ${r.model.checksum}`]];
-  if (r.study_id) rows.unshift(["study", r.study_id]);
-  for (const [k, v] of rows) {
+  if (r.study_id) metaRows.unshift(["study", r.study_id]);
+  for (const [k, v] of metaRows) {
     const dt = document.createElement("dt"); dt.textContent = k;
     const dd = document.createElement("dd"); dd.textContent = v;
     meta.append(dt, dd);
@@ -139,6 +197,7 @@ async function render(r) {
     const w = Math.max(1, Math.round(img.naturalWidth * s)), h = Math.max(1, Math.round(img.naturalHeight * s));
     const fig = document.createElement("figure");
     fig.className = "view";
+    fig.style.width = w + "px"; // the film's width: no band beside a portrait film
     const stack = document.createElement("div");
     stack.className = "stack";
     const base = document.createElement("canvas");
@@ -152,10 +211,49 @@ async function render(r) {
     const v = r.views[i];
     cap.textContent = `view ${i + 1}: ${v.name} (${v.width}×${v.height})`;
     fig.append(stack, cap);
+    if (v.dicom) fig.append(windowLevel(base));
     views.append(fig);
   });
   $("#result").classList.remove("hidden");
   show(-1);
+}
+
+// windowLevel adds window and level controls to a DICOM view: the
+// displayed grey levels g (0-255, the file rendered with its own window)
+// are mapped through (g - (level - width / 2)) / width, clamped, so a
+// narrower window spreads the levels around the chosen one.
+function windowLevel(canvas) {
+  const ctx = canvas.getContext("2d");
+  const orig = ctx.getImageData(0, 0, canvas.width, canvas.height);
+  const box = document.createElement("div");
+  box.className = "wl";
+  const mk = (label, min, max, value) => {
+    const l = document.createElement("label"); l.textContent = label;
+    const input = document.createElement("input");
+    input.type = "range"; input.min = min; input.max = max; input.value = value;
+    input.setAttribute("aria-label", label);
+    box.append(l, input);
+    return input;
+  };
+  const width = mk("Window", 1, 255, 255);
+  const level = mk("Level", 0, 255, 128);
+  width.className = "wl-width"; level.className = "wl-level";
+  const apply = () => {
+    const W = Number(width.value), L = Number(level.value), lo = L - W / 2;
+    const out = ctx.createImageData(orig.width, orig.height);
+    for (let i = 0; i < orig.data.length; i += 4) {
+      for (let c = 0; c < 3; c++) out.data[i + c] = Math.max(0, Math.min(255, Math.round((orig.data[i + c] - lo) / W * 255)));
+      out.data[i + 3] = orig.data[i + 3];
+    }
+    ctx.putImageData(out, 0, 0);
+  };
+  width.addEventListener("input", apply);
+  level.addEventListener("input", apply);
+  const reset = document.createElement("button");
+  reset.type = "button"; reset.textContent = "Reset window";
+  reset.addEventListener("click", () => { width.value = 255; level.value = 128; ctx.putImageData(orig, 0, 0); });
+  box.append(reset);
+  return box;
 }
 
 function pin(t) {
@@ -215,7 +313,7 @@ function downloadFHIR() {
   const blob = new Blob([JSON.stringify(r.fhir, null, 2)], { type: "application/fhir+json" });
   const a = document.createElement("a");
   a.href = URL.createObjectURL(blob);
-  a.download = (r.study_id || "report") + ".fhir.json";
+  a.download = (r.study_id || "report").replace(/[^A-Za-z0-9._-]/g, "_") + ".fhir.json";
   document.body.append(a);
   a.click();
   a.remove();
