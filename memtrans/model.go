@@ -171,6 +171,7 @@ type Model struct {
 	slots       chan struct{} // one token per batch being generated
 	device      radgen.Device // where the weights live (WithDevice)
 	half        *halfState    // nil unless WithHalfWeights
+	provenance  Provenance    // what it was trained on (WithProvenance, the checkpoint)
 
 	mu     sync.RWMutex
 	closed bool

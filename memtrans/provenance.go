@@ -3,11 +3,8 @@ package memtrans
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"unicode/utf8"
-	"weak"
 )
 
 // Provenance says what a model was trained on. A checkpoint records it
@@ -45,22 +42,10 @@ func WithProvenance(p Provenance) Option {
 
 // Provenance returns what the model was trained on, as WithProvenance set
 // it or its checkpoint recorded it; the zero Provenance when unknown.
-func (m *Model) Provenance() Provenance {
-	p, _ := provenances.Load(weak.Make(m))
-	v, _ := p.(Provenance)
-	return v
-}
+func (m *Model) Provenance() Provenance { return m.provenance }
 
-// provenances maps a model to its Provenance. The Model struct stays as it
-// is; an entry goes when its model is collected.
-var provenances sync.Map // weak.Pointer[Model] → Provenance
-
-func setProvenance(m *Model, p Provenance) {
-	k := weak.Make(m)
-	if _, loaded := provenances.Swap(k, p); !loaded {
-		runtime.AddCleanup(m, func(k weak.Pointer[Model]) { provenances.Delete(k) }, k)
-	}
-}
+// setProvenance records p on m, before m is shared.
+func setProvenance(m *Model, p Provenance) { m.provenance = p }
 
 // addProvenance adds m's provenance, when known, to a checkpoint's
 // metadata.
