@@ -31,9 +31,12 @@ import (
 // As in the published code they enter scaled: √d_k·M_k and √m·M_v. The
 // mask never covers the slots.
 //
-// Masks follow M²: nonzero (True) means masked, and masked logits are set
-// to −∞ (not R2Gen's −1e9), so a query whose every key is masked yields
-// NaN, as torch does. There is no dropout on the attention probabilities.
+// Masks follow M²: nonzero (True) means masked — the opposite of
+// MultiHeadAttention's, where zero means masked. Masked logits are set to
+// −1e9 as MultiHeadAttention's are: a masked key's weight is exactly 0, as
+// with the published code's −∞, and a query whose every key is masked
+// attends uniformly instead of yielding NaN. There is no dropout on the
+// attention probabilities.
 type ScaledDotProductAttention struct {
 	Heads, DK, DV      int
 	FCQ, FCK, FCV, FCO *radgen.Linear
@@ -167,7 +170,11 @@ func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh,
 	q := a.heads(g, qp, a.DK)                                         // (B, h, Tq, d_k)
 	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(a.DK))) // QKᵀ/√d_k (Eq. 1)
 	if unmasked != nil {
-		att = g.MaskedFill(att, unmasked, math.Inf(-1))
+		// −1e9, as MultiHeadAttention fills: the softmax gives a masked
+		// score exactly 0 as −∞ would (exp underflows in float32 and
+		// float64), and a row whose every key is masked attends uniformly
+		// instead of giving NaN.
+		att = g.MaskedFill(att, unmasked, maskedScore)
 	}
 	p := g.Softmax(att)
 	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, a.Heads*a.DV) // concatenated heads
@@ -177,6 +184,9 @@ func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh,
 	}
 	return out, nil
 }
+
+// maskedScore is the attention score of a masked key.
+const maskedScore = -1e9
 
 // m2KeepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
 // radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m), zero = masked, whose m

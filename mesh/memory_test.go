@@ -175,8 +175,8 @@ func TestMemoryColumnsNeverMasked(t *testing.T) {
 	}
 	plain := NewScaledDotProductAttention(4, 2, 2, 2, rng)
 	y := plain.Forward(radgen.NoGrad(), x, x, x, mask).Data()
-	if !math.IsNaN(float64(y[0])) {
-		t.Fatalf("fully masked plain attention = %v, want NaN (−∞ masking)", y[0])
+	if math.IsNaN(float64(y[0])) || math.IsInf(float64(y[0]), 0) {
+		t.Fatalf("fully masked plain attention = %v, want a uniform average", y[0])
 	}
 }
 
@@ -381,3 +381,32 @@ func TestGradientsM2Modules(t *testing.T) {
 		return enc.ForwardMasked(g, in, mask)
 	}, in, enc.FC.Weight, enc.Layers[0].MHAtt.Attention.MemK, enc.Layers[1].MHAtt.Attention.MemV, enc.Layers[1].PWFF.FC2.Weight)
 }
+
+// A row whose every key is masked is defined: it attends uniformly, with
+// no NaN, and rows with a key left are as with −∞.
+func TestFullyMaskedRowIsDefined(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	a := NewScaledDotProductAttention(8, 4, 4, 2, rng)
+	x := radgen.Zeros(1, 2, 8)
+	for i := range x.Data() {
+		x.Data()[i] = float32(rng.NormFloat64())
+	}
+	mask := radgen.FromFloat32([]float32{1, 1, 0, 1}, 1, 1, 2, 2) // nonzero = masked: query 0 both keys, query 1 key 1
+	out := a.Forward(radgen.NoGrad(), x, x, x, mask)
+	for i, v := range out.Data() {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("output %d is %v", i, v)
+		}
+	}
+	// Query 1 attends key 0 alone: its output is that of an unmasked
+	// attention over key 0 only.
+	one := a.Forward(radgen.NoGrad(), g1(x, 1), g1(x, 0), g1(x, 0), nil)
+	for j := range 8 {
+		if d := math.Abs(float64(out.Data()[8+j] - one.Data()[j])); d > 1e-6 {
+			t.Fatalf("query 1, dim %d: %v, attending key 0 alone gives %v", j, out.Data()[8+j], one.Data()[j])
+		}
+	}
+}
+
+// g1 returns position p of x (1, T, D) as (1, 1, D).
+func g1(x *radgen.Tensor, p int) *radgen.Tensor { return radgen.NoGrad().Slice(x, 1, p, p+1) }
