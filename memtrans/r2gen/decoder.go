@@ -62,12 +62,22 @@ func (l *DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
 // (B, N, D) with masks srcMask (B, 1, N) and tgtMask (B, T, T), and memory
 // states (B, T, S·D) (ignored by BASE norms).
 func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
-	h := l.norms[0].forward(g, x, memory)
-	x = g.Add(x, g.Dropout(l.SelfAttn.Forward(g, h, h, h, tgtMask), l.Dropout))
-	h = l.norms[1].forward(g, x, memory)
-	x = g.Add(x, g.Dropout(l.SrcAttn.Forward(g, h, enc, enc, srcMask), l.Dropout))
-	h = l.norms[2].forward(g, x, memory)
-	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout))
+	return l.body(g, x,
+		func(i int, x *radgen.Tensor) *radgen.Tensor { return l.norms[i].forward(g, x, memory) },
+		func(h *radgen.Tensor) *radgen.Tensor { return l.SelfAttn.Forward(g, h, h, h, tgtMask) },
+		func(h *radgen.Tensor) *radgen.Tensor { return l.SrcAttn.Forward(g, h, enc, enc, srcMask) })
+}
+
+// body is the layer written once, around how it normalises and attends
+// (R2Gen §2.3, the decoder of Eq. 4 with MCLN, Eqs. 11–15, in its norms):
+//
+//	x += Dropout(SelfAttn(norm₀(x)));  x += Dropout(SrcAttn(norm₁(x)));  x += Dropout(FFN(norm₂(x)))
+//
+// Forward and Step differ only in norm, self and src.
+func (l *DecoderLayer) body(g *radgen.Graph, x *radgen.Tensor, norm func(int, *radgen.Tensor) *radgen.Tensor, self, src func(*radgen.Tensor) *radgen.Tensor) *radgen.Tensor {
+	x = g.Add(x, g.Dropout(self(norm(0, x)), l.Dropout))
+	x = g.Add(x, g.Dropout(src(norm(1, x)), l.Dropout))
+	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, norm(2, x)), l.Dropout))
 }
 
 // Step is Forward for one new position per row: x (R, D) holds each row's
@@ -79,13 +89,15 @@ func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory
 // the layer's output (R, D) and, if record is true, the source attention's
 // probabilities (R, h, N).
 func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
-	h := l.norms[0].apply(g, x, norms, 0)
-	x = g.Add(x, g.Dropout(l.SelfAttn.Step(g, h, self), l.Dropout))
-	h = l.norms[1].apply(g, x, norms, 1)
-	ctx, probs := l.SrcAttn.Attend(g, h, src, study, record)
-	x = g.Add(x, g.Dropout(ctx, l.Dropout))
-	h = l.norms[2].apply(g, x, norms, 2)
-	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, h), l.Dropout)), probs
+	out = l.body(g, x,
+		func(i int, x *radgen.Tensor) *radgen.Tensor { return l.norms[i].apply(g, x, norms, i) },
+		func(h *radgen.Tensor) *radgen.Tensor { return l.SelfAttn.Step(g, h, self) },
+		func(h *radgen.Tensor) *radgen.Tensor {
+			ctx, p := l.SrcAttn.Attend(g, h, src, study, record)
+			probs = p
+			return ctx
+		})
+	return out, probs
 }
 
 // layerDeltas gives a decoder layer's step the γ̂ and β̂ of its sublayer

@@ -35,15 +35,15 @@ func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) 
 				}
 			}
 		}
-		x := m.Embed.Forward(g, prefixes, rows, length, 0)
-		_, memory, in := m.memoryStates(g, sel, x, x)
-		h := m.Decoder.ForwardSources(g, in, sel.Sources, sel.Mask, tgtMask, memory)
-		h = g.Reshape(g.Slice(h, 1, length-1, length), rows, m.config.DModel)
-		if m.config.Variant == VariantBaseRM {
-			last := g.Reshape(g.Slice(memory, 1, length-1, length), rows, -1)
-			h = g.Concat(1, h, last)
+		f := &TeacherForced{Encoded: sel}
+		m.decodeTokens(g, f, prefixes, rows, length, tgtMask)
+		last := func(x *radgen.Tensor) *radgen.Tensor {
+			if x == nil {
+				return nil
+			}
+			return g.Reshape(g.Slice(x, 1, length-1, length), rows, -1)
 		}
-		copy(dst, g.LogSoftmax(m.Logit.Forward(g, h)).Data())
+		copy(dst, m.logProbs(g, last(f.DecoderOut), last(f.Memory)).Data())
 		return nil
 	}
 	return decode.NewRecompute(feats.Dim(0), m.config.Vocab, score)

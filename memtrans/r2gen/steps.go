@@ -289,11 +289,7 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 			return err
 		}
 	}
-	out := m.Decoder.Norm.Forward(g, x)
-	if c.Variant == VariantBaseRM {
-		out = g.Concat(1, out, memory)
-	}
-	if err := arch.CopyLogProbs(dst, g.LogSoftmax(m.Logit.Forward(g, out))); err != nil {
+	if err := arch.CopyLogProbs(dst, m.logProbs(g, m.Decoder.Norm.Forward(g, x), memory)); err != nil {
 		return err
 	}
 	s.probs = probs

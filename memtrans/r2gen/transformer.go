@@ -208,7 +208,16 @@ func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int
 			}
 		}
 	}
-	tgtMask = tgtMask.To(feats.Device())
+	m.decodeTokens(g, f, tokens, b, t, tgtMask.To(feats.Device()))
+	f.LogProbs = m.logProbs(g, f.DecoderOut, f.Memory)
+	return f, nil
+}
+
+// decodeTokens is R2Gen's composition after the encoder, written once for
+// teacher forcing and the full-prefix oracle: the token embeddings, the
+// memory variant over them, and the decoder under tgtMask; it fills f's
+// TgtEmbedded, MemoryInit, Memory, DecoderIn and DecoderOut.
+func (m *Model) decodeTokens(g *radgen.Graph, f *TeacherForced, tokens []int, b, t int, tgtMask *radgen.Tensor) {
 	f.TgtEmbedded = m.Embed.Forward(g, tokens, b, t, 0)
 	var memIn *radgen.Tensor
 	if m.hasMemory() {
@@ -218,12 +227,15 @@ func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int
 	}
 	f.MemoryInit, f.Memory, f.DecoderIn = m.memoryStates(g, f.Encoded, memIn, f.TgtEmbedded)
 	f.DecoderOut = m.Decoder.ForwardSources(g, f.DecoderIn, f.Encoded.Sources, f.Encoded.Mask, tgtMask, f.Memory)
-	out := f.DecoderOut
+}
+
+// logProbs is the logit layer over decoder outputs (…, D), with the memory
+// states (…, S·D) beside them in BASE+RM (Table 2), and the log-softmax.
+func (m *Model) logProbs(g *radgen.Graph, out, memory *radgen.Tensor) *radgen.Tensor {
 	if m.config.Variant == VariantBaseRM {
-		out = g.Concat(2, out, f.Memory)
+		out = g.Concat(out.Rank()-1, out, memory)
 	}
-	f.LogProbs = g.LogSoftmax(m.Logit.Forward(g, out))
-	return f, nil
+	return g.LogSoftmax(m.Logit.Forward(g, out))
 }
 
 // memoryStates runs the memory over the embedded tokens memIn (B, T, D):
