@@ -74,22 +74,33 @@ func (g *m2Golden) tensor(t testing.TB, name string) *radgen.Tensor {
 
 func (g *m2Golden) ints(t testing.TB, name string) ([]int, []int) { return fileInts(t, g.cas, name) }
 
-// m2MaskAgreement counts the regions where two masks (nonzero = masked)
+// m2MaskAgreement counts the regions where two masks (zero = masked)
 // disagree.
 func m2MaskAgreement(a, b *radgen.Tensor) (differ, maskedA, maskedB int) {
 	av, bv := a.Float64s(), b.Float64s()
 	for i := range av {
-		if (av[i] != 0) != (bv[i] != 0) {
+		if (av[i] == 0) != (bv[i] == 0) {
 			differ++
 		}
-		if av[i] != 0 {
+		if av[i] == 0 {
 			maskedA++
 		}
-		if bv[i] != 0 {
+		if bv[i] == 0 {
 			maskedB++
 		}
 	}
 	return differ, maskedA, maskedB
+}
+
+// keepMask returns the golden's encoder mask in mesh's convention: the
+// published code records torch's boolean mask, True (1) = masked; mesh's
+// masks are zero where masked.
+func (g *m2Golden) keepMask(t testing.TB) *radgen.Tensor {
+	m := g.tensor(t, "encoder_mask").Clone()
+	for i, v := range m.Data() {
+		m.Data()[i] = 1 - v
+	}
+	return m
 }
 
 // goldenEncoding encodes the golden features on dev and checks the encoder
@@ -116,7 +127,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2.Model, dev radgen.Device) 
 	t.Helper()
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
-	wantMask := g.tensor(t, "encoder_mask")
+	wantMask := g.keepMask(t)
 	if m.Config.Padding == mesh.PadAfterNorm {
 		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm)
 		differ, ours, theirs := m2MaskAgreement(ref, wantMask)
@@ -143,7 +154,7 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2.Model, dev radgen.Device) 
 			if !same {
 				differ++
 				t.Errorf("region %d of study %d: masked %v, the golden %v, although no rounding can change its decision",
-					r%feats.Dim(1), r/feats.Dim(1), ov[r] != 0, wv[r] != 0)
+					r%feats.Dim(1), r/feats.Dim(1), ov[r] == 0, wv[r] == 0)
 			}
 		case !same:
 			differAmbiguous++

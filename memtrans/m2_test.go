@@ -356,7 +356,7 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 	}
 	zeroRows := 0
 	for _, v := range mesh.ZeroRowMask(feats).Float64s() {
-		if v != 0 {
+		if v == 0 { // zero = masked
 			zeroRows++
 		}
 	}
@@ -402,16 +402,16 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 			t.Logf("  %s: |Σy − f(p)| at most %.2g of the rounding bound T", p.name, ratio)
 			masked, ambiguousDiffer := 0, 0
 			for r, v := range enc.Mask.Float64s() {
-				if v != 0 {
+				if v == 0 { // zero = masked
 					masked++
 				}
 				switch {
-				case decided[r] && (v != 0) != (ref[r] != 0):
-					t.Errorf("fresh LayerNorm %v, %s: decided region %d masked %v, in the reference's arithmetic %v", fresh, p.name, r, v != 0, ref[r] != 0)
-				case !decided[r] && (v != 0) != (ref[r] != 0):
+				case decided[r] && (v == 0) != (ref[r] == 0):
+					t.Errorf("fresh LayerNorm %v, %s: decided region %d masked %v, in the reference's arithmetic %v", fresh, p.name, r, v == 0, ref[r] == 0)
+				case !decided[r] && (v == 0) != (ref[r] == 0):
 					ambiguousDiffer++
 				}
-				if !fresh && v != 0 {
+				if !fresh && v == 0 {
 					t.Errorf("trained-like LayerNorm, %s: region %d masked", p.name, r)
 				}
 			}

@@ -280,7 +280,7 @@ func TestM2ModuleDecodingParity(t *testing.T) {
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
-		enc, err := m.EncodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.tensor(t, "encoder_mask").To(dev))
+		enc, err := m.EncodeMasked(radgen.NoGrad(), g.tensor(t, "features").To(dev), g.keepMask(t).To(dev))
 		if err != nil {
 			t.Fatal(err)
 		}

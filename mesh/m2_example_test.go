@@ -29,7 +29,7 @@ func ExampleMeshedDecoder_Forward() {
 	}
 	g := radgen.NoGrad()
 	levels, mask := enc.Forward(g, regions)
-	fmt.Println("levels", levels.Shape(), "masked regions", sum(mask.Data()))
+	fmt.Println("levels", levels.Shape(), "masked regions", float32(mask.Len())-sum(mask.Data()))
 
 	tokens := []int{
 		2, 5, 7, 9, 3, // <bos> … <eos>

@@ -69,7 +69,7 @@ func NewAttentionLayer(att *ScaledDotProductAttention, dropout float64) *Attenti
 }
 
 // Forward attends queries (B, Tq, D) over keys and values (B, Tk, D) with
-// an M² mask (nonzero = masked; see [ScaledDotProductAttention.Forward]) and
+// a mask (zero = masked; see [ScaledDotProductAttention.Forward]) and
 // returns (B, Tq, D).
 func (l *AttentionLayer) Forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) *radgen.Tensor {
 	att := l.Attention.Forward(g, queries, keys, values, mask)

@@ -23,7 +23,7 @@ import (
 // query input, which also supplies the new position's key and value; the
 // row attends over its cached positions, the new one and the memory slots
 // (Eq. 3), if any. mask, if not nil, is an M² mask (R|1, 1, 1, c.Len()+1),
-// nonzero = masked, over each row's positions oldest first, the new one
+// zero = masked, over each row's positions oldest first, the new one
 // last; it never covers the slots. It returns (R, D) and appends the new
 // keys (h·d_k wide) and values (h·d_v wide) to c, whose Rows() must be R.
 func (a *ScaledDotProductAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache, mask *radgen.Tensor) *radgen.Tensor {
@@ -74,7 +74,7 @@ func (s *M2Source) Studies() int { return s.keys.Dim(0) }
 func (s *M2Source) Width() int { return s.width }
 
 // Project returns the keys and values of the source src (B, N, D) with its
-// M² mask (B|1, 1, 1, N), nonzero = masked, or nil for none.
+// mask (B|1, 1, 1, N), zero = masked, or nil for none.
 func (a *ScaledDotProductAttention) Project(g *radgen.Graph, src, mask *radgen.Tensor) *M2Source {
 	if src.Rank() != 3 || src.Dim(2) != a.Width() {
 		panic(fmt.Sprintf("mesh: attention source %v, want (B, N, %d)", src.Shape(), a.Width()))
@@ -128,7 +128,7 @@ func (a *ScaledDotProductAttention) attendSource(g *radgen.Graph, qp *radgen.Ten
 
 // Project returns the cross-attention's keys and values over the encoder
 // levels (B, N, R, D) that the layer reads, with the encoder mask (B|1, 1,
-// 1, R), nonzero = masked, or nil: one source of N·B studies, level i of
+// 1, R), zero = masked, or nil: one source of N·B studies, level i of
 // study b at i·B + b, for [MeshedLayer.Step]. Level-major order lets the
 // step attend over every level in one product without reordering its
 // queries.
@@ -349,8 +349,8 @@ func (s *MeshedSteps) Step(g *radgen.Graph, tokens []int) *radgen.Tensor {
 	return dec.logProbs(g, x)
 }
 
-// selfMask returns the M² mask (R, 1, 1, Len()+1) of the positions whose
-// token was <pad>, nonzero = masked, on the host, or nil when there is none.
+// selfMask returns the mask (R, 1, 1, Len()+1) of the positions whose
+// token was <pad>, zero = masked, on the host, or nil when there is none.
 func (s *MeshedSteps) selfMask() *radgen.Tensor {
 	found := false
 	for _, p := range s.padded {
@@ -364,7 +364,7 @@ func (s *MeshedSteps) selfMask() *radgen.Tensor {
 	m := mask.Data()
 	for r, p := range s.padded {
 		for j, pad := range p {
-			if pad {
+			if !pad {
 				m[r*t+j] = 1
 			}
 		}

@@ -53,8 +53,8 @@ func TestM2AttentionStepsMatchForward(t *testing.T) {
 						masked[r][1] = true
 					}
 					for j, m := range masked[r] {
-						if m {
-							mask.Data()[r*(s+1)+j] = 1
+						if !m {
+							mask.Data()[r*(s+1)+j] = 1 // zero = masked
 						}
 					}
 				}
@@ -128,7 +128,8 @@ func TestMeshedStepsMatchForward(t *testing.T) {
 				const b, regions, steps = 2, 5, 7
 				levels := randInput(rng, b, c.Levels, regions, c.D)
 				encMask := radgen.Zeros(b, 1, 1, regions)
-				encMask.Data()[regions+3], encMask.Data()[regions+4] = 1, 1 // study 1's last two regions
+				radgen.Fill(encMask, 1)
+				encMask.Data()[regions+3], encMask.Data()[regions+4] = 0, 0 // zero = masked: study 1's last two regions
 				tokens := []int{
 					2, 5, 7, 3, 1, 4, 6, // a <pad> inside
 					2, 9, 4, 4, 10, 0, 8,

@@ -31,9 +31,10 @@ import (
 // As in the published code they enter scaled: √d_k·M_k and √m·M_v. The
 // mask never covers the slots.
 //
-// Masks follow M²: nonzero (True) means masked — the opposite of
-// MultiHeadAttention's, where zero means masked. Masked logits are set to
-// −1e9 as MultiHeadAttention's are: a masked key's weight is exactly 0, as
+// Masks follow the package's one convention, MultiHeadAttention's: zero
+// means masked, nonzero attend (the published M² code's boolean masks are
+// the opposite, True = masked; the goldens' are inverted when compared).
+// Masked logits are set to −1e9: a masked key's weight is exactly 0, as
 // with the published code's −∞, and a query whose every key is masked
 // attends uniformly instead of yielding NaN. There is no dropout on the
 // attention probabilities.
@@ -108,8 +109,8 @@ func (a *ScaledDotProductAttention) MemoryScales() (keys, values float64) {
 }
 
 // Forward attends queries (B, Tq, D) over keys and values (B, Tk, D) and
-// returns (B, Tq, D). mask, if not nil, is (B|1, 1, Tq|1, Tk) with nonzero
-// entries masked (M²'s True); it covers the Tk real keys only.
+// returns (B, Tq, D). mask, if not nil, is (B|1, 1, Tq|1, Tk) with zero
+// entries masked (M²'s False); it covers the Tk real keys only.
 func (a *ScaledDotProductAttention) Forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) *radgen.Tensor {
 	out, _ := a.forward(g, queries, keys, values, mask, false)
 	return out
@@ -188,9 +189,9 @@ func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh,
 // maskedScore is the attention score of a masked key.
 const maskedScore = -1e9
 
-// m2KeepMask turns an M² mask (B|1, 1, Tq|1, Tk), nonzero = masked, into a
-// radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m), zero = masked, whose m
-// memory columns are never masked. It lives on mask's device.
+// m2KeepMask extends a mask (B|1, 1, Tq|1, Tk), zero = masked, to a
+// radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m) whose m memory columns
+// are never masked. It lives on mask's device.
 func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 	s := mask.Shape()
 	if len(s) != 4 || (s[0] != b && s[0] != 1) || s[1] != 1 || (s[2] != nq && s[2] != 1) || s[3] != nk {
@@ -202,7 +203,7 @@ func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 	dst := out.Data()
 	for r := range rows {
 		for j := range nk {
-			if src[r*nk+j] == 0 {
+			if src[r*nk+j] != 0 {
 				dst[r*(nk+m)+j] = 1
 			}
 		}
@@ -220,8 +221,8 @@ type EncoderLayer struct {
 	PWFF  *PositionWiseFeedForward
 }
 
-// Forward encodes x (B, N, D) with the encoder mask (B, 1, 1, N), nonzero
-// = masked, or nil.
+// Forward encodes x (B, N, D) with the encoder mask (B, 1, 1, N), zero =
+// masked, or nil.
 func (l *EncoderLayer) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
 	return l.PWFF.Forward(g, l.MHAtt.Forward(g, x, x, x, mask))
 }
@@ -359,7 +360,7 @@ func (e *MemoryEncoder) embed(g *radgen.Graph, input *radgen.Tensor) (out, pre *
 	return e.Norm.Forward(g, pre), pre
 }
 
-// Mask returns the encoder mask (B, 1, 1, N), 1 = masked, that e.Padding
+// Mask returns the encoder mask (B, 1, 1, N), 0 = masked, that e.Padding
 // gives for the raw input (B, N, d_in) and pre, the input of e's
 // LayerNorm (Dropout(ReLU(fc(input)))), or nil for PadNone. The mask is
 // decided on the host and lives on input's device.
@@ -380,15 +381,15 @@ func (e *MemoryEncoder) Mask(input, pre *radgen.Tensor) *radgen.Tensor {
 
 // Forward encodes input (B, N, d_in): it embeds it, computes the mask by
 // e.Padding, and returns the stacked layer outputs (B, L, N, D), level i
-// at index i, with the mask (B, 1, 1, N), 1 = masked (nil for PadNone).
+// at index i, with the mask (B, 1, 1, N), 0 = masked (nil for PadNone).
 func (e *MemoryEncoder) Forward(g *radgen.Graph, input *radgen.Tensor) (levels, mask *radgen.Tensor) {
 	x, pre := e.embed(g, input)
 	mask = e.Mask(input, pre)
 	return e.layers(g, x, mask), mask
 }
 
-// ForwardMasked is Forward with the caller's mask (B|1, 1, 1, N), nonzero
-// = masked, or nil for none, in place of e.Padding's: for example the mask
+// ForwardMasked is Forward with the caller's mask (B|1, 1, 1, N), zero =
+// masked, or nil for none, in place of e.Padding's: for example the mask
 // a reference run recorded.
 func (e *MemoryEncoder) ForwardMasked(g *radgen.Graph, input, mask *radgen.Tensor) *radgen.Tensor {
 	return e.layers(g, e.Embed(g, input), mask)

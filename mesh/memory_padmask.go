@@ -43,7 +43,7 @@ const (
 	torchLevel = 4  // SumKernel.cpp multi_row_sum num_levels
 )
 
-// AfterNormMask returns M²'s encoder mask (B, 1, 1, N), 1 = masked, for
+// AfterNormMask returns M²'s encoder mask (B, 1, 1, N), 0 = masked, for
 // the input pre (B, N, D) of the encoder's input LayerNorm ln: the regions
 // where torch.sum(ln(pre), -1) is exactly 0 in torch's float32 CPU
 // arithmetic (see the file comment). pre may be float64; it is rounded to
@@ -68,14 +68,14 @@ func AfterNormMask(pre *radgen.Tensor, ln *LayerNorm) *radgen.Tensor {
 	y := make([]float32, d)
 	for r := range b * n {
 		torchLayerNorm(y, xd[r*d:(r+1)*d], w32, b32, float32(ln.Eps))
-		if torchSum(y) == 0 {
+		if torchSum(y) != 0 {
 			md[r] = 1
 		}
 	}
 	return mask
 }
 
-// ZeroRowMask returns the mask (B, 1, 1, N), 1 = masked, of the regions
+// ZeroRowMask returns the mask (B, 1, 1, N), 0 = masked, of the regions
 // whose raw features (B, N, d_in) are all zero.
 func ZeroRowMask(input *radgen.Tensor) *radgen.Tensor {
 	b, n, w := input.Dim(0), input.Dim(1), input.Dim(2)
@@ -86,7 +86,7 @@ func ZeroRowMask(input *radgen.Tensor) *radgen.Tensor {
 		for _, x := range v[r*w : (r+1)*w] {
 			zero = zero && x == 0
 		}
-		if zero {
+		if !zero {
 			md[r] = 1
 		}
 	}

@@ -69,7 +69,7 @@ func m2NaiveAttention(a *ScaledDotProductAttention, q, k, v, mask *radgen.Tensor
 						if mask.Dim(2) > 1 {
 							mq = qi
 						}
-						if md[(mb*mask.Dim(2)+mq)*nk+j] != 0 {
+						if md[(mb*mask.Dim(2)+mq)*nk+j] == 0 {
 							sc[j] = math.Inf(-1)
 							continue
 						}
@@ -127,9 +127,13 @@ func TestMemoryAttentionMatchesLoops(t *testing.T) {
 			kv := gradcheck.Rand(rng, 1, 2, tc.nk, tc.d)
 			var mask *radgen.Tensor
 			if tc.masked {
-				// Padding keys 1 and 3 of study 1, nothing of study 0.
+				// Padding keys 1 and 3 of study 1, nothing of study 0
+				// (zero = masked).
 				md := make([]float64, 2*tc.nk)
-				md[tc.nk+1], md[tc.nk+3] = 1, 1
+				for i := range md {
+					md[i] = 1
+				}
+				md[tc.nk+1], md[tc.nk+3] = 0, 0
 				mask = radgen.FromFloat64(md, 2, 1, 1, tc.nk)
 			}
 			got := a.Forward(radgen.NoGrad(), q, kv, kv, mask).Data64()
@@ -147,12 +151,12 @@ func TestMemoryAttentionMatchesLoops(t *testing.T) {
 
 // The memory columns are never masked: a query whose real keys are all
 // masked still attends the slots (and the result is finite); without slots
-// the same mask gives NaN, as torch's −∞ fill does.
+// the same mask gives a uniform average (see TestFullyMaskedRowIsDefined).
 func TestMemoryColumnsNeverMasked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	a := NewMemoryAttention(4, 2, 2, 2, 3, rng)
 	x := gradcheck.Rand(rng, 1, 1, 3, 4).To32()
-	mask := radgen.FromFloat32([]float32{1, 1, 1}, 1, 1, 1, 3)
+	mask := radgen.Zeros(1, 1, 1, 3) // every real key masked
 	out, w := a.ForwardWithWeights(radgen.NoGrad(), x, x, x, mask)
 	for _, v := range out.Data() {
 		if math.IsNaN(float64(v)) {
@@ -210,8 +214,8 @@ func TestMaskRules(t *testing.T) {
 		1, 2, 3,
 	}, 1, 3, 3)
 	got := ZeroRowMask(in).Data()
-	if got[0] != 1 || got[1] != 0 || got[2] != 0 {
-		t.Fatalf("zero-row mask %v, want [1 0 0]", got)
+	if got[0] != 0 || got[1] != 1 || got[2] != 1 {
+		t.Fatalf("zero-row mask %v, want [0 1 1] (zero = masked)", got)
 	}
 	// After the norm: an all-zero LayerNorm input normalises to zeros and
 	// is masked; a generic row is not.
@@ -221,8 +225,8 @@ func TestMaskRules(t *testing.T) {
 		pre.Data()[16+i] = float32(i*i%7) + 0.25
 	}
 	got = AfterNormMask(pre, ln).Data()
-	if got[0] != 1 || got[1] != 0 {
-		t.Fatalf("after-norm mask %v, want [1 0]", got)
+	if got[0] != 0 || got[1] != 1 {
+		t.Fatalf("after-norm mask %v, want [0 1] (zero = masked)", got)
 	}
 	e := &MemoryEncoder{Padding: PadNone}
 	if e.Mask(in, pre) != nil {
@@ -350,7 +354,7 @@ func TestEncoderLevels(t *testing.T) {
 
 func TestGradientsM2Modules(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	mask := radgen.FromFloat64([]float64{0, 0, 1, 0, 0, 0, 0, 1, 1, 0}, 2, 1, 1, 5)
+	mask := radgen.FromFloat64([]float64{1, 1, 0, 1, 1, 1, 1, 0, 0, 1}, 2, 1, 1, 5) // zero = masked
 
 	att := NewMemoryAttention(6, 2, 3, 2, 4, rng)
 	m2Randomize(att, rng, 0.5)
@@ -391,7 +395,7 @@ func TestFullyMaskedRowIsDefined(t *testing.T) {
 	for i := range x.Data() {
 		x.Data()[i] = float32(rng.NormFloat64())
 	}
-	mask := radgen.FromFloat32([]float32{1, 1, 0, 1}, 1, 1, 2, 2) // nonzero = masked: query 0 both keys, query 1 key 1
+	mask := radgen.FromFloat32([]float32{0, 0, 1, 0}, 1, 1, 2, 2) // zero = masked: query 0 both keys, query 1 key 1
 	out := a.Forward(radgen.NoGrad(), x, x, x, mask)
 	for i, v := range out.Data() {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {

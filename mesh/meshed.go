@@ -65,8 +65,8 @@ func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 
 // Forward runs the layer on y (B, T, D) over the encoder levels (B, N, R,
 // D). pad (B, T, 1) is 1 at real tokens and 0 at padding; selfMask
-// (B|1, 1, T, T) and encMask (B|1, 1, 1, R) are M² masks (nonzero =
-// masked), either may be nil.
+// (B|1, 1, T, T) and encMask (B|1, 1, 1, R) are masks (zero = masked),
+// either may be nil.
 func (l *MeshedLayer) Forward(g *radgen.Graph, y, levels, pad, selfMask, encMask *radgen.Tensor) *radgen.Tensor {
 	n := len(l.Alpha)
 	if levels.Rank() != 4 || levels.Dim(1) != n || levels.Dim(0) != y.Dim(0) {
@@ -243,7 +243,7 @@ func (dec *MeshedDecoder) MaxLen() int { return dec.PosEmb.Dim(0) - 1 }
 // Masks returns the teacher-forcing masks of MeshedDecoder.forward for
 // tokens (B·T ids, row-major): pad (B, T, 1), 1 at real tokens, the
 // positions (1..T, 0 at padding), and the self-attention mask (B, 1, T, T),
-// 1 = masked, hiding future positions and padding keys.
+// 0 = masked, hiding future positions and padding keys.
 func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, positions []int, selfMask *radgen.Tensor) {
 	pad = radgen.Zeros(b, t, 1)
 	selfMask = radgen.Zeros(b, 1, t, t)
@@ -256,7 +256,7 @@ func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, pos
 				positions[i*t+q] = q + 1
 			}
 			for k := range t {
-				if k > q || tokens[i*t+k] == dec.Pad {
+				if k <= q && tokens[i*t+k] != dec.Pad {
 					sd[(i*t+q)*t+k] = 1
 				}
 			}
@@ -266,8 +266,8 @@ func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, pos
 }
 
 // Forward is the teacher-forced pass: tokens (B·T ids, row-major) over the
-// encoder levels (B, N, R, D) with the encoder mask (B|1, 1, 1, R), nonzero
-// = masked, or nil. It returns the log-probabilities (B, T, V). It panics
+// encoder levels (B, N, R, D) with the encoder mask (B|1, 1, 1, R), zero =
+// masked, or nil. It returns the log-probabilities (B, T, V). It panics
 // on a token outside the vocabulary or T beyond the positional table.
 func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, levels, encMask *radgen.Tensor) *radgen.Tensor {
 	if len(tokens) != b*t || t > dec.MaxLen() {

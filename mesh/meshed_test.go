@@ -63,13 +63,13 @@ func TestDecoderMasks(t *testing.T) {
 			t.Fatalf("pad %v positions %v, want %v %v", pad.Data(), pos, wantPad, wantPos)
 		}
 	}
-	want := []float32{
-		0, 1, 1, // study 0: causal
-		0, 0, 1,
-		0, 0, 1, // key 2 is padding
-		0, 1, 1, // study 1: keys 1 and 2 are padding
-		0, 1, 1,
-		0, 1, 1,
+	want := []float32{ // zero = masked
+		1, 0, 0, // study 0: causal
+		1, 1, 0,
+		1, 1, 0, // key 2 is padding
+		1, 0, 0, // study 1: keys 1 and 2 are padding
+		1, 0, 0,
+		1, 0, 0,
 	}
 	for i, v := range self.Data() {
 		if v != want[i] {

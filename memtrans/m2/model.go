@@ -86,7 +86,7 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 // M2Encoded is a batch of studies after the memory-augmented encoder.
 type Encoded struct {
 	Levels *radgen.Tensor // (B, N, R, D): the output of every encoder layer
-	Mask   *radgen.Tensor // (B, 1, 1, R), 1 = masked region; nil when none is
+	Mask   *radgen.Tensor // (B, 1, 1, R), 0 = masked region; nil when none is
 }
 
 // Encode runs the encoder on region features (B, R, d_in), masking regions
@@ -100,7 +100,7 @@ func (m *Model) Encode(g *radgen.Graph, feats *radgen.Tensor) (*Encoded, error) 
 }
 
 // EncodeMasked runs the encoder with the caller's region mask (B, 1, 1, R),
-// nonzero = masked, or nil for none, instead of Config.Padding's: to
+// zero = masked, or nil for none, instead of Config.Padding's: to
 // reproduce a reference run's mask, or to mask padding by another rule.
 func (m *Model) EncodeMasked(g *radgen.Graph, feats, mask *radgen.Tensor) (*Encoded, error) {
 	if err := m.checkFeats(feats); err != nil {
