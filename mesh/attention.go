@@ -99,25 +99,44 @@ func (m *MultiHeadAttention) heads(g *radgen.Graph, x *radgen.Tensor) *radgen.Te
 // [MultiHeadAttention.Attend]), which split a source or a cache into heads
 // once rather than at every step.
 func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	b, h, tq, dk := qh.Dim(0), qh.Dim(1), qh.Dim(2), qh.Dim(3)
-	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
 	if mask != nil {
 		// (B, Tq|1, Tk) → (B, 1, Tq|1, Tk) to broadcast over heads.
 		ms := mask.Shape()
 		if len(ms) != 3 {
 			panic(fmt.Sprintf("mesh: attention mask must be (B, Tq|1, Tk), got %v", ms))
 		}
-		scores = g.MaskedFill(scores, g.Reshape(mask, ms[0], 1, ms[1], ms[2]), -1e9)
+		mask = g.Reshape(mask, ms[0], 1, ms[1], ms[2])
 	}
-	p := g.Softmax(scores)
-	pd := g.Dropout(p, m.Dropout)
-	ctx := g.MatMul(pd, vh, false)                           // (B, h, Tq, d_k)
-	ctx = g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*dk) // concat heads
+	ctx, p := scaledDotProduct(g, qh, kh, vh, mask, m.Dropout)
 	out := m.Linears[3].Forward(g, ctx)
 	if keep {
 		return out, p
 	}
 	return out, nil
+}
+
+// maskedScore is the attention score of a masked key: −1e9, not −∞, as
+// R2Gen fills. A masked key's weight is exactly 0 as with −∞ (exp
+// underflows in float32 and float64), and a query whose every key is
+// masked attends uniformly instead of giving NaN.
+const maskedScore = -1e9
+
+// scaledDotProduct is the attention of every package module, written once
+// (Vaswani et al. Eq. 1; M²'s Eq. 1 over keys and values that include its
+// memory slots): softmax(QKᵀ/√d_k)·V over queries qh (B, h, Tq, d_k), keys
+// kh (B, h, Tk, d_k) and values vh (B, h, Tk, d_v), with mask (broadcast
+// to (B, h, Tq, Tk), zero = masked) or nil and dropout p on the
+// probabilities. It returns the heads concatenated, (B, Tq, h·d_v), and the
+// probabilities (B, h, Tq, Tk).
+func scaledDotProduct(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, dropout float64) (ctx, probs *radgen.Tensor) {
+	b, h, tq, dk, dv := qh.Dim(0), qh.Dim(1), qh.Dim(2), qh.Dim(3), vh.Dim(3)
+	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
+	if mask != nil {
+		scores = g.MaskedFill(scores, mask, maskedScore)
+	}
+	probs = g.Softmax(scores)
+	ctx = g.MatMul(g.Dropout(probs, dropout), vh, false)            // (B, h, Tq, d_v)
+	return g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*dv), probs // heads concatenated
 }
 
 var _ radgen.Module = (*MultiHeadAttention)(nil)

@@ -115,8 +115,47 @@ func NewPositionWiseFeedForward(d, dff int, dropout float64, rng *rand.Rand) *Po
 
 // Forward maps x (…, D) → (…, D).
 func (f *PositionWiseFeedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	h := g.Dropout(g.ReLU(f.FC1.Forward(g, x)), f.Dropout)
-	return f.Norm.Forward(g, g.Add(x, g.Dropout(f.FC2.Forward(g, h), f.Dropout)))
+	return f.Norm.Forward(g, g.Add(x, g.Dropout(positionWise(g, x, f.FC1, f.FC2, f.Dropout), f.Dropout)))
+}
+
+// FeedForward is the position-wise network of a Transformer layer,
+// w_2(Dropout(ReLU(w_1 x))) (Vaswani et al. Eq. 2; R2Gen's sublayer, M²'s
+// F of Eq. 4, which PositionWiseFeedForward wraps in its AddNorm). Names:
+// w_1.*, w_2.* (R2Gen's).
+type FeedForward struct {
+	W1, W2  *radgen.Linear // D → D_ff, D_ff → D
+	Dropout float64
+}
+
+// NewFeedForward returns the network of width d and inner width dff, its
+// weights Xavier-uniform and its biases PyTorch's default.
+func NewFeedForward(d, dff int, dropout float64, rng *rand.Rand) *FeedForward {
+	if d <= 0 || dff <= 0 {
+		panic(fmt.Sprintf("mesh: feed-forward of widths %d, %d", d, dff))
+	}
+	f := &FeedForward{W1: radgen.NewLinear(d, dff, true, rng), W2: radgen.NewLinear(dff, d, true, rng), Dropout: dropout}
+	radgen.XavierUniform(f.W1.Weight, rng)
+	radgen.XavierUniform(f.W2.Weight, rng)
+	return f
+}
+
+// Forward maps (…, D) → (…, D).
+func (f *FeedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
+	return positionWise(g, x, f.W1, f.W2, f.Dropout)
+}
+
+// VisitParams implements radgen.Module.
+func (f *FeedForward) VisitParams(visit func(string, *radgen.Tensor)) {
+	f.W1.VisitParams(radgen.Prefixed("w_1.", visit))
+	f.W2.VisitParams(radgen.Prefixed("w_2.", visit))
+}
+
+// positionWise is w2(Dropout(ReLU(w1 x))), the one body of FeedForward and
+// PositionWiseFeedForward.
+func positionWise(g *radgen.Graph, x *radgen.Tensor, w1, w2 *radgen.Linear, dropout float64) *radgen.Tensor {
+	var h [1]*radgen.Tensor
+	g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{w1}, true) // ReLU(w1·x + b1), fused where the product is batched
+	return w2.Forward(g, g.Dropout(h[0], dropout))
 }
 
 // VisitParams implements radgen.Module.

@@ -167,27 +167,13 @@ func (a *ScaledDotProductAttention) heads(g *radgen.Graph, x *radgen.Tensor, d i
 // m2KeepMask). It returns (B, Tq, D) and, if keep is true, the
 // probabilities (B, h, Tq, Tk').
 func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	b, nq := qp.Dim(0), qp.Dim(1)
-	q := a.heads(g, qp, a.DK)                                         // (B, h, Tq, d_k)
-	att := g.Scale(g.MatMul(q, kh, true), 1/math.Sqrt(float64(a.DK))) // QKᵀ/√d_k (Eq. 1)
-	if unmasked != nil {
-		// −1e9, as MultiHeadAttention fills: the softmax gives a masked
-		// score exactly 0 as −∞ would (exp underflows in float32 and
-		// float64), and a row whose every key is masked attends uniformly
-		// instead of giving NaN.
-		att = g.MaskedFill(att, unmasked, maskedScore)
-	}
-	p := g.Softmax(att)
-	ctx := g.Reshape(g.Permute(g.MatMul(p, vh, false), 0, 2, 1, 3), b, nq, a.Heads*a.DV) // concatenated heads
+	ctx, p := scaledDotProduct(g, a.heads(g, qp, a.DK), kh, vh, unmasked, 0) // Eq. 1 over keys and slots
 	out := a.FCO.Forward(g, ctx)
 	if keep {
 		return out, p
 	}
 	return out, nil
 }
-
-// maskedScore is the attention score of a masked key.
-const maskedScore = -1e9
 
 // m2KeepMask extends a mask (B|1, 1, Tq|1, Tk), zero = masked, to a
 // radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m) whose m memory columns

@@ -50,7 +50,7 @@ func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 //	x += Dropout(FFN(MCLN₂(x, M)))
 type DecoderLayer struct {
 	SelfAttn, SrcAttn *mesh.MultiHeadAttention
-	FeedForward       *FeedForward
+	FeedForward       *mesh.FeedForward
 	norms             [3]sublayerNorm // sublayer.{0,1,2}.norm
 	Dropout           float64
 }
@@ -157,7 +157,7 @@ func NewDecoder(c Config, rng *rand.Rand) *Decoder {
 		l := &DecoderLayer{
 			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
 			SrcAttn:     mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+			FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
 			Dropout:     c.Dropout,
 		}
 		for i := range l.norms {

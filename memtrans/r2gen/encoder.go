@@ -9,38 +9,11 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// FeedForward is the position-wise network w_2(Dropout(ReLU(w_1(x)))).
-type FeedForward struct {
-	W1, W2  *radgen.Linear
-	Dropout float64
-}
-
-// NewFeedForward returns the network of width d and inner width dff.
-func NewFeedForward(d, dff int, dropout float64, rng *rand.Rand) *FeedForward {
-	f := &FeedForward{W1: radgen.NewLinear(d, dff, true, rng), W2: radgen.NewLinear(dff, d, true, rng), Dropout: dropout}
-	radgen.XavierUniform(f.W1.Weight, rng)
-	radgen.XavierUniform(f.W2.Weight, rng)
-	return f
-}
-
-// Forward maps (…, D) → (…, D).
-func (f *FeedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	var h [1]*radgen.Tensor
-	g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{f.W1}, true) // ReLU(W1·x + b1), fused where the product is batched
-	return f.W2.Forward(g, g.Dropout(h[0], f.Dropout))
-}
-
-// VisitParams implements radgen.Module.
-func (f *FeedForward) VisitParams(visit func(string, *radgen.Tensor)) {
-	f.W1.VisitParams(radgen.Prefixed("w_1.", visit))
-	f.W2.VisitParams(radgen.Prefixed("w_2.", visit))
-}
-
 // EncoderLayer is a pre-norm Transformer layer:
 // x += Dropout(SelfAttn(LN₀(x))); x += Dropout(FFN(LN₁(x))).
 type EncoderLayer struct {
 	SelfAttn    *mesh.MultiHeadAttention
-	FeedForward *FeedForward
+	FeedForward *mesh.FeedForward
 	Norms       [2]*mcln.LayerNorm // sublayer.{0,1}.norm
 	Dropout     float64
 }
@@ -73,7 +46,7 @@ func NewEncoder(c Config, rng *rand.Rand) *Encoder {
 	for range c.Layers {
 		e.Layers = append(e.Layers, &EncoderLayer{
 			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+			FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
 			Norms:       [2]*mcln.LayerNorm{mcln.NewLayerNorm(c.DModel), mcln.NewLayerNorm(c.DModel)},
 			Dropout:     c.Dropout,
 		})
