@@ -135,7 +135,7 @@ func scaledDotProduct(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, dropout 
 		scores = g.MaskedFill(scores, mask, maskedScore)
 	}
 	probs = g.Softmax(scores)
-	ctx = g.MatMul(g.Dropout(probs, dropout), vh, false)            // (B, h, Tq, d_v)
+	ctx = g.MatMul(g.Dropout(probs, dropout), vh, false)             // (B, h, Tq, d_v)
 	return g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*dv), probs // heads concatenated
 }
 

@@ -6,7 +6,7 @@
 // The blocks are the paper's, in the published code's parameter names:
 //
 //   - [Encoder] and [EncoderLayer]: the pre-norm Transformer encoder over
-//     the embedded visual patches (Eqs. 2–3), with [FeedForward] as its
+//     the embedded visual patches (Eqs. 2–3), with mesh.FeedForward as its
 //     position-wise map; ForwardLevels gives every layer's output for
 //     layer-wise multi-view routing (package mesh, MultiView).
 //   - [DecoderLayer] and [Decoder]: pre-norm decoder layers whose three
