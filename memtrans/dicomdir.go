@@ -1,17 +1,14 @@
 package memtrans
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/radgen/radgen/internal/dicomviews"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -20,10 +17,10 @@ import (
 var (
 	// ErrNoFrontalView: none of the study's images is a frontal (PA or
 	// AP) view by its View Position or View Code Sequence.
-	ErrNoFrontalView = errors.New("memtrans: no usable frontal view")
+	ErrNoFrontalView = dicomviews.ErrNoFrontal
 	// ErrNoLateralView: a two-view model needs a lateral view and the
 	// study has none.
-	ErrNoLateralView = errors.New("memtrans: no usable lateral view")
+	ErrNoLateralView = dicomviews.ErrNoLateral
 	// ErrNoDICOM: the folder holds no DICOM image at all.
 	ErrNoDICOM = errors.New("memtrans: no DICOM images")
 )
@@ -198,76 +195,12 @@ func readDICOMHeader(p string) (*vision.DICOMInfo, bool, error) {
 	return info, true, nil
 }
 
-// chooseViews picks a study's frontal (and lateral) view.
+// chooseViews picks a study's frontal (and lateral) view, by the rule the
+// report service's STOW-RS route shares (internal/dicomviews).
 func chooseViews(uid string, all []vision.DICOMView, views int) (*vision.DICOMStudy, error) {
-	fail := func(err error, format string, args ...any) error {
-		return fmt.Errorf("%w: study %s: %w"+format, append([]any{ErrStudy, uid, err}, args...)...)
-	}
-	for _, v := range all[1:] {
-		if v.Info.PatientID != all[0].Info.PatientID {
-			return nil, fail(errors.New("files of other patients"), ": %s has PatientID %q, %s has %q", all[0].Path, all[0].Info.PatientID, v.Path, v.Info.PatientID)
-		}
-	}
-	ranked := slices.Clone(all)
-	slices.SortStableFunc(ranked, func(a, b vision.DICOMView) int {
-		return cmp.Or(
-			cmp.Compare(viewPreference(a), viewPreference(b)),
-			cmp.Compare(atoiOr(a.Info.SeriesNumber), atoiOr(b.Info.SeriesNumber)),
-			cmp.Compare(atoiOr(a.Info.InstanceNumber), atoiOr(b.Info.InstanceNumber)),
-			strings.Compare(a.Path, b.Path),
-		)
-	})
-	pick := func(k vision.ViewKind) int {
-		return slices.IndexFunc(ranked, func(v vision.DICOMView) bool { return v.Kind == k })
-	}
-	src := &vision.DICOMStudy{StudyInstanceUID: uid}
-	f := pick(vision.ViewFrontal)
-	if f < 0 {
-		return nil, fail(ErrNoFrontalView, " (%d images: %s)", len(all), describeViews(all))
-	}
-	src.Views = append(src.Views, ranked[f])
-	if views == 2 {
-		l := pick(vision.ViewLateral)
-		if l < 0 {
-			return nil, fail(ErrNoLateralView, " (%d images: %s)", len(all), describeViews(all))
-		}
-		src.Views = append(src.Views, ranked[l])
-	}
-	for _, v := range all {
-		if !slices.ContainsFunc(src.Views, func(u vision.DICOMView) bool { return u.Path == v.Path }) {
-			src.Others = append(src.Others, v)
-		}
+	src, err := dicomviews.Choose(uid, all, views)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStudy, err)
 	}
 	return src, nil
-}
-
-func describeViews(all []vision.DICOMView) string {
-	parts := make([]string, len(all))
-	for i, v := range all {
-		vp := v.Info.ViewPosition
-		if vp == "" {
-			vp = "no View Position"
-		}
-		parts[i] = fmt.Sprintf("%s: %s, %d view codes", filepath.Base(v.Path), vp, len(v.Info.ViewCodes))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// viewPreference ranks views of one kind: PA before AP, LL before RL.
-func viewPreference(v vision.DICOMView) int {
-	switch strings.ToUpper(v.Info.ViewPosition) {
-	case "PA", "LL":
-		return 0
-	case "AP", "RL":
-		return 1
-	}
-	return 2
-}
-
-func atoiOr(s string) int {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return int(^uint(0) >> 1) // absent numbers sort last
-	}
-	return n
 }
