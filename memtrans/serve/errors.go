@@ -14,13 +14,15 @@ const (
 	CodeBadRequest       = "bad_request"        // 400: malformed multipart body
 	CodeInvalidOption    = "invalid_option"     // 400: a generation option out of range
 	CodeNoViews          = "no_views"           // 400: an upload without image files
-	CodeUnsupportedMedia = "unsupported_media"  // 415: not multipart, or a file that is not PNG, JPEG or DICOM
+	CodeUnsupportedMedia = "unsupported_media"  // 415: not multipart (or, for STOW-RS, not multipart/related of application/dicom), or a file that is not PNG, JPEG or DICOM
 	CodeUploadTooLarge   = "upload_too_large"   // 413: body beyond WithMaxUploadBytes (refused before reading when Content-Length says so)
 	CodeUploadTimeout    = "upload_timeout"     // 408: the body did not arrive within WithUploadTimeout
-	CodeTooManyViews     = "too_many_views"     // 413: files beyond WithMaxViews
+	CodeTooManyViews     = "too_many_views"     // 413: files beyond WithMaxViews (STOW-RS: instances beyond WithMaxInstances)
 	CodeTooManyPixels    = "too_many_pixels"    // 413: a view beyond WithMaxPixels
 	CodeBadImage         = "bad_image"          // 422: a PNG, JPEG or DICOM file that does not decode
-	CodeViewCount        = "view_count"         // 422: not as many views as the model takes
+	CodeViewCount        = "view_count"         // 422: not as many views as the model takes (STOW-RS: no frontal or lateral view among the study's images)
+	CodeInstancesRefused = "instances_refused"  // 409: STOW-RS: none of the instances could be taken; the answer is a Store Instances Response naming each with its Failure Reason
+	CodePACS             = "pacs_error"         // 502: the PACS (WithPACS) did not take the SR
 	CodeOverloaded       = "overloaded"         // 429: the queue or the memory budget is full; see Retry-After
 	CodeTimeout          = "timeout"            // 504: the request ran past WithTimeout
 	CodeCanceled         = "canceled"           // 499: the client went away
@@ -38,6 +40,10 @@ type apiError struct {
 	status  int
 	code    string
 	message string
+	// body, when set, is the answer instead of the JSON error, of type
+	// ctype (a STOW-RS Store Instances Response).
+	body  []byte
+	ctype string
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
@@ -55,6 +61,10 @@ type errorBody struct {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.body != nil {
+		writeBody(w, e.status, e.ctype, e.body)
+		return
+	}
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
 	writeJSON(w, e.status, b)
@@ -67,4 +77,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v) // the status is sent; a failed write means the client left
+}
+
+// writeBody answers with a body already encoded.
+func writeBody(w http.ResponseWriter, status int, ctype string, body []byte) {
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the status is sent; a failed write means the client left
 }

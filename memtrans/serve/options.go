@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/radgen/radgen/memtrans/dicomweb"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -19,6 +20,7 @@ const (
 	DefaultBatchWait      = 5 * time.Millisecond
 	DefaultMaxBeamSize    = 8
 	DefaultUploadTimeout  = 30 * time.Second // an upload's body, from the request's arrival
+	DefaultMaxInstances   = 16               // DICOM instances of one STOW-RS request
 	// DefaultIdleTrim is how long the handler waits, idle after serving,
 	// before it returns freed memory to the operating system.
 	DefaultIdleTrim = 10 * time.Second
@@ -50,6 +52,9 @@ type options struct {
 	uploadTimeout time.Duration
 	idleTrim      time.Duration
 	location      *time.Location
+
+	maxInstances int
+	pacs         *dicomweb.Client
 }
 
 func defaultOptions() options {
@@ -68,6 +73,7 @@ func defaultOptions() options {
 
 		uploadTimeout: DefaultUploadTimeout,
 		idleTrim:      DefaultIdleTrim,
+		maxInstances:  DefaultMaxInstances,
 	}
 }
 
@@ -275,6 +281,37 @@ func WithStudyTimeZone(loc *time.Location) Option {
 			return fmt.Errorf("%w: nil time zone", ErrOption)
 		}
 		o.location = loc
+		return nil
+	}
+}
+
+// WithMaxInstances bounds the DICOM instances (parts) of one STOW-RS
+// request (default DefaultMaxInstances): a study's views and whatever
+// else the sender includes (other films, presentation states). Reading
+// stops at the first part beyond it (413 too_many_views).
+func WithMaxInstances(n int) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: instance limit %d", ErrOption, n)
+		}
+		o.maxInstances = n
+		return nil
+	}
+}
+
+// WithPACS stores the DICOM SR of every study pushed by STOW-RS into that
+// study in the PACS c serves, by STOW-RS, before the request is answered;
+// the answer's Retrieve URL then names the study there. The SR's series
+// and instance UIDs derive from the study and the model
+// (dicomsr.StudyUIDs), so a push retried stores one SR, not two. A PACS
+// that does not take the SR makes the request fail with 502 pacs_error
+// (the client's own retries come first). By default nothing is stored.
+func WithPACS(c *dicomweb.Client) Option {
+	return func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil PACS client", ErrOption)
+		}
+		o.pacs = c
 		return nil
 	}
 }

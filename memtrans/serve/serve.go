@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"io/fs"
 	"math"
 	"net/http"
@@ -313,6 +314,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	default:
+		if rest, ok := strings.CutPrefix(path, stowRoot); ok && (rest == "" || rest[0] == '/') {
+			study := strings.TrimPrefix(rest, "/")
+			route = stowRoot
+			if study != "" {
+				route = stowRoot + "/{study}"
+			}
+			if e = h.authorize(r); e == nil {
+				if e = allow(w, r, http.MethodPost); e == nil {
+					outcome, e = h.stow(w, r, start, study)
+				}
+			}
+			break
+		}
 		route = "/"
 		if path != "/" && path != "/index.html" && !strings.HasPrefix(path, "/web/") {
 			route = "other"
@@ -330,7 +344,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e != nil {
 		outcome = e.code
 		if e.status != statusCanceled {
-			if e.code == CodeOverloaded || e.status == http.StatusServiceUnavailable && route == "/v1/reports" {
+			if e.code == CodeOverloaded || e.status == http.StatusServiceUnavailable && isReport(route) {
 				w.Header().Set("Retry-After", strconv.Itoa(h.retryAfter()))
 			}
 			if e.code == CodeUnauthorized {
@@ -339,7 +353,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, e)
 		}
 	}
-	h.m.request(route, outcome, time.Since(start), route == "/v1/reports")
+	h.m.request(route, outcome, time.Since(start), isReport(route))
+}
+
+// isReport reports whether a route (its metrics label) writes reports.
+func isReport(route string) bool {
+	return route == "/v1/reports" || route == stowRoot || route == stowRoot+"/{study}"
 }
 
 // allow checks the method.
@@ -474,15 +493,57 @@ const maxDisplaySide = 512
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
-// reports serves POST /v1/reports: it reads the upload (bounded in bytes,
-// time and memory, and holding no place in the queue), validates it,
-// decodes the views within the memory budget, and only then takes a place
-// in the queue and the memory of a generation.
+// reports serves POST /v1/reports: a study as multipart/form-data, one
+// file per view, answered with the report as JSON (see serveStudy for the
+// path every report request takes).
 func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Time) *apiError {
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(strings.ToLower(ct), "multipart/form-data") {
 		return errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "send the study as multipart/form-data, one file per view")
 	}
+	var fst fhir.Study
+	read := func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError) {
+		return readUpload(ctx, ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: h.model.Config().MaxSeqLen()}, res)
+	}
+	check := func(up *upload) *apiError {
+		if !up.fhir {
+			return nil
+		}
+		var e *apiError
+		fst, e = h.fhirStudy(up)
+		return e
+	}
+	respond := func(ctx context.Context, up *upload, rep memtrans.Report, t timings) *apiError {
+		resp := h.response(rep, up)
+		resp.Timings = t
+		if up.fhir {
+			f, e := h.fhirReport(rep, fst, time.Now())
+			if e != nil {
+				return e
+			}
+			resp.FHIR = f
+		}
+		writeJSON(w, http.StatusOK, resp)
+		h.o.logger.Info("report", "study", up.studyID, "tokens", len(rep.Tokens), "truncated", rep.Truncated, "batch", t.Batch,
+			"upload_ms", t.UploadMS, "queue_ms", t.QueueMS, "generate_ms", t.GenerateMS)
+		return nil
+	}
+	return h.serveStudy(w, r, start, read, check, respond)
+}
+
+// serveStudy is the path every report request takes once its route has
+// checked the request's media type: it reads the body with read (bounded
+// in bytes, time and memory, and holding no place in the queue), checks
+// the views' count and, with check, what the route must know can be
+// answered before any generation; decodes the views within the memory
+// budget; only then takes a place in the queue and the memory of a
+// generation; and, once the report is written and the place in the queue
+// given back, calls respond with the request's context (its deadline still
+// running) while the request's memory is still reserved.
+func (h *Handler) serveStudy(w http.ResponseWriter, r *http.Request, start time.Time,
+	read func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError),
+	check func(*upload) *apiError,
+	respond func(ctx context.Context, up *upload, rep memtrans.Report, t timings) *apiError) *apiError {
 	if r.ContentLength > h.o.maxUpload {
 		// Refused before a byte of the body is read; the connection
 		// closes rather than draining the body.
@@ -501,7 +562,7 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 	defer res.release()
 
 	// The upload, under its own read deadline; Drain cuts it.
-	up, e := h.readBody(ctx, w, r, ct, start, deadline, res)
+	up, e := h.readBody(ctx, w, r, start, deadline, res, read)
 	if e != nil {
 		return h.orDeadline(r, ctx, e)
 	}
@@ -509,11 +570,8 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 	if len(up.files) != cfg.Views {
 		return errorf(http.StatusUnprocessableEntity, CodeViewCount, fmt.Sprintf("%d views uploaded; the model takes %d (in its training order)", len(up.files), cfg.Views))
 	}
-	var fst fhir.Study
-	if up.fhir {
-		if fst, e = h.fhirStudy(up); e != nil {
-			return e
-		}
+	if e := check(up); e != nil {
+		return e
 	}
 
 	// The views, each decoded once its buffers are reserved.
@@ -541,10 +599,15 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 		return errorf(http.StatusTooManyRequests, CodeOverloaded, "too many requests are waiting; retry later")
 	}
 	h.m.admitted.Add(1)
-	defer func() {
-		h.m.admitted.Add(-1)
-		<-h.admit
-	}()
+	admitted := true
+	leave := func() {
+		if admitted {
+			admitted = false
+			h.m.admitted.Add(-1)
+			<-h.admit
+		}
+	}
+	defer leave()
 	wait, cancelWait = waitContext(ctx, deadline)
 	ok := res.take(wait, h.genCost)
 	cancelWait()
@@ -587,21 +650,10 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 	if rs.err != nil {
 		return h.generationError(r, rs.err)
 	}
-	resp := h.response(rs.report, up)
-	done := time.Now()
-	resp.Timings = timings{UploadMS: ms(uploaded.Sub(start)), QueueMS: ms(rs.started.Sub(uploaded)), GenerateMS: ms(rs.finished.Sub(rs.started)),
-		TotalMS: ms(done.Sub(start)), Batch: rs.batch}
-	if up.fhir {
-		f, e := h.fhirReport(rs.report, fst, done)
-		if e != nil {
-			return e
-		}
-		resp.FHIR = f
-	}
-	writeJSON(w, http.StatusOK, resp)
-	h.o.logger.Info("report", "study", up.studyID, "tokens", len(rs.report.Tokens), "truncated", rs.report.Truncated, "batch", rs.batch,
-		"upload_ms", resp.Timings.UploadMS, "queue_ms", resp.Timings.QueueMS, "generate_ms", resp.Timings.GenerateMS)
-	return nil
+	leave() // what is left (the answer, a PACS) holds no place in the queue
+	t := timings{UploadMS: ms(uploaded.Sub(start)), QueueMS: ms(rs.started.Sub(uploaded)), GenerateMS: ms(rs.finished.Sub(rs.started)),
+		TotalMS: ms(time.Since(start)), Batch: rs.batch}
+	return respond(ctx, up, rs.report, t)
 }
 
 // orDeadline returns the request's timeout (or cancellation) instead of e
@@ -626,11 +678,12 @@ func waitContext(ctx context.Context, deadline time.Time) (context.Context, cont
 	return context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
 }
 
-// readBody reads the multipart body under the upload's own read deadline
+// readBody reads the body with read under the upload's own read deadline
 // (WithUploadTimeout, never past the request's), registered for Drain, and
 // tells the connection's failures (a read deadline, a client gone, a
 // shutdown) apart from a malformed body.
-func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, ct string, start, deadline time.Time, res *reservation) (*upload, *apiError) {
+func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, start, deadline time.Time, res *reservation,
+	read func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError)) (*upload, *apiError) {
 	rc := http.NewResponseController(w)
 	readBy := start.Add(h.o.uploadTimeout)
 	if deadline.Before(readBy) {
@@ -659,7 +712,7 @@ func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.R
 	if !res.take(wait, requestOverhead) {
 		return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
 	}
-	up, e := readUpload(wait, ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: h.model.Config().MaxSeqLen()}, res)
+	up, e := read(wait, body, res)
 	if e == nil {
 		// The body is read: no deadline for the connection's background
 		// read, whose timeout would cancel the request's context.
