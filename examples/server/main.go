@@ -11,6 +11,9 @@
 // address in a browser and drop a study's films on the page, or post them:
 //
 //	curl -F view=@0.png -F view=@1.png -F beam_size=3 http://127.0.0.1:8080/v1/reports
+//
+// A PACS or a router may push studies to http://ADDR/dicomweb/studies by
+// STOW-RS; with -pacs the SR of each is stored into the study there.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/dicomweb"
 	"github.com/radgen/radgen/memtrans/serve"
 )
 
@@ -55,6 +59,9 @@ type config struct {
 	jsonLogs    bool
 	memory      int64
 	upload      time.Duration
+	pacs        string // DICOMweb root where the SRs of pushed studies are stored
+	pacsUser    string // basic auth, password from $RADGEN_PACS_PASSWORD
+	pacsToken   bool   // bearer token from $RADGEN_PACS_TOKEN
 }
 
 func main() {
@@ -79,6 +86,9 @@ func main() {
 	flag.DurationVar(&c.shutdown, "shutdown-grace", 0, "how long a shutdown waits for the generations in flight (default: -timeout + 5s); uploads still arriving are cut at once")
 	flag.Int64Var(&c.memory, "memory-budget", 0, "bytes report requests may hold at once (default: half the machine's memory less the model)")
 	flag.DurationVar(&c.upload, "upload-timeout", serve.DefaultUploadTimeout, "longest time an upload's body may take to arrive")
+	flag.StringVar(&c.pacs, "pacs", "", "DICOMweb root of a PACS (e.g. http://127.0.0.1:8042/dicom-web): the SR of each study pushed by STOW-RS is stored there")
+	flag.StringVar(&c.pacsUser, "pacs-user", "", "basic-auth user of the PACS (password from $RADGEN_PACS_PASSWORD)")
+	flag.BoolVar(&c.pacsToken, "pacs-token", false, "send $RADGEN_PACS_TOKEN to the PACS as a bearer token")
 	flag.BoolVar(&c.jsonLogs, "json-logs", false, "log JSON lines instead of text")
 	flag.Parse()
 
@@ -98,6 +108,10 @@ func main() {
 // run serves until ctx is done, then shuts down gracefully. When ready is
 // not nil it receives the listening address once the model is warm.
 func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) error {
+	pacs, err := pacsClient(c, log) // before a model is trained for nothing
+	if err != nil {
+		return err
+	}
 	model, name, err := loadModel(ctx, c, log)
 	if err != nil {
 		return err
@@ -118,6 +132,9 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	}
 	if c.token != "" {
 		opts = append(opts, serve.WithBearerToken(c.token))
+	}
+	if pacs != nil {
+		opts = append(opts, serve.WithPACS(pacs))
 	}
 	h, err := serve.New(model, opts...)
 	if err != nil {
@@ -183,6 +200,29 @@ func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) e
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// pacsClient is the DICOMweb client of -pacs, with its credentials; nil
+// without -pacs.
+func pacsClient(c config, log *slog.Logger) (*dicomweb.Client, error) {
+	opts := []dicomweb.Option{dicomweb.WithLogger(log)}
+	switch {
+	case c.pacs == "" && (c.pacsUser != "" || c.pacsToken):
+		return nil, errors.New("-pacs-user and -pacs-token need -pacs")
+	case c.pacs == "":
+		return nil, nil
+	case c.pacsToken && c.pacsUser != "":
+		return nil, errors.New("give -pacs-user or -pacs-token, not both")
+	case c.pacsToken:
+		opts = append(opts, dicomweb.WithBearerToken(os.Getenv("RADGEN_PACS_TOKEN")))
+	case c.pacsUser != "":
+		opts = append(opts, dicomweb.WithBasicAuth(c.pacsUser, os.Getenv("RADGEN_PACS_PASSWORD")))
+	}
+	client, err := dicomweb.New(c.pacs, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("-pacs: %w", err)
+	}
+	return client, nil
 }
 
 // loadModel loads -model, or the cached quickstart model, training it on

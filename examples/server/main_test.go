@@ -226,3 +226,24 @@ func tinyCheckpoint(t *testing.T) string {
 	}
 	return path
 }
+
+// The PACS flags: credentials need -pacs, one kind at a time, and -pacs a
+// DICOMweb URL; all is checked before a model is loaded or trained.
+func TestPACSFlags(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []config{
+		{pacsUser: "radgen"},
+		{pacsToken: true},
+		{pacs: "http://127.0.0.1:8042/dicom-web", pacsUser: "radgen", pacsToken: true},
+		{pacs: "ftp://pacs/dicom-web"},
+	} {
+		if err := run(context.Background(), c, log, nil); err == nil || !strings.Contains(err.Error(), "-pacs") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	t.Setenv("RADGEN_PACS_TOKEN", "s3cret")
+	cl, err := pacsClient(config{pacs: "http://127.0.0.1:8042/dicom-web/", pacsToken: true}, log)
+	if err != nil || cl.URL() != "http://127.0.0.1:8042/dicom-web" {
+		t.Errorf("%v %v", cl, err)
+	}
+}

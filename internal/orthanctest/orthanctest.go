@@ -67,9 +67,28 @@ func Binary() (string, string) {
 	return bin, ""
 }
 
+// Option adds to the Orthanc configuration Start writes.
+type Option func(cfg map[string]any)
+
+// WithDicomWebServer declares a remote DICOMweb server under name (the
+// DicomWeb plugin's "Servers"), so that the test can ask Orthanc to push
+// studies there (POST /dicom-web/servers/{name}/stow). url is the
+// server's DICOMweb root, ending in a slash.
+func WithDicomWebServer(name, url string) Option {
+	return func(cfg map[string]any) {
+		dw := cfg["DicomWeb"].(map[string]any)
+		servers, _ := dw["Servers"].(map[string]any)
+		if servers == nil {
+			servers = map[string]any{}
+			dw["Servers"] = servers
+		}
+		servers[name] = []string{url}
+	}
+}
+
 // Start starts an Orthanc for the test and stops it when the test ends;
 // it skips the test when Orthanc cannot run here.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin, why := Binary()
 	if bin == "" {
@@ -95,6 +114,9 @@ func Start(t testing.TB) *Server {
 		"ConcurrentJobs":         1,
 		"Plugins":                []string{Plugin},
 		"DicomWeb":               map[string]any{"Enable": true, "Root": "/dicom-web/", "EnableWado": false},
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	s := &Server{

@@ -237,3 +237,33 @@ func TestStoreAnswer(t *testing.T) {
 		t.Errorf("Content-Type %q, %d parts", ctype, parts)
 	}
 }
+
+// TestLongBoundary: a boundary longer than RFC 2046's 70 characters, as
+// Orthanc 1.10's STOW-RS client sends (two UUIDs joined by a hyphen), is
+// read; one past maxBoundary is refused.
+func TestLongBoundary(t *testing.T) {
+	for _, c := range []struct {
+		boundary string
+		ok       bool
+	}{
+		{"474aceb5-7dd7-4ec8-b7a8-241cbbba08dd-474aceb5-7dd7-4ec8-b7a8-241cbbba08dd", true},
+		{strings.Repeat("b", maxBoundary), true},
+		{strings.Repeat("b", maxBoundary+1), false},
+	} {
+		// Go's multipart writer keeps to RFC 2046's 70: write it by hand.
+		body := bytes.NewBufferString(fmt.Sprintf("--%[1]s\r\nContent-Type: application/dicom\r\n\r\none\r\n--%[1]s\r\n\r\ntwo\r\n--%[1]s--\r\n", c.boundary))
+		ct := `multipart/related; type="application/dicom"; boundary="` + c.boundary + `"`
+		var parts []string
+		err := ReadMultipart(ct, body, PartLimits{Parts: 4, PartBytes: 16, TotalBytes: 4096}, func(p Part) error {
+			b, err := io.ReadAll(p.Body)
+			parts = append(parts, string(b))
+			return err
+		})
+		switch {
+		case c.ok && (err != nil || strings.Join(parts, ",") != "one,two"):
+			t.Errorf("boundary of %d: %v %q", len(c.boundary), err, parts)
+		case !c.ok && !errors.Is(err, ErrMalformed):
+			t.Errorf("boundary of %d: %v", len(c.boundary), err)
+		}
+	}
+}

@@ -26,6 +26,11 @@ type PartLimits struct {
 	TotalBytes int64 // all parts' bodies
 }
 
+// maxBoundary bounds a multipart boundary's length. RFC 2046 allows 70
+// characters, but Orthanc 1.10's STOW-RS client sends 73 (two UUIDs
+// joined by a hyphen); the bound only keeps a hostile one short.
+const maxBoundary = 256
+
 // ReadMultipart reads a multipart/related body (RFC 2387) whose
 // Content-Type is contentType and calls fn with each part in order; fn
 // may read the part's body or not (the rest is skipped). It stops at the
@@ -39,7 +44,7 @@ func ReadMultipart(contentType string, body io.Reader, lim PartLimits, fn func(P
 		return fmt.Errorf("%w: Content-Type %q is not multipart", ErrMalformed, truncate(contentType, 128))
 	}
 	boundary := params["boundary"]
-	if boundary == "" || len(boundary) > 70 {
+	if boundary == "" || len(boundary) > maxBoundary {
 		return fmt.Errorf("%w: Content-Type %q has no valid boundary", ErrMalformed, truncate(contentType, 128))
 	}
 	total := &countingReader{r: body, left: lim.TotalBytes}

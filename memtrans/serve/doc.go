@@ -18,12 +18,21 @@
 //	                   checksum, timings, and on request the attention of
 //	                   every word over every view, the decoded views as PNG
 //	                   and a FHIR DiagnosticReport.
+//	POST /dicomweb/studies[/{study}]
+//	                   a study pushed by STOW-RS (DICOM PS3.18 10.5):
+//	                   multipart/related; type="application/dicom", one
+//	                   instance a part; optional query parameters beam_size
+//	                   and max_length. Answers a Store Instances Response
+//	                   carrying the DICOM SR and the FHIR report (see
+//	                   STOW-RS below).
 //	GET  /v1/model     architecture, configuration, vocabulary size, checksum
 //	GET  /healthz      200 while the process serves
 //	GET  /readyz       200 when a report can be taken now: WarmUp has
 //	                   succeeded, the handler is not closed or draining, and
 //	                   the queue and the memory budget have room; else 503
-//	GET  /metrics      Prometheus text format: requests by route and outcome,
+//	GET  /metrics      Prometheus text format: requests by route and outcome
+//	                   (route /dicomweb/studies or /dicomweb/studies/{study}
+//	                   for STOW-RS, whose 202 counts as "partial"),
 //	                   report latency histogram, studies per Generate call,
 //	                   in-flight studies, queue length, readiness
 //	GET  /             the web page (embedded; it loads nothing from elsewhere)
@@ -31,6 +40,45 @@
 // The FHIR DiagnosticReport (package memtrans/fhir) names the study by the
 // study_uid field, or by the StudyInstanceUID, accession number and patient
 // of the first DICOM view's header, or else by a fresh UID under 2.25.
+//
+// # STOW-RS
+//
+// A PACS or a router pushes a study as it pushes one to an archive; the
+// request takes the path of POST /v1/reports (the same limits, admission
+// after the body, memory budget, deadlines and checks before any
+// generation). A request is one study: the study of its path, or else the
+// study of its first image. Each part must be application/dicom and a
+// DICOM instance whose header reads (else its Failure Reason is 0xC000,
+// cannot understand) of that study (else 0xC409, a code of this
+// service's own: another study); instances that are not images
+// (presentation states, SRs) are taken and not used. The views are chosen
+// among the study's images as memtrans.StudiesFromDICOMDir chooses them:
+// the frontal view (PA before AP), then for a two-view model the lateral
+// (LL before RL), then by Series and Instance Number and by place in the
+// request. No frontal or lateral view is 422 view_count; no instance taken
+// is 409 instances_refused, answered with the Store Instances Response
+// naming each failure.
+//
+// The answer is the report about the study. By default (Accept
+// application/dicom+json, application/json, */* or none) it is a Store
+// Instances Response (PS3.18 Annex I), 200 when every instance was taken
+// and 202 when some failed: Referenced SOP Sequence (0008,1199) lists the
+// instances taken, Failed SOP Sequence (0008,1198) the others with their
+// Failure Reason (0008,1197), Retrieve URL (0008,1190) the study in the
+// PACS when WithPACS stored the SR there; and the private block of creator
+// PrivateCreator (0009,0010) holds the report: the DICOM SR as a Part 10
+// file (TagReportSR, OB as InlineBinary), the FHIR DiagnosticReport
+// (TagReportFHIR, its JSON as UT), the text (TagReportText) and, when
+// stored, the SR's WADO-RS URL (TagReportSRURL). Accept
+// multipart/related; type="application/dicom" answers the SR alone, as a
+// WADO-RS answer carries an instance; Accept application/fhir+json the
+// FHIR report alone (same status; the failures are then not told). The SR
+// is the one the PACS worker (memtrans/pacs) writes: a new series of the
+// study, its series and instance UIDs derived from the study and the model
+// (dicomsr.StudyUIDs with the model's name and checksum), so a push
+// retried stores the same instance again, which a PACS keeps once. With
+// WithPACS it is stored into the study by STOW-RS before the answer; a
+// PACS that does not take it makes the answer 502 pacs_error.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // stable codes of the Code constants and messages that name what to change,

@@ -195,7 +195,7 @@ func WithMaxBeamSize(k int) Option {
 }
 
 // WithBearerToken requires "Authorization: Bearer <token>" on the API
-// (/v1/…) and /metrics; any of the given tokens is accepted. The page,
+// (/v1/…, /dicomweb/…) and /metrics; any of the given tokens is accepted. The page,
 // /healthz and /readyz stay open. By default no authentication is required.
 func WithBearerToken(tokens ...string) Option {
 	return func(o *options) error {

@@ -11,6 +11,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/textproto"
 	"os"
 	"path/filepath"
@@ -454,6 +455,58 @@ func TestSTOWOrthanc(t *testing.T) {
 	}
 	if info, err := vision.ReadDICOMInfo(bytes.NewReader(got), int64(len(got))); err != nil || info.SOPClassUID != dicomsr.BasicTextSRStorage || info.SOPInstanceUID != instance {
 		t.Errorf("the SR from WADO-RS: %v %+v", err, info)
+	}
+}
+
+// TestOrthancPushes: Orthanc, as a router would, pushes a study to the
+// service with its own STOW-RS client (POST
+// /dicom-web/servers/radgen/stow), which checks the Store Instances
+// Response as a PACS does; the service stores the SR back into that
+// Orthanc, which then holds one radgen SR series in the study.
+func TestOrthancPushes(t *testing.T) {
+	var h *Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	defer srv.Close()
+	pacs := orthanctest.Start(t, orthanctest.WithDicomWebServer("radgen", srv.URL+"/dicomweb/"))
+	ctx := context.Background()
+	cl, err := dicomweb.New(pacs.URL, dicomweb.WithBasicAuth(orthanctest.User, orthanctest.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = newHandler(t, WithPACS(cl))
+	defer h.Close()
+	const study = "1.2.826.0.1.3680043.8.498.2501"
+	pa, ll := films(study)
+	if _, err := cl.Store(ctx, study, ll, pa); err != nil {
+		t.Fatal(err)
+	}
+	rest := func(path, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, pacs.REST+path, strings.NewReader(body))
+		req.SetBasicAuth(orthanctest.User, orthanctest.Password)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("Orthanc %s: %d %s", path, resp.StatusCode, b)
+		}
+		return b
+	}
+	var found []struct{ ID, Type string }
+	if err := json.Unmarshal(rest("/tools/lookup", study), &found); err != nil || len(found) != 1 || found[0].Type != "Study" {
+		t.Fatalf("lookup: %v %+v", err, found)
+	}
+	rest("/dicom-web/servers/radgen/stow", `{"Resources": ["`+found[0].ID+`"], "Synchronous": true}`)
+	series, _ := dicomsr.StudyUIDs(study, dicomsr.Model{Name: h.info.Name, Checksum: h.info.Checksum})
+	srs, err := cl.SearchSeries(ctx, study, dicomweb.Query{Modalities: []string{"SR"}})
+	if err != nil || len(srs) != 1 || srs[0].String(dicomweb.TagSeriesInstanceUID) != series {
+		t.Fatalf("SR series after Orthanc's push: %v %v", srs, err)
+	}
+	if n := metricValue(t, h, `radgen_requests_total{route="/dicomweb/studies",outcome="ok"}`); n != 1 {
+		t.Errorf("pushes answered ok: %v", n)
 	}
 }
 
