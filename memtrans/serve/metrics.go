@@ -85,7 +85,7 @@ func newMetrics() *metrics {
 func (m *metrics) request(route, outcome string, d time.Duration, isReport bool) {
 	m.mu.Lock()
 	m.requests[[2]string{route, outcome}]++
-	if isReport && outcome == "ok" {
+	if isReport && (outcome == "ok" || outcome == "partial") { // partial: a STOW-RS report with instances refused
 		m.latency.observe(d.Seconds())
 	}
 	m.mu.Unlock()
@@ -118,7 +118,7 @@ func (m *metrics) write(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "radgen_requests_total{route=%q,outcome=%q} %d\n", k[0], k[1], m.requests[k])
 	}
-	b.WriteString("# HELP radgen_report_duration_seconds Latency of successful report requests, upload to answer.\n# TYPE radgen_report_duration_seconds histogram\n")
+	b.WriteString("# HELP radgen_report_duration_seconds Latency of successful report requests (STOW-RS: also those answered 202), upload to answer.\n# TYPE radgen_report_duration_seconds histogram\n")
 	m.latency.write(&b, "radgen_report_duration_seconds", "")
 	b.WriteString("# HELP radgen_batch_studies Studies per Model.Generate call.\n# TYPE radgen_batch_studies histogram\n")
 	m.batches.write(&b, "radgen_batch_studies", "")
