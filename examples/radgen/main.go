@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/m2"
@@ -148,9 +147,9 @@ func train(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	bar := progress.New(os.Stderr)
+	bar := newBar(os.Stderr)
 	opts := []memtrans.TrainerOption{memtrans.WithProgress(func(p memtrans.Progress) {
-		bar.Set(p.Batch, p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
+		bar.set(p.Batch, p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
 	})}
 	if _, err := ann.Split("val"); err == nil {
 		v, err := memtrans.BLEUValidator(ann, "val", *images, 3)
@@ -183,7 +182,7 @@ func train(ctx context.Context, args []string) error {
 	defer model.Close()
 	for trainer.Epoch() < tc.Epochs {
 		res, err := trainer.RunEpoch(ctx)
-		bar.Done()
+		bar.done()
 		if err != nil {
 			return err
 		}
@@ -367,7 +366,7 @@ func generate(ctx context.Context, args []string) error {
 	if *beam == 1 {
 		opt = memtrans.WithGreedy(false)
 	}
-	bar := progress.New(os.Stderr)
+	bar := newBar(os.Stderr)
 	var out []generated
 	const chunk = 16
 	for i := 0; i < len(studies); i += chunk {
@@ -379,9 +378,9 @@ func generate(ctx context.Context, args []string) error {
 		for _, r := range reps {
 			out = append(out, generated{r.StudyID, r.Text, r.LogProb})
 		}
-		bar.Set(len(out), len(studies), "reports")
+		bar.set(len(out), len(studies), "reports")
 	}
-	bar.Done()
+	bar.done()
 	if err := hosp.write(*modelPath, model.Config().Architecture(), studies); err != nil {
 		return err
 	}
