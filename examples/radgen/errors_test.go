@@ -17,7 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/r2gen"
@@ -37,23 +37,20 @@ func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(bytes.NewReader(payload), int64(len(payload)))
+	w, err := radgen.OpenWeights(bytes.NewReader(payload), int64(len(payload)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := f.Metadata()
+	md := w.Metadata()
 	var cfg memtrans.ModelConfig
 	json.Unmarshal([]byte(md["radgen.config"]), &cfg)
 	edit(&cfg)
 	b, _ := json.Marshal(cfg)
 	md["radgen.config"] = string(b)
-	var ts []safetensors.Tensor
-	for _, n := range f.Names() {
-		info, data, _ := f.Bytes(n)
-		ts = append(ts, safetensors.Tensor{Name: n, Dtype: info.Dtype, Shape: info.Shape, Data: data})
-	}
 	var p bytes.Buffer
-	safetensors.Write(&p, ts, md)
+	if err := radgen.SaveWeights(&p, weightsModule{w}, md); err != nil {
+		t.Fatal(err)
+	}
 	sum := sha256.Sum256(p.Bytes())
 	var out bytes.Buffer
 	out.Write(file[:8])
@@ -63,6 +60,20 @@ func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byt
 	enc.Write(p.Bytes())
 	enc.Close()
 	return out.Bytes()
+}
+
+// weightsModule serves an open weights file's tensors as a module's, to
+// write them again.
+type weightsModule struct{ w *radgen.Weights }
+
+func (m weightsModule) VisitParams(visit func(string, *radgen.Tensor)) {
+	for _, n := range m.w.Names() {
+		v, shape, err := m.w.Float32(n)
+		if err != nil {
+			panic(err)
+		}
+		visit(n, radgen.FromFloat32(v, shape...))
+	}
 }
 
 // bomb is a native header declaring a payload of n bytes over a zstd
