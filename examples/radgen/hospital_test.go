@@ -99,7 +99,7 @@ func tinyModel(t *testing.T, dir string) string {
 	return p
 }
 
-// TestGenerateDICOMFolder: cli generate reads a folder of DICOM films
+// TestGenerateDICOMFolder: radgen generate reads a folder of DICOM films
 // (two two-view studies) and writes a FHIR DiagnosticReport and a DICOM SR
 // for each, linked to each other and to the source study.
 func TestGenerateDICOMFolder(t *testing.T) {
