@@ -17,6 +17,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/pth"
 	"github.com/radgen/radgen/memtrans/data"
+	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
 var updateCLIFixture = flag.Bool("update-cli-fixture", false, "rewrite examples/radgen/testdata's model_best.pth and annotation.json")
@@ -54,7 +55,7 @@ func dataParallelFixture(t *testing.T) (*data.Annotation, *data.Tokenizer, []pth
 		t.Fatal(err)
 	}
 	cfg := R2GenTiny(tok.Len() + 1)
-	editR2(&cfg, func(c *Config) { c.DModel, c.DFF, c.Layers, c.Heads, c.MemoryHeads = 16, 16, 1, 2, 2 })
+	editR2(&cfg, func(c *r2gen.Config) { c.DModel, c.DFF, c.Layers, c.Heads, c.MemoryHeads = 16, 16, 1, 2, 2 })
 	m, err := New(cfg, tok, 1)
 	if err != nil {
 		t.Fatal(err)
