@@ -20,10 +20,10 @@ import (
 // (R2Gen on MIMIC-CXR: a ResNet-101 of 42.5 M parameters and an
 // encoder–decoder of about 20 M).
 const (
-	// DefaultMaxParams bounds the parameter values of a model: 2^28
+	// defaultMaxParams bounds the parameter values of a model: 2^28
 	// (1 GiB of float32).
 	defaultMaxParams = 1 << 28
-	// DefaultMaxActivations bounds the float32 values of the activations
+	// defaultMaxActivations bounds the float32 values of the activations
 	// one study needs in a training step (the extractor's feature maps,
 	// attention scores, logits): 2^28 (1 GiB). R2Gen on two 224² views
 	// needs about 2^23.
