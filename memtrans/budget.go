@@ -148,8 +148,8 @@ func checkArchBudget(what string, b Budget, c arch.FieldCoster, patches int) err
 // checked on its own: two 224² views of a ResNet (2·7·7).
 const nominalPatches = 98
 
-// hardBudget is what the constructors (NewTransformer, newM2Transformer,
-// newMETransformer) accept whatever the facade's budget: 2^34 parameters
+// hardBudget is what the constructors (r2gen.New, m2.New, metrans.New)
+// accept whatever the facade's budget: 2^34 parameters
 // (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes
 // could overflow; below it they cannot.
 var hardBudget = Budget{MaxParams: 1 << 34, MaxActivations: 1 << 36}
