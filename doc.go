@@ -14,6 +14,8 @@
 //	mcln               memory-driven conditional layer norm, R2Gen's LayerNorm
 //	decode             greedy, beam search, sampling over any step-wise model
 //	memtrans           the facade: configurations, the full generator, training
+//	memtrans/arch      what an encoder–decoder architecture implements, and its registry
+//	memtrans/r2gen     R2Gen's encoder–decoder; memtrans/m2 and memtrans/metrans the others
 //	memtrans/data      tokenizer, IU X-Ray and MIMIC-CXR loaders, synthetic chest films
 //	memtrans/metrics   BLEU, METEOR, ROUGE-L, CIDEr-D, clinical efficacy
 //	memtrans/optim     Adam (amsgrad), clipping, schedules
@@ -24,9 +26,9 @@
 // Memory-driven Transformer", EMNLP 2020.
 //
 //	Eq. 1   visual extractor f_v: patch features        vision (ResNet.Forward, Extractor)
-//	Eq. 2   encoder f_e                                  memtrans (Encoder), mesh (attention)
-//	Eq. 3   decoder f_d with MCLN(RM(·))                 memtrans (Decoder, Decoding)
-//	Eqs. 4–5 likelihood and training objective           memtrans (Loss), memtrans/optim
+//	Eq. 2   encoder f_e                                  memtrans/r2gen (Encoder, EncoderLayer), mesh (attention)
+//	Eq. 3   decoder f_d with MCLN(RM(·))                 memtrans/r2gen (Decoder, DecoderLayer, Decoding)
+//	Eqs. 4–5 likelihood and training objective           memtrans/r2gen (Model.Loss), memtrans/arch (LanguageModelLoss), memtrans/optim
 //	Eq. 6   memory attention over [M; y]                 relmem (Relational.Step), mesh
 //	Eq. 7   M̃ = f_mlp(Z + M) + Z + M                     relmem (Relational.Step)
 //	Eqs. 8–9 forget and input gates                      relmem (Relational.Step)
@@ -37,8 +39,9 @@
 // Scaled dot-product and multi-head attention (Vaswani et al. 2017, Eq. 1)
 // are in mesh. The other seeds — the Meshed-Memory Transformer (Cornia et
 // al. 2020), Mem2Mem, METransformer and layer-wise multi-view decoding —
-// are composed from mesh, relmem and decode as memtrans configurations; each
-// function cites the equation it implements.
+// are composed from mesh, relmem and decode as architectures registered
+// with memtrans/arch (memtrans/m2, memtrans/metrans, options of
+// memtrans/r2gen); each function cites the equation it implements.
 //
 // # Tensors and graphs
 //

@@ -60,9 +60,9 @@ const (
 	directPixels = 1024
 )
 
-// Conv2d returns the 2-D cross-correlation of x [B, Cin, H, W] with weight
-// [Cout, Cin, KH, KW] plus bias [Cout] (nil for none), the result
-// [B, Cout, Ho, Wo] of torch.nn.functional.conv2d with groups = 1:
+// Conv2d returns the 2-D cross-correlation of x (B, Cin, H, W) with weight
+// (Cout, Cin, KH, KW) plus bias (Cout) (nil for none), the result
+// (B, Cout, Ho, Wo) of torch.nn.functional.conv2d with groups = 1:
 //
 //	y[b][o][i][j] = bias[o] + Σ_{c,ky,kx} w[o][c][ky][kx]·x[b][c][i·s−p+ky·d][j·s−p+kx·d]
 //
@@ -292,11 +292,11 @@ func checkChannelVec(op, what string, t *Tensor, c int) {
 }
 
 // BatchNorm2d applies batch normalisation with fixed statistics (evaluation
-// mode, torch.nn.BatchNorm2d after model.eval()) to x [B, C, ...]:
+// mode, torch.nn.BatchNorm2d after model.eval()) to x (B, C, ...):
 //
 //	y = (x − mean_c)/sqrt(var_c + eps)·weight_c + bias_c
 //
-// mean and variance are the running statistics [C]; weight and bias [C] may be
+// mean and variance are the running statistics (C); weight and bias (C) may be
 // nil (affine = False). Gradients flow to x, weight, bias, and to mean and
 // variance when they require them. torch's eps is 1e-5.
 func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
@@ -393,15 +393,15 @@ func batchNormEval[T Float](g *Graph, x, weight, bias, mean, variance *Tensor, e
 
 // BatchNorm2dTrain applies batch normalisation with the statistics of the
 // batch (training mode, torch.nn.BatchNorm2d after model.train()) to
-// x [B, C, ...]:
+// x (B, C, ...):
 //
 //	y = (x − μ_c)/sqrt(σ²_c + eps)·weight_c + bias_c
 //
 // with μ_c and the biased σ²_c over the B·H·W samples of channel c. weight and
-// bias [C] may be nil. Gradients flow to x (through the statistics), weight
+// bias (C) may be nil. Gradients flow to x (through the statistics), weight
 // and bias.
 //
-// When runMean and runVar [C] are given it also returns the updated running
+// When runMean and runVar (C) are given it also returns the updated running
 // statistics as new tensors, as torch updates its buffers:
 //
 //	newMean = (1 − momentum)·runMean + momentum·μ

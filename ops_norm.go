@@ -42,7 +42,7 @@ func normalize[T Float](g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor
 }
 
 // LayerNorm returns gamma ⊙ x̂ + beta, x̂ = Normalize(x, eps, kind). gamma and
-// beta broadcast against x: [D] for a plain layer norm, or one row per
+// beta broadcast against x: (D) for a plain layer norm, or one row per
 // position for a conditional one (MCLN).
 func (g *Graph) LayerNorm(x, gamma, beta *Tensor, eps float64, kind NormKind) *Tensor {
 	return g.Add(g.Mul(g.Normalize(x, eps, kind), gamma), beta)

@@ -77,7 +77,8 @@ func M2Tiny(vocab int) ModelConfig {
 // METransTiny returns R2GenTiny's extractor and images with a small
 // METransformer in place of R2Gen's encoder–decoder, as wide and deep as
 // R2GenTiny's decoder (d_model 64, 2 decoder layers; 3 experts). After
-// changing ImageSize or Views, set METrans.Patches to PatchesPerStudy.
+// changing ImageSize or Views, set its metrans.Config's Patches to
+// PatchesPerStudy.
 func METransTiny(vocab int) ModelConfig {
 	c := R2GenTiny(vocab)
 	r2 := c.EncoderDecoder.(r2gen.Config)

@@ -9,7 +9,7 @@ import (
 	"math"
 )
 
-// ViewAttention returns the attention of token t over the patches of view
+// viewAttention returns the attention of token t over the patches of view
 // v, a Grid×Grid raster (row-major), from a report generated with
 // WithAttention.
 func (r Report) viewAttention(t, v int) ([]float32, error) {
@@ -24,7 +24,7 @@ func (r Report) viewAttention(t, v int) ([]float32, error) {
 	return row[v*p : (v+1)*p], nil
 }
 
-// RenderAttention overlays patch weights (grid×grid, row-major) on a view
+// renderAttention overlays patch weights (grid×grid, row-major) on a view
 // as a heatmap, as in R2Gen's Figure 6: weights are normalised to [0, 1],
 // upsampled bilinearly to the image size and blended (alpha 0.5) in a
 // blue-to-red colour map over the gray image.

@@ -20,10 +20,10 @@ import (
 // (R2Gen on MIMIC-CXR: a ResNet-101 of 42.5 M parameters and an
 // encoder–decoder of about 20 M).
 const (
-	// DefaultMaxParams bounds the parameter values of a model: 2^28
+	// defaultMaxParams bounds the parameter values of a model: 2^28
 	// (1 GiB of float32).
 	defaultMaxParams = 1 << 28
-	// DefaultMaxActivations bounds the float32 values of the activations
+	// defaultMaxActivations bounds the float32 values of the activations
 	// one study needs in a training step (the extractor's feature maps,
 	// attention scores, logits): 2^28 (1 GiB). R2Gen on two 224² views
 	// needs about 2^23.
@@ -148,8 +148,8 @@ func checkArchBudget(what string, b Budget, c arch.FieldCoster, patches int) err
 // checked on its own: two 224² views of a ResNet (2·7·7).
 const nominalPatches = 98
 
-// hardBudget is what the constructors (NewTransformer, newM2Transformer,
-// newMETransformer) accept whatever the facade's budget: 2^34 parameters
+// hardBudget is what the constructors (r2gen.New, m2.New, metrans.New)
+// accept whatever the facade's budget: 2^34 parameters
 // (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes
 // could overflow; below it they cannot.
 var hardBudget = Budget{MaxParams: 1 << 34, MaxActivations: 1 << 36}

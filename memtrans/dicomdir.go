@@ -35,7 +35,7 @@ type dicomDirOptions struct {
 
 // WithDICOMDecodeOptions sets the options the chosen views are decoded
 // with (vision.WithMaxPixels, vision.WithMaxFileBytes, …), as
-// StudyFromFilesWith takes them; by default vision's default limits.
+// a Model's WithImageOptions takes them; by default vision's default limits.
 func WithDICOMDecodeOptions(opts ...vision.Option) DICOMDirOption {
 	return func(o *dicomDirOptions) error {
 		o.decode = append(o.decode, opts...)
@@ -58,7 +58,7 @@ func WithMaxDICOMFiles(n int) DICOMDirOption {
 // StudiesFromDICOMDir reads the DICOM images under dir (its subfolders
 // included; other files are ignored), groups them by StudyInstanceUID
 // (0020,000D) and builds a Study for each: its frontal view, then, when
-// views is 2, its lateral view, decoded as StudyFromFilesWith does. Study.ID is
+// views is 2, its lateral view, decoded as StudyFromFiles does. Study.ID is
 // the StudyInstanceUID and Study.DICOM names the files used. Studies come in
 // the order of their first file (paths in lexical order).
 //

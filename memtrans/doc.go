@@ -7,14 +7,14 @@
 // architecture: the visual patch features are embedded and encoded by a
 // pre-norm Transformer; a relational memory (package relmem) follows the
 // report tokens; every decoder layer norm is conditioned on the memory
-// through MCLN (package mcln). [Config.Variant] selects the ablations of the
-// paper's Table 2 (BASE, BASE+RM, BASE+RM+MCLN) and the other fields the
-// sizes; parameter names equal the published state_dict's, so R2Gen weights
+// through MCLN (package mcln). [r2gen.Config.Variant] selects the ablations
+// of the paper's Table 2 (BASE, BASE+RM, BASE+RM+MCLN) and the other fields
+// the sizes; parameter names equal the published state_dict's, so R2Gen weights
 // load as they are ([LoadR2Gen], which infers the configuration from the
 // names and shapes). The other seeds are configurations too: the
 // Meshed-Memory Transformer ([m2.Config]), METransformer ([metrans.Config]),
-// layer-wise multi-view routing and Mem2Mem (Config fields), each citing its
-// equations. The modules themselves — attention, memories, MCLN, their
+// layer-wise multi-view routing and Mem2Mem (r2gen.Config fields), each
+// citing its equations. The modules themselves — attention, memories, MCLN, their
 // decoding steps — are the packages mesh, relmem and mcln.
 //
 // [Model] adds the visual extractor (package vision) and the tokenizer
@@ -26,10 +26,10 @@
 // A Model is safe for concurrent use.
 //
 // A Model's encoder–decoder is any of the three architectures
-// ([ModelConfig.Architecture]): R2Gen and the variants its Config composes;
-// the Meshed-Memory Transformer (ModelConfig.M2, [M2IUXray]), its beam
+// ([ModelConfig.Architecture]): R2Gen and the variants its r2gen.Config
+// composes; the Meshed-Memory Transformer (an m2.Config, [M2IUXray]), its beam
 // search following M²'s rules and, with m2.Config.Routing, layer-wise
-// multi-view routing in place of the mesh; METransformer (ModelConfig.METrans,
+// multi-view routing in place of the mesh; METransformer (a metrans.Config,
 // [METransIUXray]), whose experts' candidate reports are put to a vote
 // (Report.Candidates, Report.Votes). All three are trained by the same
 // [Trainer] and saved and loaded in the same format.

@@ -33,13 +33,14 @@ type Study struct {
 // its 128-byte preamble whatever the file's name, and rendered by
 // vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion), with the
 // default limits: vision.DefaultMaxPixels pixels and
-// vision.DefaultMaxFileBytes bytes a file, FIFOs and devices refused (see
-// [StudyFromFilesWith]).
+// vision.DefaultMaxFileBytes bytes a file, FIFOs and devices refused (a
+// [Model]'s StudyFromPaths and StudyFromAnnotation take its limits,
+// [WithMaxPixels] and [WithImageOptions]).
 func StudyFromFiles(id string, paths ...string) (Study, error) {
 	return studyFromFilesWith(id, paths)
 }
 
-// StudyFromFilesWith is StudyFromFiles with decoding options
+// studyFromFilesWith is StudyFromFiles with decoding options
 // (vision.WithMaxPixels, vision.WithMaxFileBytes,
 // vision.WithNonRegularFiles). Views are decoded one at a time and keep 8
 // bits a sample (1 byte a pixel for gray films, 3 for colour).

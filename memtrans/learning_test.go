@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/radgen/radgen/internal/synthrun"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 // TestLearnsSyntheticFilms trains the quickstart's tiny R2Gen on synthetic
@@ -14,9 +14,9 @@ func TestLearnsSyntheticFilms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for about two minutes")
 	}
-	o := synthrun.Defaults
+	o := synth.Defaults
 	o.Dir = t.TempDir()
-	res, err := synthrun.Run(context.Background(), o)
+	res, err := synth.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 // with the weights.
 //
 // The encoder–decoder is any registered architecture's configuration (see
-// package arch): R2Gen and the variants its [Config] composes, the
+// package arch): R2Gen and the variants its [r2gen.Config] composes, the
 // Meshed-Memory Transformer ([m2.Config]), METransformer
 // ([metrans.Config]), or a researcher's own.
 type ModelConfig struct {

@@ -278,7 +278,7 @@ func scstLoss(g *radgen.Graph, logp *radgen.Tensor, advantages []float64) *radge
 	return g.Scale(g.Sum(g.Mul(logp, adv)), -1/float64(len(advantages)))
 }
 
-// SequenceLogProbs returns the log-probability of each sequence under the
+// sequenceLogProbs returns the log-probability of each sequence under the
 // model, teacher-forced: seqs[r] (token ids without BOS, typically ending
 // with EOS) decodes study studies[r] of feats (B, N, d_vf). The result (R)
 // is Σ_t log p(w_t | w_<t) over the tokens of each sequence, divided by its

@@ -5,7 +5,8 @@ import (
 	"github.com/radgen/radgen/memtrans/metrics"
 )
 
-// CIDErD of token ids, the default reward of self-critical training.
+// cidErDReward is CIDEr-D of token ids, the default reward of
+// self-critical training.
 var cidErDReward decode.Scorer = metrics.CIDErDOfIDs
 
 // bleuReward is sentence BLEU-n of token ids.

@@ -157,8 +157,8 @@ func resampleVertical(dst, src *Pixels, c *coeffs, acc []int32) {
 	}
 }
 
-// Resize resamples src to w×h exactly as Pillow's Image.resize((w, h),
-// Image.BILINEAR) does, reusing dst's storage (dst may be nil; it must not be
+// Resize resamples src to w×h exactly as Pillow's PIL.Image.resize((w, h),
+// PIL.Image.BILINEAR) does, reusing dst's storage (dst may be nil; it must not be
 // src). It returns dst. Gray images stay gray. It panics if w or h is not
 // positive or src is empty.
 func Resize(dst, src *Pixels, w, h int) *Pixels {

@@ -135,8 +135,8 @@ func (c ResNetConfig) String() string {
 // RunningMean and RunningVar buffers (state_dict names weight, bias,
 // running_mean, running_var; num_batches_tracked is not kept).
 type BatchNorm struct {
-	Weight, Bias            *radgen.Tensor // [C], trainable
-	RunningMean, RunningVar *radgen.Tensor // [C], buffers
+	Weight, Bias            *radgen.Tensor // (C), trainable
+	RunningMean, RunningVar *radgen.Tensor // (C), buffers
 	Eps                     float64        // 1e-5
 	Momentum                float64        // 0.1, the weight of a new batch in the running statistics
 }

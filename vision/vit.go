@@ -181,7 +181,7 @@ func (v *ViT) VisitParams(visit func(string, *radgen.Tensor)) {
 
 // Forward encodes patch inputs x (B, N, d_in) and returns the visual tokens
 // z_L[:N] (B, N, D) and the expert tokens z_L[N:N+M] (B, M, D). It panics if
-// x is not (B, Config.Patches, Config.DIn).
+// x is not (B, ViTConfig.Patches, ViTConfig.DIn).
 func (v *ViT) Forward(g *radgen.Graph, x *radgen.Tensor) (visual, experts *radgen.Tensor) {
 	c := v.Config
 	if x.Rank() != 3 || x.Dim(1) != c.Patches || x.Dim(2) != c.DIn {

@@ -21,10 +21,10 @@ var (
 const benchStudies = 200
 
 // BenchmarkGenerate measures generate on Prism against the baseline
-// examples/cli generate -manifest, measured in the same iteration on the
+// examples/radgen generate -manifest, measured in the same iteration on the
 // same 200 synthetic studies and model, both with every core
 // (GOMAXPROCS); both times include starting up and loading the model.
-// ratio is the pipeline's studies/s over the cli's. film=N is the film
+// ratio is the pipeline's studies/s over radgen's. film=N is the film
 // and model input size (N×N): the tiny model at 64 costs a few ms a study,
 // so the job's fixed cost (starting Prism, its stages, the shards) weighs
 // most there.
@@ -59,7 +59,7 @@ func benchGenerate(b *testing.B, size int) {
 		runCLI := func() {
 			start := time.Now()
 			if out, err := exec.Command(cli, "generate", "-model", f.model, "-manifest", f.good, "-o", filepath.Join(dir, "cli.json")).CombinedOutput(); err != nil {
-				b.Fatalf("cli: %v\n%s", err, out)
+				b.Fatalf("radgen: %v\n%s", err, out)
 			}
 			cliTime += time.Since(start)
 		}

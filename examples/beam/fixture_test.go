@@ -25,7 +25,7 @@ import (
 )
 
 // fixture is a synthetic archive shared by the tests: films written by
-// data.WriteSynthetic, a tiny model saved once, manifests, and the cli and
+// data.WriteSynthetic, a tiny model saved once, manifests, and radgen and
 // score commands built from the main module.
 type fixture struct {
 	dir       string
@@ -164,7 +164,7 @@ func newFixture(nTest, nTrain, size int) (*fixture, error) {
 	return f, nil
 }
 
-// commands builds examples/cli and examples/score of the main module.
+// commands builds examples/radgen and examples/score of the main module.
 func (f *fixture) commands(t testing.TB) (cli, score string) {
 	t.Helper()
 	if f.cli != "" {
@@ -172,11 +172,11 @@ func (f *fixture) commands(t testing.TB) (cli, score string) {
 	}
 	bin := filepath.Join(f.dir, "bin")
 	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gocmd, "build", "-o", bin+string(filepath.Separator), "github.com/radgen/radgen/examples/cli", "github.com/radgen/radgen/examples/score")
+	cmd := exec.Command(gocmd, "build", "-o", bin+string(filepath.Separator), "github.com/radgen/radgen/examples/radgen", "github.com/radgen/radgen/examples/score")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the commands: %v\n%s", err, out)
 	}
-	f.cli, f.scor = filepath.Join(bin, "cli"), filepath.Join(bin, "score")
+	f.cli, f.scor = filepath.Join(bin, "radgen"), filepath.Join(bin, "score")
 	return f.cli, f.scor
 }
 

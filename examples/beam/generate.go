@@ -28,7 +28,7 @@ type GenerateConfig struct {
 	Device   string // cpu, cuda:N or reference
 	Out      string // output folder
 	Beam     int    // beam size; 1 decodes greedily
-	Batch    int    // studies per Generate call, grouped as the cli does (16 gives its reports exactly)
+	Batch    int    // studies per Generate call, grouped as radgen does (16 gives its reports exactly)
 	Shards   int    // files of reports
 }
 

@@ -122,7 +122,7 @@ func pipelineFlags(cmd string, fs *flag.FlagSet) func(beam.Scope) error {
 		fs.StringVar(&c.Out, "out", "", "output folder: studies/ (one report per study), reports-*.jsonl, deadletter-*.jsonl")
 		fs.StringVar(&c.Device, "device", "cpu", "where to decode: cpu, cuda:N (a worker built with -tags cuda) or reference")
 		fs.IntVar(&c.Beam, "beam", 3, "beam size (1 = greedy)")
-		fs.IntVar(&c.Batch, "batch", 16, "studies per Generate call, consecutive in the manifest as the cli groups them (16 gives the cli's reports exactly)")
+		fs.IntVar(&c.Batch, "batch", 16, "studies per Generate call, consecutive in the manifest as radgen groups them (16 gives radgen's reports exactly)")
 		fs.IntVar(&c.Shards, "shards", 1, "files of reports")
 		return func(s beam.Scope) error {
 			if c.Manifest == "" || c.Model == "" || c.Out == "" {

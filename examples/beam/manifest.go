@@ -19,9 +19,9 @@ const maxManifestLine = 1 << 20
 
 // readManifest adds the manifest reader to s: the studies of the files
 // matching glob, keyed by their batch: the batch-th run of batch
-// consecutive valid studies of a file, as examples/cli generate -manifest
+// consecutive valid studies of a file, as examples/radgen generate -manifest
 // groups them. Generating batch by batch makes every study's report
-// independent of how a runner splits the work, and equal to the cli's.
+// independent of how a runner splits the work, and equal to radgen's.
 // Malformed lines are dead letters.
 func readManifest(s beam.Scope, glob string, batch int) (studies, dead beam.PCollection) {
 	s = s.Scope("ReadManifest")

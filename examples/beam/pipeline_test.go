@@ -44,7 +44,7 @@ func generated(t *testing.T) (*fixture, string, map[string]int64) {
 	return f, genOut, genCounts
 }
 
-// The pipeline's reports are the cli's, byte for byte in text and bit for
+// The pipeline's reports are radgen's, byte for byte in text and bit for
 // bit in log-probability; the bad studies are dead letters naming their
 // file and error; every other study is written.
 func TestGenerateMatchesCLI(t *testing.T) {
@@ -61,7 +61,7 @@ func TestGenerateMatchesCLI(t *testing.T) {
 	cli, _ := f.commands(t)
 	cliOut := filepath.Join(f.dir, "cli.json")
 	if b, err := exec.Command(cli, "generate", "-model", f.model, "-manifest", f.good, "-o", cliOut).CombinedOutput(); err != nil {
-		t.Fatalf("cli generate: %v\n%s", err, b)
+		t.Fatalf("radgen generate: %v\n%s", err, b)
 	}
 	var want []struct {
 		ID      string  `json:"id"`
@@ -76,7 +76,7 @@ func TestGenerateMatchesCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(want) != len(f.testIDs) {
-		t.Fatalf("cli wrote %d reports", len(want))
+		t.Fatalf("radgen wrote %d reports", len(want))
 	}
 	distinct := map[string]bool{}
 	for _, w := range want {
@@ -85,7 +85,7 @@ func TestGenerateMatchesCLI(t *testing.T) {
 		case !ok:
 			t.Errorf("%s: no report", w.ID)
 		case g.Report != w.Report || g.LogProb != w.LogProb:
-			t.Errorf("%s: %q (%v), cli %q (%v)", w.ID, g.Report, g.LogProb, w.Report, w.LogProb)
+			t.Errorf("%s: %q (%v), radgen %q (%v)", w.ID, g.Report, g.LogProb, w.Report, w.LogProb)
 		case g.Model != sum:
 			t.Errorf("%s: model %s, want %s", w.ID, g.Model, sum)
 		}
@@ -94,7 +94,7 @@ func TestGenerateMatchesCLI(t *testing.T) {
 			t.Errorf("%s: degenerate report %q %v", w.ID, w.Report, w.LogProb)
 		}
 	}
-	t.Logf("%d reports equal to the cli's (%d distinct texts)", len(want), len(distinct))
+	t.Logf("%d reports equal to radgen's (%d distinct texts)", len(want), len(distinct))
 
 	dead := map[string]DeadLetter{}
 	for _, l := range readLines(t, filepath.Join(out, "deadletter-*.jsonl")) {

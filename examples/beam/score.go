@@ -13,7 +13,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
-	"github.com/radgen/radgen/internal/references"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
@@ -82,7 +81,7 @@ func (sc *scorer) build(ctx context.Context, c ScoreConfig) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := references.Maker(ann, c.Refs, data.Corpus(c.Corpus))
+	refOf, err := referenceMaker(ann, c.Refs, data.Corpus(c.Corpus))
 	if err != nil {
 		return err
 	}

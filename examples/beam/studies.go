@@ -103,7 +103,7 @@ func deadLetter(id, fallback string, err error) DeadLetter {
 }
 
 // decodeStudy reads and decodes the first views images of s, each through
-// memtrans.StudyFromFiles as the cli does (so PNG, JPEG and DICOM decode
+// memtrans.StudyFromFiles as radgen does (so PNG, JPEG and DICOM decode
 // identically); remote images are copied to a temporary file first. A
 // decoder panic is turned into an error for that study.
 func decodeStudy(ctx context.Context, s Study, views int) (st memtrans.Study, err error) {

@@ -18,14 +18,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/radgen/radgen/internal/progress"
-	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 func main() {
-	o := synthrun.Defaults
+	o := synth.Defaults
 	out := flag.String("out", "", "working directory (default: a new temporary directory)")
 	flag.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs")
 	flag.IntVar(&o.Train, "train", o.Train, "synthetic training studies")
@@ -41,7 +40,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, dir string, o synthrun.Options) error {
+func run(ctx context.Context, dir string, o synth.Options) error {
 	start := time.Now()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "radgen-quickstart-")
@@ -51,16 +50,16 @@ func run(ctx context.Context, dir string, o synthrun.Options) error {
 		dir = d
 	}
 	fmt.Printf("radgen quickstart: %d synthetic studies (two %d×%d films each) in %s\n", o.Train+o.Test+max(1, o.Test/2), o.Size, o.Size, dir)
-	bar := progress.New(os.Stderr)
+	bar := newBar(os.Stderr)
 	o.Dir, o.AttentionExample = dir, true
 	o.Progress = func(p memtrans.Progress) {
-		bar.Set(p.Epoch*p.Batches+p.Batch, p.Epochs*p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
+		bar.set(p.Epoch*p.Batches+p.Batch, p.Epochs*p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
 	}
-	res, err := synthrun.Run(ctx, o)
+	res, err := synth.Run(ctx, o)
 	if err != nil {
 		return err
 	}
-	bar.Done()
+	bar.done()
 	defer res.Model.Close()
 	sc, ce := res.Scores, res.Efficacy
 	fmt.Printf("trained %d parameters in %s; final training loss %.3f\n", res.Params, res.TrainTime.Round(time.Second), res.History[len(res.History)-1].Loss)

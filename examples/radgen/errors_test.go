@@ -17,7 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/r2gen"
@@ -37,23 +37,20 @@ func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(bytes.NewReader(payload), int64(len(payload)))
+	w, err := radgen.OpenWeights(bytes.NewReader(payload), int64(len(payload)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := f.Metadata()
+	md := w.Metadata()
 	var cfg memtrans.ModelConfig
 	json.Unmarshal([]byte(md["radgen.config"]), &cfg)
 	edit(&cfg)
 	b, _ := json.Marshal(cfg)
 	md["radgen.config"] = string(b)
-	var ts []safetensors.Tensor
-	for _, n := range f.Names() {
-		info, data, _ := f.Bytes(n)
-		ts = append(ts, safetensors.Tensor{Name: n, Dtype: info.Dtype, Shape: info.Shape, Data: data})
-	}
 	var p bytes.Buffer
-	safetensors.Write(&p, ts, md)
+	if err := radgen.SaveWeights(&p, weightsModule{w}, md); err != nil {
+		t.Fatal(err)
+	}
 	sum := sha256.Sum256(p.Bytes())
 	var out bytes.Buffer
 	out.Write(file[:8])
@@ -63,6 +60,20 @@ func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byt
 	enc.Write(p.Bytes())
 	enc.Close()
 	return out.Bytes()
+}
+
+// weightsModule serves an open weights file's tensors as a module's, to
+// write them again.
+type weightsModule struct{ w *radgen.Weights }
+
+func (m weightsModule) VisitParams(visit func(string, *radgen.Tensor)) {
+	for _, n := range m.w.Names() {
+		v, shape, err := m.w.Float32(n)
+		if err != nil {
+			panic(err)
+		}
+		visit(n, radgen.FromFloat32(v, shape...))
+	}
 }
 
 // bomb is a native header declaring a payload of n bytes over a zstd
@@ -125,6 +136,7 @@ func TestCommandErrors(t *testing.T) {
 	os.WriteFile(p("bomb.radgen"), bomb(t, 64<<20), 0o644)
 	os.WriteFile(p("truncated.radgen"), good[:len(good)/2], 0o644)
 	os.WriteFile(p("garbage.radgen"), bytes.Repeat([]byte("x"), 1000), 0o644)
+	os.WriteFile(p("empty.pth"), nil, 0o644)
 	writePNG(t, p("0.png"), 64, 64)
 	writePNG(t, p("1.png"), 64, 64)
 	writePNG(t, p("big.png"), 300, 300)
@@ -139,6 +151,7 @@ func TestCommandErrors(t *testing.T) {
 	haveFIFO := syscall.Mkfifo(fifo, 0o644) == nil
 
 	type cmd func(context.Context, []string) error
+	convert := func(_ context.Context, args []string) error { return convert(args) }
 	cases := []struct {
 		name string
 		run  cmd
@@ -163,7 +176,15 @@ func TestCommandErrors(t *testing.T) {
 		{"model d_model 2^20", generate, []string{"-model", p("width.radgen"), p("0.png")}, "d_model = 1048576", false},
 		{"model zstd bomb", generate, []string{"-model", p("bomb.radgen"), p("0.png")}, "tensor header of 0 bytes", false},
 		{"model truncated", generate, []string{"-model", p("truncated.radgen"), p("0.png")}, "bad checkpoint", false},
-		{"model not a checkpoint", generate, []string{"-model", p("garbage.radgen"), p("0.png")}, "not a radgen checkpoint", false},
+		{"model not a checkpoint", generate, []string{"-model", p("garbage.radgen"), p("0.png")}, "not a radgen checkpoint, a PyTorch checkpoint (.pth) or a safetensors file", false},
+		{"model empty", generate, []string{"-model", p("empty.pth"), p("0.png")}, "not a radgen checkpoint", false},
+		{"R2Gen weights without -vocab", generate, []string{"-model", fixturePth, p("0.png"), p("1.png")}, "carry no vocabulary: give -vocab", false},
+		{"R2Gen weights, -vocab not an annotation", generate, []string{"-model", fixturePth, "-vocab", p("bad.json"), p("0.png"), p("1.png")}, "bad study", false},
+		{"R2Gen weights, heads that do not divide d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "3", p("0.png"), p("1.png")}, "head", false},
+		{"R2Gen weights, unknown corpus", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-corpus", "chexpert", p("0.png"), p("1.png")}, `unknown -corpus "chexpert"`, false},
+		{"convert without -out", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn}, "-out is required", false},
+		{"convert without -model", convert, []string{"-out", p("out.radgen")}, "-model is required", false},
+		{"convert stray argument", convert, []string{"-model", fixturePth, "-out", p("out.radgen"), "extra"}, `unexpected argument "extra"`, false},
 		{"model over -max-model-bytes", generate, []string{"-model", p("model.radgen"), "-max-model-bytes", "1000", p("0.png")}, "exceeds the limit of 1000", false},
 		{"empty split", generate, []string{"-model", p("model.radgen"), "-ann", p("ann.json"), "-images", dir}, `split "test" has no studies`, false},
 		{"missing split", generate, []string{"-model", p("model.radgen"), "-ann", p("ann.json"), "-images", dir, "-split", "val"}, `split missing`, false},
@@ -191,6 +212,24 @@ func TestCommandErrors(t *testing.T) {
 		err := c.run(context.Background(), c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v\n\twant an error containing %q", c.name, err, c.want)
+		}
+	}
+	// R2Gen weights are read at offsets: from a pipe (allowed), the
+	// command says so once it has seen their first bytes.
+	if haveFIFO {
+		head, err := os.ReadFile(fixturePth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Write(head[:64])
+				w.Close()
+			}
+		}()
+		err = generate(context.Background(), []string{"-model", fifo, "-allow-nonregular", p("0.png")})
+		if err == nil || !strings.Contains(err.Error(), "must be a regular file") {
+			t.Errorf("R2Gen weights from a FIFO: %v", err)
 		}
 	}
 	if b, _ := os.ReadFile(p("existing.json")); string(b) != "keep me" {

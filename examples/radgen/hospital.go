@@ -1,6 +1,6 @@
 package main
 
-// Hospital files in and out for cli generate: folders of DICOM files as
+// Hospital files in and out for radgen generate: folders of DICOM files as
 // input, FHIR DiagnosticReports (-fhir) and DICOM Basic Text SRs (-sr) as
 // output.
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/radgen/radgen/internal/atomicfile"
-	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
@@ -94,29 +92,23 @@ func (l *limits) annotation(path string) (*data.Annotation, error) {
 // open opens an input file (a checkpoint to resume, a manifest) as the
 // limits allow.
 func (l *limits) open(path string) (*os.File, error) {
-	return boundedio.Open(path, *l.nonRegular)
+	return openInput(path, *l.nonRegular)
 }
 
 // readReports reads eval's -reports file.
 func (l *limits) readReports(path string) ([]generated, error) {
 	if path == "" {
-		return nil, errors.New("-reports is required (the reports.json written by cli generate -o)")
+		return nil, errors.New("-reports is required (the reports.json written by radgen generate -o)")
 	}
-	b, err := boundedio.ReadFile(path, *l.maxReportBytes, *l.nonRegular)
+	b, err := readInput(path, *l.maxReportBytes, *l.nonRegular)
 	if err != nil {
 		return nil, err
 	}
 	var gens []generated
 	if err := json.Unmarshal(b, &gens); err != nil {
-		return nil, fmt.Errorf("%s: not a reports.json of cli generate: %w", path, err)
+		return nil, fmt.Errorf("%s: not a reports.json of radgen generate: %w", path, err)
 	}
 	return gens, nil
-}
-
-// writeFile writes an output file atomically: on any failure an existing
-// file is left as it was.
-func writeFile(path string, b []byte) error {
-	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // parseArgs parses flags wherever they are among the arguments (Go's flag

@@ -1,11 +1,23 @@
-// Command cli trains, runs and evaluates radgen report generators on data in
-// R2Gen's layout: an annotation.json ({"train","val","test": [{id, report,
-// image_path, split}]}) and a folder of images.
+// Command radgen trains, runs, converts and evaluates radgen report
+// generators on data in R2Gen's layout: an annotation.json ({"train", "val",
+// "test": [{id, report, image_path, split}]}) and a folder of images.
 //
-//	cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-epochs n] [-freeze] [-resume last.radgen]
-//	cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files...) [-beam 3] [-o reports.json]
-//	cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
-//	cli watch    -pacs http://host:8042/dicom-web -model model.radgen [-once] [-mllp host:port]
+//	go install github.com/radgen/radgen/examples/radgen@latest
+//
+//	radgen train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer] [-epochs n] [-freeze] [-resume last.radgen]
+//	radgen generate -model model.radgen (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files... | DICOM folders...) [-beam 3] [-o reports.json]
+//	radgen convert  -model model_best.pth -vocab annotation.json [-corpus iu_xray] [-heads 8] [-memory-heads 8] -out model.radgen
+//	radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+//	radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-once] [-mllp host:port]
+//
+// -model reads a radgen checkpoint (.radgen, written by train, convert or
+// memtrans.Model.SaveFile) or R2Gen's own weights: the model_best.pth its
+// trainer saves (DataParallel's "module." names included) or a safetensors
+// file of the same state_dict names. The kind is recognised from the
+// file's bytes, not its name. R2Gen's weights carry no vocabulary: -vocab
+// names the annotation.json they were trained on, whose train split R2Gen's
+// tokenizer is rebuilt from (as R2Gen does at every start), and -heads and
+// -memory-heads are R2Gen's num_heads and rm_num_heads.
 package main
 
 import (
@@ -20,7 +32,6 @@ import (
 	"path/filepath"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/progress"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/m2"
@@ -44,6 +55,8 @@ func main() {
 		err = train(ctx, os.Args[2:])
 	case "generate":
 		err = generate(ctx, os.Args[2:])
+	case "convert":
+		err = convert(os.Args[2:])
 	case "eval":
 		err = eval(ctx, os.Args[2:])
 	case "watch":
@@ -55,18 +68,22 @@ func main() {
 		os.Exit(2) // the flag package printed the usage
 	}
 	if err != nil {
-		log.Fatalf("cli %s: %v", os.Args[1], err)
+		log.Fatalf("radgen %s: %v", os.Args[1], err)
 	}
 }
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  cli train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer]
-               [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
-  cli generate -model model.radgen (-ann annotation.json -images dir [-split test] | image files... | DICOM folders...) [-beam 3]
-               [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir] [-hl7 out.hl7|dir]
-  cli eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
-  cli watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
+  radgen train    -ann annotation.json -images dir -out dir [-config tiny|iu|mimic] [-arch r2gen|m2|metransformer]
+                  [-routing gca|gpa|fga|fma|ama] [-epochs n] [-freeze] [-resume last.radgen]
+  radgen generate -model model.radgen|model_best.pth|weights.safetensors
+                  (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files... | DICOM folders...) [-beam 3]
+                  [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir] [-hl7 out.hl7|dir]
+  radgen convert  -model model_best.pth|weights.safetensors -vocab annotation.json -out model.radgen
+  radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+  radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
+R2Gen weights (.pth or safetensors) for generate and convert: -vocab annotation.json (generate: default -ann)
+                  [-corpus iu_xray|mimic_cxr] [-views n] [-heads 8] [-memory-heads 8]
 every command: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
                [-max-image-bytes n] [-max-pixels n] [-allow-nonregular]; flags may follow the file names`)
 	os.Exit(2)
@@ -148,9 +165,9 @@ func train(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	bar := progress.New(os.Stderr)
+	bar := newBar(os.Stderr)
 	opts := []memtrans.TrainerOption{memtrans.WithProgress(func(p memtrans.Progress) {
-		bar.Set(p.Batch, p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
+		bar.set(p.Batch, p.Batches, fmt.Sprintf("epoch %d/%d loss %.3f", p.Epoch+1, p.Epochs, p.Loss))
 	})}
 	if _, err := ann.Split("val"); err == nil {
 		v, err := memtrans.BLEUValidator(ann, "val", *images, 3)
@@ -183,7 +200,7 @@ func train(ctx context.Context, args []string) error {
 	defer model.Close()
 	for trainer.Epoch() < tc.Epochs {
 		res, err := trainer.RunEpoch(ctx)
-		bar.Done()
+		bar.done()
 		if err != nil {
 			return err
 		}
@@ -288,7 +305,7 @@ type generated struct {
 
 func generate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
-	modelPath := fs.String("model", "", "model checkpoint (native .radgen)")
+	mf := newModelFlags(fs)
 	annPath := fs.String("ann", "", "annotation.json (instead of image files)")
 	manifest := fs.String("manifest", "", "JSON Lines of {id, images} (instead of -ann or image files)")
 	images := fs.String("images", "", "image directory of the annotation")
@@ -306,7 +323,7 @@ func generate(ctx context.Context, args []string) error {
 	if err := lim.check(); err != nil {
 		return err
 	}
-	if *modelPath == "" {
+	if *mf.path == "" {
 		return errors.New("-model is required")
 	}
 	dev, err := parseDevice(*device)
@@ -317,7 +334,7 @@ func generate(ctx context.Context, args []string) error {
 	if *halfWeights {
 		mopts = append(mopts, memtrans.WithHalfWeights())
 	}
-	model, err := memtrans.LoadFile(*modelPath, lim.loadOptions(mopts...)...)
+	model, err := mf.load(lim, *annPath, mopts...)
 	if err != nil {
 		return err
 	}
@@ -367,7 +384,7 @@ func generate(ctx context.Context, args []string) error {
 	if *beam == 1 {
 		opt = memtrans.WithGreedy(false)
 	}
-	bar := progress.New(os.Stderr)
+	bar := newBar(os.Stderr)
 	var out []generated
 	const chunk = 16
 	for i := 0; i < len(studies); i += chunk {
@@ -379,10 +396,10 @@ func generate(ctx context.Context, args []string) error {
 		for _, r := range reps {
 			out = append(out, generated{r.StudyID, r.Text, r.LogProb})
 		}
-		bar.Set(len(out), len(studies), "reports")
+		bar.set(len(out), len(studies), "reports")
 	}
-	bar.Done()
-	if err := hosp.write(*modelPath, model.Config().Architecture(), studies); err != nil {
+	bar.done()
+	if err := hosp.write(*mf.path, model.Config().Architecture(), studies); err != nil {
 		return err
 	}
 	if *outPath == "" {
@@ -401,7 +418,7 @@ func generate(ctx context.Context, args []string) error {
 func eval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	annPath := fs.String("ann", "", "annotation.json with the references")
-	repPath := fs.String("reports", "", "reports.json written by cli generate")
+	repPath := fs.String("reports", "", "reports.json written by radgen generate -o")
 	split := fs.String("split", "test", "split of the annotation")
 	corpus := fs.String("corpus", "iu_xray", "report cleaner and tokenizer: iu_xray or mimic_cxr")
 	lim := limitFlags(fs)

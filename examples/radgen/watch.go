@@ -1,8 +1,8 @@
 package main
 
-// cli watch: a worker that watches a PACS over DICOMweb and stores a DICOM
+// radgen watch: a worker that watches a PACS over DICOMweb and stores a DICOM
 // SR into each new CR/DX study (memtrans/pacs), sending an HL7 v2
-// ORU^R01 to the RIS over MLLP when -mllp is given. And -hl7 for cli
+// ORU^R01 to the RIS over MLLP when -mllp is given. And -hl7 for radgen
 // generate: the same message written to a file.
 
 import (
@@ -29,7 +29,7 @@ import (
 func watch(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	pacsURL := fs.String("pacs", "", "DICOMweb root of the PACS, e.g. http://127.0.0.1:8042/dicom-web (required)")
-	modelPath := fs.String("model", "", "model checkpoint (native .radgen) (required)")
+	mf := newModelFlags(fs)
 	user := fs.String("user", "", "basic-auth user of the PACS (password from $RADGEN_PACS_PASSWORD)")
 	token := fs.Bool("token", false, "send $RADGEN_PACS_TOKEN as a bearer token")
 	interval := fs.Duration("interval", 30*time.Second, "time between searches when there is nothing to do")
@@ -58,7 +58,7 @@ func watch(ctx context.Context, args []string) error {
 	if err := lim.check(); err != nil {
 		return err
 	}
-	if *pacsURL == "" || *modelPath == "" {
+	if *pacsURL == "" || *mf.path == "" {
 		return errors.New("-pacs and -model are required")
 	}
 	var logger *slog.Logger
@@ -84,12 +84,12 @@ func watch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	model, err := memtrans.LoadFile(*modelPath, lim.loadOptions(memtrans.WithDevice(dev))...)
+	model, err := mf.load(lim, "", memtrans.WithDevice(dev))
 	if err != nil {
 		return err
 	}
 	defer model.Close()
-	sum, err := fileSHA256(*modelPath)
+	sum, err := fileSHA256(*mf.path)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// writeHL7 writes the ORU^R01 of one study's report for cli generate's
+// writeHL7 writes the ORU^R01 of one study's report for radgen generate's
 // -hl7 (a file for one study, or a folder of <StudyInstanceUID>.hl7).
 func writeHL7(dest string, s memtrans.Study, rep memtrans.Report, m dicomsr.Model, t time.Time, n int) error {
 	msg, err := hl7.NewORU(rep, s.DICOM, hl7.Model{Name: m.Name, Version: m.Version, Checksum: m.Checksum, Manufacturer: m.Manufacturer,

@@ -37,7 +37,6 @@ import (
 	"os/signal"
 	"text/tabwriter"
 
-	"github.com/radgen/radgen/internal/references"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
@@ -92,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := references.Maker(ann, o.refs, data.Corpus(o.corpus))
+	refOf, err := referenceMaker(ann, o.refs, data.Corpus(o.corpus))
 	if err != nil {
 		return err
 	}

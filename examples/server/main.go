@@ -33,11 +33,11 @@ import (
 	"time"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/dicomweb"
 	"github.com/radgen/radgen/memtrans/serve"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 // config holds the command's flags.
@@ -74,7 +74,7 @@ func main() {
 	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
 	flag.StringVar(&c.token, "token", os.Getenv("RADGEN_TOKEN"), "bearer token required on /v1 and /metrics (default $RADGEN_TOKEN; empty: none)")
 	flag.StringVar(&c.cache, "cache", filepath.Join(cache, "radgen", "server"), "where the quickstart model and its synthetic films are kept")
-	flag.IntVar(&c.epochs, "epochs", synthrun.Defaults.Epochs, "training epochs of the quickstart model (when it is trained)")
+	flag.IntVar(&c.epochs, "epochs", synth.Defaults.Epochs, "training epochs of the quickstart model (when it is trained)")
 	flag.IntVar(&c.queue, "queue", serve.DefaultQueue, "report requests admitted at once; more get 429")
 	flag.IntVar(&c.concurrency, "concurrency", 1, "Generate calls at once")
 	flag.IntVar(&c.maxBatch, "batch", serve.DefaultMaxBatch, "most studies decoded in one batch")
@@ -238,14 +238,14 @@ func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model
 		log.Info("model loaded", "path", c.model, "architecture", m.Config().Architecture(), "took", time.Since(start).Round(time.Millisecond))
 		return m, filepath.Base(c.model), nil
 	}
-	o := synthrun.Defaults
+	o := synth.Defaults
 	o.Epochs = c.epochs
 	o.Dir = filepath.Join(c.cache, "films")
 	path := filepath.Join(c.cache, fmt.Sprintf("quickstart-seed%d-epochs%d.radgen", o.Seed, o.Epochs))
 	name := "quickstart tiny R2Gen"
 	// A cached model written before checkpoints recorded their data is the
 	// same synthetic-film model: say so.
-	sopts := memtrans.WithModelOptions(memtrans.WithLogger(log), memtrans.WithProvenance(synthrun.Provenance))
+	sopts := memtrans.WithModelOptions(memtrans.WithLogger(log), memtrans.WithProvenance(synth.Provenance))
 	if m, err := memtrans.LoadFile(path, sopts); err == nil {
 		log.Info("quickstart model loaded", "path", path)
 		logSample(o.Dir, log)
@@ -264,7 +264,7 @@ func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model
 			log.Info("training", "epoch", p.Epoch+1, "of", p.Epochs, "batch", p.Batch+1, "batches", p.Batches, "loss", fmt.Sprintf("%.3f", p.Loss))
 		}
 	}
-	res, err := synthrun.Run(ctx, o)
+	res, err := synth.Run(ctx, o)
 	if err != nil {
 		return nil, "", err
 	}

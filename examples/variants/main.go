@@ -25,11 +25,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/radgen/radgen/internal/synthrun"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 func main() {
-	o := synthrun.Defaults
+	o := synth.Defaults
 	out := flag.String("out", "", "working directory (default: a new temporary directory)")
 	flag.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs of a run from scratch")
 	flag.IntVar(&o.Train, "train", o.Train, "synthetic training studies")
@@ -46,7 +46,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, w io.Writer, dir, only string, o synthrun.Options) error {
+func run(ctx context.Context, w io.Writer, dir, only string, o synth.Options) error {
 	start := time.Now()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "radgen-variants-")
@@ -56,13 +56,13 @@ func run(ctx context.Context, w io.Writer, dir, only string, o synthrun.Options)
 		dir = d
 	}
 	o.Dir = dir
-	specs := synthrun.Specs(o.Epochs)
+	specs := specs(o.Epochs)
 	if only != "" {
 		keep := map[string]bool{}
 		for _, n := range strings.Split(only, ",") {
 			keep[strings.TrimSpace(n)] = true
 		}
-		var sel []synthrun.Spec
+		var sel []spec
 		for _, s := range specs {
 			// A continued row needs the row it continues.
 			if keep[s.Name] || (s.ContinueFrom == "" && wantedBy(specs, keep, s.Name)) {
@@ -73,7 +73,7 @@ func run(ctx context.Context, w io.Writer, dir, only string, o synthrun.Options)
 	}
 	fmt.Fprintf(w, "radgen variants: %d training and %d test studies (%d×%d films) in %s, %d epochs from scratch\n",
 		o.Train, o.Test, o.Size, o.Size, dir, o.Epochs)
-	rows, err := synthrun.Compare(ctx, o, specs, func(r synthrun.Row) {
+	rows, err := compare(ctx, o, specs, func(r row) {
 		fmt.Fprintf(os.Stderr, "%s: loss %.3f → %.3f, BLEU-4 %.3f (%s)\n", r.Name, r.FirstLoss, r.LastLoss, r.BLEU4, r.TrainTime.Round(time.Second))
 	})
 	if err != nil {
@@ -92,7 +92,7 @@ func run(ctx context.Context, w io.Writer, dir, only string, o synthrun.Options)
 }
 
 // wantedBy reports whether a kept row continues the row named name.
-func wantedBy(specs []synthrun.Spec, keep map[string]bool, name string) bool {
+func wantedBy(specs []spec, keep map[string]bool, name string) bool {
 	for _, s := range specs {
 		if keep[s.Name] && s.ContinueFrom == name {
 			return true

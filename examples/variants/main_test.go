@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/radgen/radgen/internal/synthrun"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 // The command prints one table with a row per configuration run.
@@ -14,7 +14,7 @@ func TestRunPrintsTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains four models; skipped with -short")
 	}
-	o := synthrun.Options{Train: 24, Test: 6, Size: 64, Epochs: 3, BatchSize: 8, Seed: 3}
+	o := synth.Options{Train: 24, Test: 6, Size: 64, Epochs: 3, BatchSize: 8, Seed: 3}
 	var out bytes.Buffer
 	if err := run(context.Background(), &out, t.TempDir(), "multi-view GCA (continued),M²,METransformer", o); err != nil {
 		t.Fatal(err)
@@ -28,5 +28,43 @@ func TestRunPrintsTable(t *testing.T) {
 	}
 	if strings.Contains(text, "Mem2Mem  ") || strings.Contains(text, "  BASE  ") {
 		t.Error("rows outside -only ran")
+	}
+}
+
+// TestVariantsTrain runs the whole comparison on a small budget: every
+// configuration must learn (its training loss falls) and write reports
+// that score above a floor. The full table is this command.
+func TestVariantsTrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains six models; skipped with -short")
+	}
+	o := synth.Options{Dir: t.TempDir(), Train: 48, Test: 12, Size: 64, Epochs: 4, BatchSize: 8, Seed: 2}
+	all := specs(6) // the continued row trains 2 epochs
+	rows, err := compare(context.Background(), o, all, func(r row) {
+		t.Logf("%-26s epochs %d params %7d loss %.3f → %.3f BLEU-1 %.3f BLEU-4 %.3f ROUGE-L %.3f CE F1 %.3f",
+			r.Name, r.Epochs, r.Params, r.FirstLoss, r.LastLoss, r.BLEU1, r.BLEU4, r.ROUGEL, r.CEF1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(all) {
+		t.Fatalf("%d rows for %d specs", len(rows), len(all))
+	}
+	params := map[string]int{}
+	for _, r := range rows {
+		params[r.Name] = r.Params
+		if !(r.LastLoss < r.FirstLoss) {
+			t.Errorf("%s: training loss %.3f → %.3f", r.Name, r.FirstLoss, r.LastLoss)
+		}
+		if r.BLEU1 < 0.1 || r.ROUGEL < 0.15 {
+			t.Errorf("%s: BLEU-1 %.3f, ROUGE-L %.3f below the floor (0.1, 0.15)", r.Name, r.BLEU1, r.ROUGEL)
+		}
+	}
+	// GCA adds one LayerNorm per decoder layer and nothing else.
+	if d := params["multi-view GCA"] - params["BASE+RM+MCLN (R2Gen)"]; d != 2*64*2 {
+		t.Errorf("GCA adds %d parameters, want %d", d, 2*64*2)
+	}
+	if rows[4].Epochs != 4+2 {
+		t.Errorf("continued row counts %d epochs, want 6", rows[4].Epochs)
 	}
 }

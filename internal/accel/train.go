@@ -7,10 +7,10 @@ import (
 	"github.com/radgen/radgen/internal/kernels"
 )
 
-// BinaryOp picks the elementwise operation of [Engine.Binary].
+// BinaryOp picks the elementwise operation of [Trainer.Binary].
 type BinaryOp = kernels.BinaryOp
 
-// The operations of [Engine.Binary].
+// The operations of [Trainer.Binary].
 const (
 	OpAdd      = kernels.OpAdd      // a + b
 	OpSub      = kernels.OpSub      // a − b
@@ -18,10 +18,10 @@ const (
 	OpMaskFill = kernels.OpMaskFill // a where b ≠ 0, value elsewhere
 )
 
-// Activation picks the function of [Engine.ActivationBackward].
+// Activation picks the function of [Trainer.ActivationBackward].
 type Activation = kernels.Activation
 
-// The functions of [Engine.ActivationBackward].
+// The functions of [Trainer.ActivationBackward].
 const (
 	ActReLU    = kernels.ActReLU    // max(x, 0)
 	ActTanh    = kernels.ActTanh    // tanh(x)

@@ -21,10 +21,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/radgen/radgen/internal/synthrun"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/serve"
+	"github.com/radgen/radgen/memtrans/synth"
 )
 
 // findChromium returns the browser to drive: $RADGEN_CHROMIUM, or the first
@@ -43,7 +43,7 @@ func findChromium() (string, error) {
 
 var (
 	trainedOnce sync.Once
-	trained     *synthrun.Result
+	trained     *synth.Result
 	trainedDir  string
 	trainedErr  error
 )
@@ -51,14 +51,14 @@ var (
 // trainedModel trains a tiny R2Gen model on synthetic films (a few
 // epochs: enough for it to write the synthetic reports' sentences), once
 // per test binary; it returns the run and the directory of its films.
-func trainedModel(t *testing.T) (*synthrun.Result, string) {
+func trainedModel(t *testing.T) (*synth.Result, string) {
 	trainedOnce.Do(func() {
 		trainedDir, trainedErr = os.MkdirTemp("", "radgen-oracletest-")
 		if trainedErr != nil {
 			return
 		}
-		o := synthrun.Options{Dir: trainedDir, Train: 96, Test: 8, Size: 64, Epochs: 6, BatchSize: 16, Seed: 3, Beam: 3}
-		trained, trainedErr = synthrun.Run(context.Background(), o)
+		o := synth.Options{Dir: trainedDir, Train: 96, Test: 8, Size: 64, Epochs: 6, BatchSize: 16, Seed: 3, Beam: 3}
+		trained, trainedErr = synth.Run(context.Background(), o)
 	})
 	if trainedErr != nil {
 		t.Fatal(trainedErr)

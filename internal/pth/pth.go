@@ -477,7 +477,6 @@ func asFloat(v any) (float64, bool) {
 // order.
 func (f *File) Names() []string { return append([]string(nil), f.names...) }
 
-// Info describes the named tensor.
 // Shape returns the shape of the tensor name without reading it, and
 // whether it exists.
 func (f *File) Shape(name string) ([]int, bool) {

@@ -204,7 +204,6 @@ func (f *File) Names() []string { return append([]string(nil), f.names...) }
 // Metadata returns the "__metadata__" map (nil if absent).
 func (f *File) Metadata() map[string]string { return f.metadata }
 
-// Info returns the description of a tensor.
 // Shape returns the shape of the tensor name without reading it, and
 // whether it exists.
 func (f *File) Shape(name string) ([]int, bool) {

@@ -51,8 +51,6 @@ func Tiny(vocab, dIn int) Config {
 		DIn: dIn, Vocab: vocab, MaxLen: 54, Pad: 1, BOS: 2, EOS: 3, Dropout: 0.1}
 }
 
-// Validate reports the first inconsistency in c, wrapping arch.ErrConfig,
-// including a model beyond DefaultBudget (98 regions assumed; see
 // validateHard is ValidateShape and the constructors' hard budget: 2^34
 // parameters and 2^36 activation values over two views of patches, beyond
 // which tensor shapes could overflow (the facade's budget is far lower).

@@ -122,7 +122,7 @@ func (m *Model) checkFeats(feats *radgen.Tensor) error {
 	return nil
 }
 
-// teacherForce returns the log-probabilities (B, T, V) of the next token at
+// TeacherForce returns the log-probabilities (B, T, V) of the next token at
 // every position of tokens (B·T ids, row-major, each row starting with
 // bos; padding is Config.Pad), given the encoded studies. As in the
 // published code, padding positions use positional row 0, are masked as

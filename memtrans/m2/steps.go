@@ -46,7 +46,7 @@ var (
 	_ decode.AttentionRecorder = (*Decoding)(nil)
 )
 
-// startModuleDecoding encodes region features (B, R, d_in), on the device
+// NewDecoding encodes region features (B, R, d_in), on the device
 // of the model's parameters, masking regions by Config.Padding, and
 // returns a decoding state with one row per study whose steps run on a
 // no-grad graph made with opts (radgen.SubstituteWeights).

@@ -11,12 +11,13 @@ import (
 )
 
 // Decoding is the incremental decoding state of a batch of studies
-// under a [METransformer]; it implements decode.Model. Its rows start as one
+// under a [Model]; it implements decode.Model. Its rows start as one
 // per study and expert (row b·M + m decodes expert m's report of study b),
 // and a strategy then expands and reorders them.
 //
-// It computes what [METransformer.DecodeTokens] computes for the last
-// position of each prefix, without re-running the prefix:
+// It computes what the model's teacher-forced decoder (decodeTokens)
+// computes for the last position of each prefix, without re-running the
+// prefix:
 //   - each decoder layer's bilinear self-attention keeps the projected keys
 //     and values (mesh.BilinearKeys) of every earlier position of every
 //     row, so a step projects only the new position's;

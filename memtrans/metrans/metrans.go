@@ -87,7 +87,7 @@ func (c Config) validateShape() error {
 	return nil
 }
 
-// METransEncoderLayer is a bilinear encoder layer (Eq. 9):
+// EncoderLayer is a bilinear encoder layer (Eq. 9):
 //
 //	ẑ_e⁽ⁿ⁾ = EBA(ẑ_e⁽ⁿ⁻¹⁾, ẑ_v⁽ⁿ⁻¹⁾)
 //	ẑ_v⁽ⁿ⁾ = LN(W_eⁿ[ẑ_e⁽ⁿ⁻¹⁾; ẑ_v⁽ⁿ⁻¹⁾] + ẑ_v⁽ⁿ⁻¹⁾)
@@ -119,7 +119,7 @@ func (l *EncoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	l.Norm.VisitParams(radgen.Prefixed("norm.", visit))
 }
 
-// METransDecoderLayer is a bilinear decoder layer (Eqs. 11–13):
+// DecoderLayer is a bilinear decoder layer (Eqs. 11–13):
 //
 //	E_mid = LN(EBA_mask(E_r⁽ⁱ⁻¹⁾) + E_r⁽ⁱ⁻¹⁾)              (Eq. 11)
 //	E_c   = LN(EBA_cross(E_mid, f_v) + E_mid)                (Eq. 12)
@@ -169,8 +169,9 @@ func (l *DecoderLayer) visit(visit func(string, *radgen.Tensor)) {
 	}
 }
 
-// METransformer writes M candidate reports per study, one per expert token,
-// and picks one by metric-based expert voting ([METransformer.Generate]).
+// Model is METransformer: it writes M candidate reports per study, one per
+// expert token, and picks one by metric-based expert voting
+// ([Model.DecodeStudies]).
 // The encoder is a ViT over the visual features with M expert tokens
 // (vision.ViT) followed by bilinear encoder layers; the adjust block turns
 // the visual tokens into one set per expert; the bilinear decoder decodes
@@ -249,7 +250,7 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.Logit.VisitParams(radgen.Prefixed("logit.", visit))
 }
 
-// METransEncoded is a batch of studies after the encoder and the adjust block.
+// Encoded is a batch of studies after the encoder and the adjust block.
 type Encoded struct {
 	Visual   *radgen.Tensor // (B, N, D) f_v, the visual tokens after the bilinear encoder
 	Experts  *radgen.Tensor // (B, M, D) f_e, the expert tokens after the bilinear encoder
@@ -314,13 +315,13 @@ func (m *Model) decodeTokens(g *radgen.Graph, fv *radgen.Tensor, tokens []int, r
 	return g.LogSoftmax(m.Logit.Forward(g, ec)), nil
 }
 
-// METransForward is a teacher-forced pass.
+// Forward is a teacher-forced pass.
 type Forward struct {
 	Encoded  *Encoded
 	LogProbs *radgen.Tensor // (B·M, T, V): row b·M + m is expert m's stream for study b
 }
 
-// teacherForce runs the model on features (B, N, d_in) and input tokens
+// TeacherForce runs the model on features (B, N, d_in) and input tokens
 // (B·T ids, row-major: targets[:, :-1] of a batch), every expert's stream
 // reading the same tokens.
 func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int, b, t int) (*Forward, error) {
@@ -348,7 +349,7 @@ func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int
 	return &Forward{Encoded: enc, LogProbs: lp}, nil
 }
 
-// Loss returns the training objective and its parts: the sum over experts
+// loss returns the training objective and its parts: the sum over experts
 // of each expert's masked mean NLL of targets (B·T ids; mask (B·T) non-zero
 // on the positions that count), plus λ times the orthogonal loss of the
 // encoder's expert tokens f_e (vision.OrthogonalLoss). The notes put the
@@ -376,11 +377,11 @@ func (m *Model) loss(g *radgen.Graph, f *Forward, targets []int, mask []float32)
 	return total, nll, orth
 }
 
-// startRecompute encodes visual features (B, N, d_in) once and returns a
+// StartRecompute encodes visual features (B, N, d_in) once and returns a
 // decode.Model with one row per study and expert: row b·M + m decodes
 // expert m's report of study b. Like decode.Recompute it re-runs the
 // decoder over each row's prefix at every step (O(T²) work); it is the
-// cross-check of the incremental [METransformer.StartDecoding], which must
+// cross-check of the incremental [Model.StartDecoding], which must
 // give the same log-probabilities.
 func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) {
 	feats = m.matchDtype(feats)

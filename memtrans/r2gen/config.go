@@ -70,7 +70,7 @@ type Config struct {
 	// (Eqs. 7, 9–10); 0 means DModel.
 	Mem2MemHidden int `json:"m2m_hidden,omitempty"`
 	// Mem2MemPenalty weighs the bank penalty ‖AAᵀ − I‖²_F (Eq. 12) in the
-	// training loss (see Transformer.AuxLoss); 0 leaves it out.
+	// training loss (see Model.AuxLoss); 0 leaves it out.
 	Mem2MemPenalty float64 `json:"m2m_penalty,omitempty"`
 }
 

@@ -77,7 +77,7 @@ func InferConfig(shapes map[string][]int, heads, memoryHeads, maxSeqLen int) (Co
 	default:
 		c.Variant = VariantBase
 	}
-	// The variants' own tensors (names of Transformer.VisitParams).
+	// The variants' own tensors (names of Model.VisitParams).
 	if w, ok := shapes["model.m2m.bank.w1.weight"]; ok && len(w) == 2 {
 		c.Memory, c.MemorySlots, c.Mem2MemHidden = MemoryMem2Mem, w[0], w[1]
 		if c.Mem2MemHidden == c.DModel {

@@ -74,8 +74,8 @@ var (
 	_ decode.AttentionRecorder = (*Decoding)(nil)
 )
 
-// startDecoding encodes visual features (B, N, d_vf), on the device
-// of the Transformer's parameters, and returns a decoding state with one
+// NewDecoding encodes visual features (B, N, d_vf), on the device
+// of the model's parameters, and returns a decoding state with one
 // row per study. The steps' graph takes opts.
 func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*Decoding, error) {
 	c := m.config

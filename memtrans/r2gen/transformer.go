@@ -34,7 +34,7 @@ type Model struct {
 	Mem2Mem *relmem.Mem2Mem
 }
 
-// NewTransformer returns a Transformer initialised as R2Gen's make_model
+// New returns a Model initialised as R2Gen's make_model
 // does, drawing from a PCG generator seeded with seed.
 func New(c Config, seed uint64) (*Model, error) {
 	if err := c.validateHard(); err != nil {
@@ -86,7 +86,7 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.VisitVariant(visit)
 }
 
-// visitVariant visits the parameters the variants add to R2Gen.
+// VisitVariant visits the parameters the variants add to R2Gen.
 func (m *Model) VisitVariant(visit func(string, *radgen.Tensor)) {
 	for i, v := range m.Views {
 		v.VisitParams(radgen.Prefixed(fmt.Sprintf("model.views.%d.", i), visit))
@@ -163,7 +163,7 @@ func (m *Model) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 	return e
 }
 
-// Forward is the teacher-forced pass over a batch. Its intermediates are
+// TeacherForced is the teacher-forced pass over a batch. Its intermediates are
 // exposed for parity checks and attention maps.
 type TeacherForced struct {
 	Encoded     *Encoded

@@ -337,7 +337,7 @@ func (d *decoder) newFrame() *codec.Frame {
 		Pix: make([]uint16, w*h*len(s.comps))}
 }
 
-// tileParams resolves the coding parameters of a tile's component c
+// compParams resolves the coding parameters of a tile's component c
 // (tile COC > tile COD > main COC > main COD; likewise for quantisation).
 func (d *decoder) compParams(t *tileData, c int) (*style, *quant, int) {
 	var st *style
