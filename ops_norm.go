@@ -3,15 +3,18 @@ package radgen
 import "github.com/radgen/radgen/internal/kernels"
 
 // NormKind selects the layer-norm statistics.
-type NormKind = kernels.NormKind
+type NormKind uint8
 
 const (
 	// NormR2Gen is R2Gen's LayerNorm: (x − μ)/(std + eps) with the unbiased
 	// (n−1) standard deviation and eps added to the std, not the variance.
-	NormR2Gen = kernels.NormR2Gen
+	NormR2Gen NormKind = NormKind(kernels.NormR2Gen)
 	// NormStandard is torch.nn.LayerNorm: (x − μ)/sqrt(var + eps), biased var.
-	NormStandard = kernels.NormStandard
+	NormStandard NormKind = NormKind(kernels.NormStandard)
 )
+
+// kernel returns the kernels' name of k.
+func (k NormKind) kernel() kernels.NormKind { return kernels.NormKind(k) }
 
 // Normalize returns x̂ = (x − μ)/σ over the last dimension, with σ as kind
 // says.
@@ -30,11 +33,11 @@ func normalize[T Float](g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor
 	out := g.empty(x, x.shape)
 	inv := values[T](g.empty(x, []int{x.Len() / max(n, 1)})) // 1/σ per row, kept for the backward pass
 	y := values[T](out)
-	kernels.Normalize(y, inv, values[T](x), n, eps, kind)
+	kernels.Normalize(y, inv, values[T](x), n, eps, kind.kernel())
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				kernels.NormalizeBackward(values[T](gradOf(x)), values[T](out.grad), y, inv, n, eps, kind)
+				kernels.NormalizeBackward(values[T](gradOf(x)), values[T](out.grad), y, inv, n, eps, kind.kernel())
 			}
 		})
 	}
