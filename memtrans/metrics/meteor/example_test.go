@@ -6,9 +6,8 @@ import (
 	"github.com/radgen/radgen/memtrans/metrics/meteor"
 )
 
-// Exact and stem matches without WordNet; the scorer names its modules. An
-// identical pair scores 1 (one chunk covering both sides, as in the jar);
-// "effusions" matches "effusion" through the stem module.
+// The exact, stem and synonym modules with the jar's English data; the
+// scorer names its modules (there is no paraphrase module).
 func ExampleScorer_Corpus() {
 	s, err := meteor.New()
 	if err != nil {
@@ -27,5 +26,5 @@ func ExampleScorer_Corpus() {
 	// Output:
 	// "the lungs are clear": 0.2947
 	// "no pleural effusions are seen": 0.2130
-	// METEOR (exact+stem; no synonym, no paraphrase)
+	// METEOR (exact+stem+synonym; no paraphrase)
 }
