@@ -160,6 +160,16 @@ func TestNormalize(t *testing.T) {
 		{"Mr. Smith's heart, 3,000 ml.", "mr. smith 's heart , 3,000 ml ."},
 		{"No effusion... Stable.", "no effusion ... stable ."},
 		{"U.S.-based <unk> don't", "us based < unk > don 't"},
+		// Expected values below are the jar's Normalizer (English, keep
+		// punctuation) followed by toLowerCase, run on these lines.
+		{"Mr. Smith's heart, 3,000 ml. No. 5 and No. 6 Nos. 7 Nr. 8 Jan. Visit",
+			"mr. smith 's heart , 3,000 ml . no. 5 and no. 6 nos. 7 nr. 8 jan . visit"},
+		{"a b. C d. e.g. F i.e. X-XXXX xxxx-xxxx 5-mm 2.5cm p.m. Dr. Who St. Mary",
+			"a b . c d. eg f ie x xxxx xxxx xxxx 5 mm 2.5cm pm dr. who st. mary"},
+		{"nbsp\u00a0here ideo\u3000graphic quad\u2000x lsep\u2028y psep\u2029z ogham\u1680w nnbsp\u202fv mm\u205fu",
+			"nbsp here ideo graphic quad x lsep \u2028 y psep \u2029 z ogham \u1680 w nnbsp v mm u"},
+		{"Ünïcödé Straße ŽŠ ЖИЗНЬ, Ω-omega; αβγ: test İstanbul ΣΑΣ",
+			"ünïcödé straße žš жизнь , ω -omega ; α β γ : test i\u0307stanbul σ α σ"},
 		{"  spaced\tout  ", "spaced out"},
 	}
 	for _, c := range cases {

@@ -38,7 +38,8 @@ const maxWordNetLine = 1 << 20
 // speech, so a noun and a verb synset at the same offset count as one, as
 // in the jar.
 //
-// A WordNet is immutable after loading and safe for concurrent use.
+// A WordNet is immutable after loading and safe for concurrent use; the
+// zero WordNet knows no words.
 type WordNet struct {
 	synsets map[string][]int32  // word → its synsets, sorted and unique
 	bases   map[string][]string // inflected form → base forms, in file order
