@@ -146,6 +146,9 @@ func TestJarSynthetic(t *testing.T) {
 		hyps, refs = append(hyps, s.Hyp), append(refs, s.Refs)
 	}
 	for _, run := range g.Runs {
+		if testing.Short() && run.Modules != "exact stem" && run.Modules != "exact stem synonym" {
+			continue // the race detector's run: the two module sets coco-caption's readers compare
+		}
 		t.Run(strings.ReplaceAll(run.Modules, " ", "+"), func(t *testing.T) {
 			seg, corpus := checkJarRun(t, run, hyps, refs)
 			t.Logf("%d segments: largest segment difference %.3g, corpus difference %.3g (corpus %.6f)", len(hyps), seg, corpus, run.Corpus)
@@ -183,7 +186,7 @@ func TestJarIUXray(t *testing.T) {
 	}
 	segs := g.Segments
 	if testing.Short() {
-		segs = segs[:300] // the race detector's run: enough to catch a regression
+		segs = segs[:150] // the race detector's run: enough to catch a regression
 	}
 	for _, run := range g.Runs {
 		t.Run(run.Variant+"/"+strings.ReplaceAll(run.Modules, " ", "+"), func(t *testing.T) {
