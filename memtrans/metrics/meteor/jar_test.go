@@ -1,10 +1,13 @@
 package meteor
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -215,5 +218,33 @@ func TestJarIUXray(t *testing.T) {
 			seg, corpus := checkJarRun(t, run, hyps, refs)
 			t.Logf("%d segments: largest segment difference %.3g, corpus difference %.3g (corpus %.6f)", len(hyps), seg, corpus, run.Corpus)
 		})
+	}
+}
+
+// The embedded data are the jar's files, byte for byte (data/README.md).
+func TestEmbeddedDataIsTheJars(t *testing.T) {
+	want := map[string]string{
+		"english.words":         "2ae0d5b8c29e2993a0f442b065b946d1a17fbfe8538e66bf5931c4a248cf4c3a",
+		"english.prefixes":      "bd909f364224748976f9b8b7cdeb4f9be3bf7c8e66a10f1ed268b12d904ab876",
+		"english.synsets.gz":    "20b7cf6ae1cba2395d714d8c2ec2992e88c6d1c75c7c30aa480c6a2a9bb8fef9",
+		"english.exceptions.gz": "5feb8fcb5b349d035df1a448149c2ccc860bf32e4b9eea8c8e4f113e90a5a962",
+	}
+	for name, sum := range want {
+		b, err := os.ReadFile(filepath.Join("data", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, ".gz") {
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+			t.Errorf("%s: sha256 %x, the jar's file has %s", name, got, sum)
+		}
 	}
 }
