@@ -154,6 +154,7 @@ func pipelineFlags(cmd string, fs *flag.FlagSet) func(beam.Scope) error {
 		fs.StringVar(&c.Refs, "refs", "r2gen", "references: r2gen, clean or as-is")
 		fs.StringVar(&c.Corpus, "corpus", "iu_xray", "corpus for cleaning and the tokenizer: iu_xray or mimic_cxr")
 		fs.BoolVar(&c.NoMETEOR, "no-meteor", false, "leave METEOR out")
+		fs.StringVar(&c.METEORModules, "meteor-modules", "exact stem synonym", "METEOR's modules, as the jar's -m option (exact, stem, synonym; no paraphrase)")
 		fs.BoolVar(&c.NoCE, "no-ce", false, "leave the clinical efficacy out")
 		fs.StringVar(&c.Out, "out", "", "output folder: scores.json, deadletter-*.jsonl")
 		return func(s beam.Scope) error {

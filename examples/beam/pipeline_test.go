@@ -280,6 +280,9 @@ func TestScoreMatchesScoreCommand(t *testing.T) {
 			if err := json.Unmarshal(cmdOut, &want); err != nil {
 				t.Fatal(err)
 			}
+			if name := got["METEOR_name"]; name != "METEOR (exact+stem+synonym; no paraphrase)" {
+				t.Errorf("METEOR_name %v: scores.json must name the METEOR modules in use", name)
+			}
 			worst := compareJSON(t, "", got, want)
 			t.Logf("%d keys equal, largest difference %.3g; BLEU-4 %.4f CIDEr-D %.4f METEOR %.4f", len(want), worst, want["BLEU_4"], want["CIDEr"], want["METEOR"])
 			if c.name == "near-references" {

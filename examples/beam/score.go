@@ -16,6 +16,7 @@ import (
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/metrics"
 	"github.com/radgen/radgen/memtrans/metrics/chexpert"
+	"github.com/radgen/radgen/memtrans/metrics/meteor"
 )
 
 // ScoreConfig configures the score pipeline; its fields mean what the
@@ -27,8 +28,11 @@ type ScoreConfig struct {
 	Refs     string // r2gen, clean or as-is
 	Corpus   string
 	NoMETEOR bool
-	NoCE     bool
-	Out      string // folder for scores.json and the dead letters
+	// METEORModules are METEOR's modules as the jar's -m option takes them;
+	// "" is "exact stem synonym". scores.json names them (METEOR_name).
+	METEORModules string
+	NoCE          bool
+	Out           string // folder for scores.json and the dead letters
 }
 
 // buildScore adds the score pipeline to s: report lines → per-study
@@ -61,7 +65,7 @@ type scorer struct {
 var scorers sync.Map // ScoreConfig key → *scorer
 
 func scorerFor(ctx context.Context, c ScoreConfig) (*scorer, error) {
-	key := strings.Join([]string{c.Ann, c.Split, c.Refs, c.Corpus, fmt.Sprint(c.NoMETEOR, c.NoCE)}, "\x00")
+	key := strings.Join([]string{c.Ann, c.Split, c.Refs, c.Corpus, c.METEORModules, fmt.Sprint(c.NoMETEOR, c.NoCE)}, "\x00")
 	v, _ := scorers.LoadOrStore(key, &scorer{})
 	sc := v.(*scorer)
 	sc.once.Do(func() { sc.err = sc.build(ctx, c) })
@@ -93,6 +97,18 @@ func (sc *scorer) build(ctx context.Context, c ScoreConfig) error {
 	var opts []metrics.Option
 	if c.NoMETEOR {
 		opts = append(opts, metrics.WithoutMETEOR())
+	} else {
+		mods := meteor.DefaultModules
+		if c.METEORModules != "" {
+			if mods, err = meteor.ParseModules(c.METEORModules); err != nil {
+				return err
+			}
+		}
+		m, err := meteor.New(meteor.WithModules(mods...))
+		if err != nil {
+			return err
+		}
+		opts = append(opts, metrics.WithMETEOR(m))
 	}
 	if c.NoCE {
 		opts = append(opts, metrics.WithoutClinicalEfficacy())

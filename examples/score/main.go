@@ -1,11 +1,13 @@
 // Command score scores generated reports against the references of one split
 // of an R2Gen annotation.json with every radgen metric: BLEU-1..4, ROUGE-L
-// and CIDEr-D (equal to coco-caption), METEOR (radgen's port, named by its
-// modules) and CheXpert-style clinical efficacy.
+// and CIDEr-D (equal to coco-caption), METEOR (the METEOR 1.5 jar's
+// algorithm and English data, named by its modules: coco-caption's jar adds
+// a paraphrase module that radgen does not have) and CheXpert-style
+// clinical efficacy.
 //
 // Usage:
 //
-//	score -ann annotation.json -gen generated.jsonl [-split test] [-refs r2gen]
+//	score -ann annotation.json -gen generated.jsonl [-split test] [-refs r2gen] [-meteor-modules "exact stem synonym"]
 //
 // The generated reports are a JSON or JSON Lines file of records
 // {"id": "<study id>", "report": "<generated text>"}: a JSON array of such
@@ -55,7 +57,7 @@ func main() {
 }
 
 type options struct {
-	ann, gen, split, refs, corpus, wordnet string
+	ann, gen, split, refs, corpus, modules string
 	noMeteor, noCE, skipMissing, asJSON    bool
 	workers                                int
 }
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.split, "split", "test", "split of the annotation to score")
 	fs.StringVar(&o.refs, "refs", "r2gen", "references: r2gen, clean or as-is")
 	fs.StringVar(&o.corpus, "corpus", string(data.IUXray), "corpus for cleaning and the tokenizer: iu_xray or mimic_cxr")
-	fs.StringVar(&o.wordnet, "wordnet", "", "WordNet database directory for METEOR's synonym module (optional)")
+	fs.StringVar(&o.modules, "meteor-modules", "exact stem synonym", "METEOR's modules, as the jar's -m option (exact, stem, synonym; no paraphrase)")
 	fs.BoolVar(&o.noMeteor, "no-meteor", false, "leave METEOR out")
 	fs.BoolVar(&o.noCE, "no-ce", false, "leave the CheXpert-style clinical efficacy out")
 	fs.BoolVar(&o.skipMissing, "skip-missing", false, "score only the studies that have a generated report")
@@ -123,8 +125,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.noMeteor {
 		evOpts = append(evOpts, metrics.WithoutMETEOR())
-	} else if o.wordnet != "" {
-		m, err := meteor.New(meteor.WithWordNetDir(o.wordnet))
+	} else {
+		mods, err := meteor.ParseModules(o.modules)
+		if err != nil {
+			return err
+		}
+		m, err := meteor.New(meteor.WithModules(mods...))
 		if err != nil {
 			return err
 		}

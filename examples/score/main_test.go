@@ -62,7 +62,7 @@ func TestScoreFormats(t *testing.T) {
 		if b1 := got["BLEU_1"].(float64); b1 <= 0.5 || b1 >= 1 {
 			t.Errorf("%s: BLEU_1 = %v", name, b1)
 		}
-		if !strings.HasPrefix(got["METEOR_name"].(string), "METEOR (exact+stem") {
+		if got["METEOR_name"] != "METEOR (exact+stem+synonym; no paraphrase)" {
 			t.Errorf("METEOR name %v", got["METEOR_name"])
 		}
 		if first == nil {
@@ -109,9 +109,39 @@ func TestScoreMissing(t *testing.T) {
 	if err := run(t.Context(), []string{"-ann", ann, "-gen", gen, "-skip-missing"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BLEU-4", "ROUGE-L", "CIDEr-D", "METEOR (exact+stem", "CE micro", "skipped"} {
+	for _, want := range []string{"BLEU-4", "ROUGE-L", "CIDEr-D", "METEOR (exact+stem+synonym; no paraphrase)", "CE micro", "skipped"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// -meteor-modules picks METEOR's modules as the jar's -m does, and the
+// output names them.
+func TestScoreMeteorModules(t *testing.T) {
+	ann := write(t, "annotation.json", testAnnotation)
+	gen := write(t, "gen.jsonl", `{"id": "t1", "report": "the heart is normal in size . no pleural effusions ."}
+{"id": "t2", "report": "small left pleural effusion . the heart is normal in size ."}
+`)
+	for mods, want := range map[string]string{
+		"exact stem":         "METEOR (exact+stem; no synonym, no paraphrase)",
+		"exact":              "METEOR (exact; no stem, no synonym, no paraphrase)",
+		"exact stem synonym": "METEOR (exact+stem+synonym; no paraphrase)",
+	} {
+		var out, errb bytes.Buffer
+		if err := run(t.Context(), []string{"-ann", ann, "-gen", gen, "-json", "-no-ce", "-meteor-modules", mods}, &out, &errb); err != nil {
+			t.Fatalf("%s: %v", mods, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["METEOR_name"] != want {
+			t.Errorf("-meteor-modules %q: name %v, want %q", mods, got["METEOR_name"], want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if err := run(t.Context(), []string{"-ann", ann, "-gen", gen, "-meteor-modules", "exact paraphrase"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "paraphrase") {
+		t.Errorf("paraphrase: want an error, got %v", err)
 	}
 }

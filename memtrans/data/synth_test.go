@@ -87,7 +87,11 @@ func TestReportsAndLabels(t *testing.T) {
 
 // The findings must be visible: a linear classifier on 16×16 thumbnails of
 // both views, trained for a moment, recognises each label of held-out
-// studies, sides included.
+// studies, sides included. It is judged by F1, not accuracy: at the 12%
+// prevalence of pneumothorax, answering "no" always is 88% accurate, and
+// the faint pneumothorax these films once had (found 13 times in 22, F1
+// 0.74) passed an accuracy test while the quickstart's model never wrote
+// it.
 func TestSyntheticFindingsLearnable(t *testing.T) {
 	const n, ntest, S, W = 400, 160, 16, 64
 	cfg := SynthConfig{Width: W, Height: W, Seed: 11}
@@ -140,16 +144,21 @@ func TestSyntheticFindingsLearnable(t *testing.T) {
 				}
 			}
 		}
-		correct := 0
+		var tp, fp, fn int
 		for i := n; i < n+ntest; i++ {
-			if (dot(w, X[i]) > 0) == tg.of(F[i]) {
-				correct++
+			switch p, y := dot(w, X[i]) > 0, tg.of(F[i]); {
+			case p && y:
+				tp++
+			case p:
+				fp++
+			case y:
+				fn++
 			}
 		}
-		acc := float64(correct) / ntest
-		t.Logf("%-15s held-out accuracy %.3f", tg.name, acc)
-		if acc < 0.9 {
-			t.Errorf("%s: held-out accuracy %.3f < 0.9; the finding is not visible enough", tg.name, acc)
+		f1 := 2 * float64(tp) / float64(2*tp+fp+fn)
+		t.Logf("%-15s held-out F1 %.3f (%d found, %d false, %d missed)", tg.name, f1, tp, fp, fn)
+		if f1 < 0.9 {
+			t.Errorf("%s: held-out F1 %.3f < 0.9; the finding is not visible enough", tg.name, f1)
 		}
 	}
 }

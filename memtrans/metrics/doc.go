@@ -1,8 +1,10 @@
 // Package metrics scores generated radiology reports against references
 // with the metrics the report-generation papers use: BLEU-1..4, ROUGE-L and
 // CIDEr-D equal to the coco-caption scorers shipped with R2Gen, METEOR
-// (package meteor, a Go port named by its modules) and CheXpert-style
-// clinical efficacy (package chexpert).
+// (package meteor: the METEOR 1.5 jar's exact, stem and synonym modules,
+// equal to the jar; coco-caption's jar also runs a paraphrase module, so
+// the scores are named by their modules) and CheXpert-style clinical
+// efficacy (package chexpert).
 //
 // # Equal to coco-caption
 //

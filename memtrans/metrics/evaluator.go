@@ -44,8 +44,9 @@ type PerSample struct {
 // Option configures an Evaluator.
 type Option func(*Evaluator) error
 
-// WithMETEOR sets the METEOR scorer. Default: meteor.New() (exact and stem
-// modules; see package meteor for how it differs from the jar).
+// WithMETEOR sets the METEOR scorer. Default: meteor.New() (the METEOR 1.5
+// jar's exact, stem and synonym modules with its English data; no
+// paraphrase module, see package meteor).
 func WithMETEOR(s *meteor.Scorer) Option {
 	return func(e *Evaluator) error {
 		if s == nil {

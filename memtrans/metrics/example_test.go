@@ -38,6 +38,6 @@ func ExampleEvaluator_Evaluate() {
 	fmt.Println(s.METEORName)
 	fmt.Printf("CE micro F1 %.3f\n", s.CE.Micro.F1)
 	// Output:
-	// METEOR (exact+stem; no synonym, no paraphrase)
+	// METEOR (exact+stem+synonym; no paraphrase)
 	// CE micro F1 0.800
 }

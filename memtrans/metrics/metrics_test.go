@@ -160,7 +160,7 @@ func TestAccumulatorStreamingEqualsBatch(t *testing.T) {
 			t.Errorf("%s: batch %g, streaming %g", name, pair[0], pair[1])
 		}
 	}
-	if batch.METEORName != "METEOR (exact+stem; no synonym, no paraphrase)" {
+	if batch.METEORName != "METEOR (exact+stem+synonym; no paraphrase)" {
 		t.Errorf("METEOR name %q", batch.METEORName)
 	}
 	if len(batch.PerSample.HypLabels) != 100 || len(batch.PerSample.METEOR) != 100 {

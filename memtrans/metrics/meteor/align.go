@@ -3,6 +3,7 @@ package meteor
 import (
 	"slices"
 	"sync"
+	"unicode/utf16"
 )
 
 // This file ports the METEOR 1.5 aligner (edu.cmu.meteor.aligner.Aligner):
@@ -20,7 +21,8 @@ import (
 // to the parent path, so later siblings and the "skip" path inherit it.
 
 // searchWeight is the weight the jar's scorer gives a module during the
-// alignment search (MeteorScorer.loadConfiguration): 1 for exact, 0.5 else.
+// alignment search (MeteorScorer.loadConfiguration): 1 for exact, 0.5 else,
+// whatever its position.
 func searchWeight(m Module) float64 {
 	if m == Exact {
 		return 1
@@ -155,37 +157,40 @@ func (s *Scorer) align(hyp, ref []string) alignment {
 		cover2[j]++
 	}
 
-	// Identical sentences need only exact matches ("prevents beam search errors").
+	// The jar compares words (and stems) by their Java hash codes
+	// (Stage.wordsToKeys), so do we: two different words with the same
+	// hash code match exactly there, and here too.
+	hk, rk := hashAll(hyp), hashAll(ref)
+	// Identical sentences need only the first module ("prevents beam search
+	// errors").
 	mods := s.modules
-	if slices.Equal(hyp, ref) {
+	if slices.Equal(hk, rk) {
 		mods = mods[:1]
 	}
-	var hypStems, refStems []string
-	var hypSyn, refSyn [][]int64
 	for mi, mod := range mods {
 		switch mod {
 		case Exact:
 			for j := 0; j < nr; j++ {
 				for i := 0; i < nh; i++ {
-					if hyp[i] == ref[j] {
+					if hk[i] == rk[j] {
 						add(mi, i, j)
 					}
 				}
 			}
 		case Stem:
-			hypStems, refStems = stemAll(hyp), stemAll(ref)
+			hs, rs := stemKeys(hyp), stemKeys(ref)
 			for j := 0; j < nr; j++ {
 				for i := 0; i < nh; i++ {
-					if hypStems[i] == refStems[j] && hyp[i] != ref[j] {
+					if hs[i] == rs[j] && hk[i] != rk[j] {
 						add(mi, i, j)
 					}
 				}
 			}
 		case Synonym:
-			hypSyn, refSyn = s.synAll(hyp), s.synAll(ref)
+			hypSyn, refSyn := s.synAll(hyp), s.synAll(ref)
 			for j := 0; j < nr; j++ {
 				for i := 0; i < nh; i++ {
-					if hyp[i] != ref[j] && intersects(hypSyn[i], refSyn[j]) {
+					if hk[i] != rk[j] && intersects(hypSyn[i], refSyn[j]) {
 						add(mi, i, j)
 					}
 				}
@@ -337,25 +342,48 @@ func abs(x int) int {
 	return x
 }
 
-func stemAll(words []string) []string {
-	out := make([]string, len(words))
+// javaHash is String.hashCode: s[0]·31^(n−1) + … + s[n−1] over the
+// string's UTF-16 code units, in 32-bit arithmetic.
+func javaHash(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r >= 0x10000 {
+			r1, r2 := utf16.EncodeRune(r)
+			h = 31*h + r1
+			r = r2
+		}
+		h = 31*h + r
+	}
+	return h
+}
+
+func hashAll(words []string) []int32 {
+	out := make([]int32, len(words))
 	for i, w := range words {
-		out[i] = EnglishStem(w)
+		out[i] = javaHash(w)
 	}
 	return out
 }
 
-func (s *Scorer) synAll(words []string) [][]int64 {
-	out := make([][]int64, len(words))
+// stemKeys are the hash codes of the words' stems (StemMatcher).
+func stemKeys(words []string) []int32 {
+	out := make([]int32, len(words))
 	for i, w := range words {
-		out[i] = s.wordnet.Synsets(w)
-		slices.Sort(out[i])
+		out[i] = javaHash(EnglishStem(w))
+	}
+	return out
+}
+
+func (s *Scorer) synAll(words []string) [][]int32 {
+	out := make([][]int32, len(words))
+	for i, w := range words {
+		out[i] = s.wordnet.synsetsOf(w)
 	}
 	return out
 }
 
 // intersects reports whether two sorted sets share an element.
-func intersects(a, b []int64) bool {
+func intersects(a, b []int32) bool {
 	for i, j := 0, 0; i < len(a) && j < len(b); {
 		switch {
 		case a[i] == b[j]:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -33,8 +34,9 @@ func (m Module) String() string {
 }
 
 // Weight is the module's weight in the English "rank" task of METEOR 1.5
-// (exact 1.0, stem 0.6, synonym 0.8; the jar's paraphrase weight 0.6 has no
-// module here).
+// when the modules are in the jar's order (exact 1.0, stem 0.6, synonym
+// 0.8; the jar's paraphrase weight 0.6 has no module here). The jar gives
+// weights by position, not by module: see [WithModules].
 func (m Module) Weight() float64 {
 	switch m {
 	case Exact:
@@ -46,6 +48,15 @@ func (m Module) Weight() float64 {
 	}
 	return 0
 }
+
+// rankWeights are the jar's English "rank" module weights in module-list
+// order (Constants.WEIGHT_RANK; the fourth, 0.6, is the paraphrase
+// module's). A Scorer with n modules weights them with the first n.
+var rankWeights = [3]float64{1.0, 0.6, 0.8}
+
+// DefaultModules are the modules of [New]: every module of the jar's
+// English default except paraphrase, in the jar's order.
+var DefaultModules = []Module{Exact, Stem, Synonym}
 
 // Params are METEOR's scoring parameters.
 type Params struct {
@@ -72,20 +83,20 @@ var (
 )
 
 type config struct {
-	params    Params
-	beam      int
-	normalize bool
-	funcWords []string
-	wordnet   *WordNet
-	wnDir     string
-	noStem    bool
+	params          Params
+	beam            int
+	normalize       bool
+	funcWords       []string
+	wordnet         *WordNet
+	modules         []Module
+	noStem, noSynon bool
 }
 
 // Option configures a Scorer.
 type Option func(*config) error
 
-// WithWordNet enables the synonym module with an already loaded dictionary.
-// Default: no synonym module.
+// WithWordNet sets the synonym module's dictionary (see [ReadWordNet]).
+// Default: [EnglishWordNet], the jar's own tables.
 func WithWordNet(wn *WordNet) Option {
 	return func(c *config) error {
 		if wn == nil {
@@ -96,18 +107,33 @@ func WithWordNet(wn *WordNet) Option {
 	}
 }
 
-// WithWordNetDir enables the synonym module with the WordNet database in dir
-// (for example /usr/share/wordnet from Debian's wordnet-base). New fails if
-// the directory cannot be read. Default: no synonym module.
-func WithWordNetDir(dir string) Option {
+// WithModules sets the matching modules and their order, as the jar's
+// -m "exact stem synonym" does; each module at most once. As in the jar,
+// the modules match in this order, and the weights are the English rank
+// task's by position, not by module: the first module weighs 1.0, the
+// second 0.6, the third 0.8, so -m "exact synonym" gives synonym matches
+// 0.6. Default: [DefaultModules].
+func WithModules(mods ...Module) Option {
 	return func(c *config) error {
-		c.wnDir = dir
+		if len(mods) == 0 {
+			return fmt.Errorf("%w: no modules", ErrOption)
+		}
+		for i, m := range mods {
+			if m > Synonym {
+				return fmt.Errorf("%w: unknown module %v", ErrOption, m)
+			}
+			if slices.Contains(mods[:i], m) {
+				return fmt.Errorf("%w: module %v twice", ErrOption, m)
+			}
+		}
+		c.modules = slices.Clone(mods)
 		return nil
 	}
 }
 
-// WithoutStem leaves out the stem module (exact matching only, plus
-// synonyms if a WordNet is given). Default: stem module on.
+// WithoutStem leaves the stem module out of the module list (weights then
+// follow the jar's positional rule, see [WithModules]). Default: stem
+// module on.
 func WithoutStem() Option {
 	return func(c *config) error {
 		c.noStem = true
@@ -115,8 +141,43 @@ func WithoutStem() Option {
 	}
 }
 
-// WithFunctionWords replaces the function-word list (compared in lower
-// case). Default: [DefaultFunctionWords].
+// WithoutSynonym leaves the synonym module out, as the jar's
+// -m "exact stem". Default: synonym module on.
+func WithoutSynonym() Option {
+	return func(c *config) error {
+		c.noSynon = true
+		return nil
+	}
+}
+
+// ParseModules reads a module list as the jar's -m option takes it, names
+// separated by blanks ("exact stem synonym"), for [WithModules]. The
+// paraphrase module is refused: its table is not available.
+func ParseModules(s string) ([]Module, error) {
+	var mods []Module
+	for _, f := range strings.Fields(s) {
+		switch strings.ToLower(f) {
+		case "exact":
+			mods = append(mods, Exact)
+		case "stem":
+			mods = append(mods, Stem)
+		case "synonym":
+			mods = append(mods, Synonym)
+		case "paraphrase":
+			return nil, fmt.Errorf("%w: the paraphrase module is not available (its table is not part of radgen)", ErrOption)
+		default:
+			return nil, fmt.Errorf("%w: unknown module %q (exact, stem, synonym)", ErrOption, f)
+		}
+	}
+	if len(mods) == 0 {
+		return nil, fmt.Errorf("%w: no modules in %q", ErrOption, s)
+	}
+	return mods, nil
+}
+
+// WithFunctionWords replaces the function-word list: a word is a function
+// word when its lower-case form is in the list. Default:
+// [DefaultFunctionWords].
 func WithFunctionWords(words []string) Option {
 	return func(c *config) error {
 		c.funcWords = words
@@ -164,13 +225,17 @@ type Scorer struct {
 	beam      int
 	normalize bool
 	modules   []Module
+	weights   []float64 // by position in modules, as the jar
 	funcWords map[string]struct{}
-	wordnet   *WordNet
+	wordnet   *WordNet // nil without the synonym module
 }
 
-// New returns a Scorer with the exact and stem modules, the synonym module
-// when a WordNet is given, the jar's English parameters and -norm
-// normalisation.
+// New returns a Scorer with the jar's English defaults short of the
+// paraphrase module: the exact, stem and synonym modules ([DefaultModules],
+// synonyms from [EnglishWordNet]), the rank task's parameters and weights,
+// the jar's function words and -norm normalisation. It is what
+// `java -jar meteor-1.5.jar - - -stdio -l en -norm -m "exact stem synonym"`
+// computes.
 func New(opts ...Option) (*Scorer, error) {
 	c := config{params: EnglishParams, beam: DefaultBeamSize, normalize: true, funcWords: DefaultFunctionWords}
 	for _, o := range opts {
@@ -178,26 +243,35 @@ func New(opts ...Option) (*Scorer, error) {
 			return nil, err
 		}
 	}
-	if c.wnDir != "" && c.wordnet == nil {
-		wn, err := LoadWordNet(c.wnDir)
-		if err != nil {
-			return nil, err
-		}
-		c.wordnet = wn
+	mods := c.modules
+	if mods == nil {
+		mods = DefaultModules
 	}
 	s := &Scorer{
 		params:    c.params,
 		beam:      c.beam,
 		normalize: c.normalize,
-		modules:   []Module{Exact},
 		funcWords: functionWordSet(c.funcWords),
-		wordnet:   c.wordnet,
 	}
-	if !c.noStem {
-		s.modules = append(s.modules, Stem)
+	for _, m := range mods {
+		if m == Stem && c.noStem || m == Synonym && c.noSynon {
+			continue
+		}
+		s.weights = append(s.weights, rankWeights[len(s.modules)])
+		s.modules = append(s.modules, m)
 	}
-	if c.wordnet != nil {
-		s.modules = append(s.modules, Synonym)
+	if len(s.modules) == 0 {
+		return nil, fmt.Errorf("%w: no modules left", ErrOption)
+	}
+	if s.has(Synonym) {
+		s.wordnet = c.wordnet
+		if s.wordnet == nil {
+			wn, err := EnglishWordNet()
+			if err != nil {
+				return nil, err
+			}
+			s.wordnet = wn
+		}
 	}
 	return s, nil
 }
@@ -205,8 +279,8 @@ func New(opts ...Option) (*Scorer, error) {
 // Modules returns the matching modules in use, in matching order.
 func (s *Scorer) Modules() []Module { return append([]Module(nil), s.modules...) }
 
-// Name describes the score honestly, e.g. "METEOR (exact+stem; no synonym,
-// no paraphrase)". Scores with different names are not comparable, and none
+// Name describes the score honestly, e.g. "METEOR (exact+stem+synonym; no
+// paraphrase)". Scores with different names are not comparable, and none
 // of them is the jar's default (which adds paraphrase tables).
 func (s *Scorer) Name() string {
 	var on []string
@@ -234,7 +308,8 @@ func (s *Scorer) has(m Module) bool {
 }
 
 // Stats are METEOR's sufficient statistics for one segment (MeteorStats),
-// word-based. Corpus scores sum them over segments before scoring.
+// word-based. Corpus scores sum them over segments ([Stats.Add]) before
+// scoring.
 type Stats struct {
 	TestLength, RefLength               int
 	TestFunctionWords, RefFunctionWords int
@@ -246,7 +321,9 @@ type Stats struct {
 	TestMatches, RefMatches   int // matched words (unweighted)
 }
 
-// Add accumulates o into st.
+// Add accumulates o into st as the jar's MeteorStats.addStats does: every
+// count is summed, except that the chunk of a segment matched entirely in
+// one chunk is not counted (so a corpus of such segments scores 1).
 func (st *Stats) Add(o Stats) {
 	st.TestLength += o.TestLength
 	st.RefLength += o.RefLength
@@ -258,13 +335,24 @@ func (st *Stats) Add(o Stats) {
 		st.TestFunction[i] += o.TestFunction[i]
 		st.RefFunction[i] += o.RefFunction[i]
 	}
-	st.Chunks += o.Chunks
+	if !o.whole() {
+		st.Chunks += o.Chunks
+	}
 	st.TestMatches += o.TestMatches
 	st.RefMatches += o.RefMatches
 }
 
-// tokens normalises (if configured) and splits a sentence.
+// whole reports a segment matched word for word in one chunk, the case in
+// which METEOR's fragmentation is 0.
+func (st Stats) whole() bool {
+	return st.TestMatches == st.TestLength && st.RefMatches == st.RefLength && st.Chunks == 1
+}
+
+// tokens normalises (if configured) and splits a sentence. The line is
+// first trimmed as the jar's -stdio mode trims each field of a SCORE line
+// (String.trim: every character up to U+0020).
 func (s *Scorer) tokens(line string) []string {
+	line = strings.TrimFunc(line, func(r rune) bool { return r <= ' ' })
 	if s.normalize {
 		line = Normalize(line)
 	}
@@ -292,14 +380,14 @@ func (s *Scorer) pairStats(hyp, ref []string) Stats {
 	st := Stats{TestLength: len(hyp), RefLength: len(ref), Chunks: a.chunks}
 	fh := make([]bool, len(hyp))
 	for i, w := range hyp {
-		if _, ok := s.funcWords[strings.ToLower(w)]; ok {
+		if _, ok := s.funcWords[javaLower(w)]; ok {
 			fh[i] = true
 			st.TestFunctionWords++
 		}
 	}
 	fr := make([]bool, len(ref))
 	for j, w := range ref {
-		if _, ok := s.funcWords[strings.ToLower(w)]; ok {
+		if _, ok := s.funcWords[javaLower(w)]; ok {
 			fr[j] = true
 			st.RefFunctionWords++
 		}
@@ -336,23 +424,23 @@ func (s *Scorer) Score(st Stats) float64 {
 	testLen := p.Delta*float64(st.TestLength-st.TestFunctionWords) + (1-p.Delta)*float64(st.TestFunctionWords)
 	refLen := p.Delta*float64(st.RefLength-st.RefFunctionWords) + (1-p.Delta)*float64(st.RefFunctionWords)
 	var testW, refW float64
-	for i, m := range s.modules {
-		testW += float64(st.TestContent[i]) * m.Weight() * p.Delta
+	for i, w := range s.weights {
+		testW += float64(st.TestContent[i]) * w * p.Delta
 	}
-	for i, m := range s.modules {
-		refW += float64(st.RefContent[i]) * m.Weight() * p.Delta
+	for i, w := range s.weights {
+		refW += float64(st.RefContent[i]) * w * p.Delta
 	}
-	for i, m := range s.modules {
-		testW += float64(st.TestFunction[i]) * m.Weight() * (1 - p.Delta)
+	for i, w := range s.weights {
+		testW += float64(st.TestFunction[i]) * w * (1 - p.Delta)
 	}
-	for i, m := range s.modules {
-		refW += float64(st.RefFunction[i]) * m.Weight() * (1 - p.Delta)
+	for i, w := range s.weights {
+		refW += float64(st.RefFunction[i]) * w * (1 - p.Delta)
 	}
 	precision := testW / testLen
 	recall := refW / refLen
 	fmean := 1.0 / ((1.0-p.Alpha)/precision + p.Alpha/recall)
 	var frag float64
-	if st.TestMatches == st.TestLength && st.RefMatches == st.RefLength && st.Chunks == 1 {
+	if st.whole() {
 		frag = 0
 	} else {
 		frag = float64(st.Chunks) / (float64(st.TestMatches+st.RefMatches) / 2)
@@ -366,8 +454,9 @@ func (s *Scorer) Score(st Stats) float64 {
 
 // Result is a corpus METEOR evaluation.
 type Result struct {
-	// Corpus is the score of the summed statistics of all segments, as the
-	// jar's final EVAL line (not the mean of segment scores).
+	// Corpus is the score of the summed statistics of all segments
+	// ([Stats.Add]), as the jar's final EVAL line (not the mean of segment
+	// scores).
 	Corpus float64
 	// PerSegment are the segment scores.
 	PerSegment []float64

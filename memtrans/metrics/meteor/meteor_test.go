@@ -3,11 +3,12 @@ package meteor
 import (
 	"errors"
 	"math"
-	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
-// Function words of the test sentences below, in DefaultFunctionWords:
+// Function words of the test sentences below, in the jar's list (DefaultFunctionWords):
 // "the", "is", "no", "or".
 
 func near(t *testing.T, name string, got, want float64) {
@@ -21,7 +22,7 @@ func near(t *testing.T, name string, got, want float64) {
 // Scorer.Score with α = 0.85, β = 0.2, γ = 0.6, δ = 0.75, exact weight 1,
 // stem weight 0.6, synonym weight 0.8.
 func TestScoreHandComputed(t *testing.T) {
-	s, err := New()
+	s, err := New(WithoutSynonym())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestScoreHandComputed(t *testing.T) {
 }
 
 func TestCorpusSumsStatistics(t *testing.T) {
-	s, _ := New()
+	s, _ := New(WithoutSynonym())
 	res, err := s.Corpus(
 		[][]string{{"the heart size is normal"}, {"effusion"}},
 		[]string{"heart size is normal", "effusions"})
@@ -103,12 +104,13 @@ func TestCorpusSumsStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Summed: test 5 words (1 function), ref 6 words (2 function); exact
-	// content 3 + function 1 and stem content 1 on both sides; 2 chunks;
-	// 5 matches each side.
+	// content 3 + function 1 and stem content 1 on both sides; 5 matches
+	// each side; 1 chunk: the second segment is matched whole in one chunk,
+	// and the jar's addStats leaves such a chunk out.
 	//   P = (.75·(3 + 0.6) + .25·1)/(.75·4 + .25·1) = 2.95/3.25
-	//   R = 2.95/(.75·4 + .25·2) = 2.95/3.5,  frag = 2/5.
+	//   R = 2.95/(.75·4 + .25·2) = 2.95/3.5,  frag = 1/5.
 	p, r := 2.95/3.25, 2.95/3.5
-	want := 1 / (0.15/p + 0.85/r) * (1 - 0.6*math.Pow(0.4, 0.2))
+	want := 1 / (0.15/p + 0.85/r) * (1 - 0.6*math.Pow(0.2, 0.2))
 	near(t, "corpus", res.Corpus, want)
 	near(t, "segment 1", res.PerSegment[1], 0.6)
 	if mean := (res.PerSegment[0] + res.PerSegment[1]) / 2; math.Abs(mean-res.Corpus) < 1e-3 {
@@ -117,11 +119,38 @@ func TestCorpusSumsStatistics(t *testing.T) {
 }
 
 func TestBestReference(t *testing.T) {
-	s, _ := New()
+	s, _ := New(WithoutSynonym())
 	st := s.SegmentStats("effusions", []string{"pneumothorax", "effusion", "effusions"})
 	near(t, "best of three", s.Score(st), 1)
 	st = s.SegmentStats("effusions", []string{"pneumothorax", "effusion"})
 	near(t, "best of two", s.Score(st), 0.6)
+}
+
+// With the synonym module too, "effusions" matches "effusion" twice (stem
+// and synonym: WordNet knows "effusion" and the plural through its suffix
+// rule). Neither match is fixed in advance, both count 0 in the search, and
+// the search prefers no chunk to one: the jar scores 0, and so do we.
+func TestStemAndSynonymBothMatch(t *testing.T) {
+	s, _ := New()
+	st := s.SegmentStats("effusions", []string{"effusion"})
+	near(t, "exact+stem+synonym", s.Score(st), 0)
+	s, _ = New(WithoutSynonym())
+	near(t, "exact+stem", s.Score(s.SegmentStats("effusions", []string{"effusion"})), 0.6)
+}
+
+// Stats.Add leaves out the chunk of a segment matched whole in one chunk,
+// as the jar's addStats: a corpus of two identical pairs scores 1, not
+// 1 − γ·(2/…)^β.
+func TestAddSkipsWholeSegmentChunk(t *testing.T) {
+	s, _ := New()
+	r, err := s.Corpus([][]string{{"the heart is normal"}, {"no effusion"}}, []string{"the heart is normal", "no effusion"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "corpus", r.Corpus, 1)
+	if r.Stats.Chunks != 0 {
+		t.Errorf("summed chunks %d, want 0", r.Stats.Chunks)
+	}
 }
 
 func TestNormalize(t *testing.T) {
@@ -131,6 +160,16 @@ func TestNormalize(t *testing.T) {
 		{"Mr. Smith's heart, 3,000 ml.", "mr. smith 's heart , 3,000 ml ."},
 		{"No effusion... Stable.", "no effusion ... stable ."},
 		{"U.S.-based <unk> don't", "us based < unk > don 't"},
+		// Expected values below are the jar's Normalizer (English, keep
+		// punctuation) followed by toLowerCase, run on these lines.
+		{"Mr. Smith's heart, 3,000 ml. No. 5 and No. 6 Nos. 7 Nr. 8 Jan. Visit",
+			"mr. smith 's heart , 3,000 ml . no. 5 and no. 6 nos. 7 nr. 8 jan . visit"},
+		{"a b. C d. e.g. F i.e. X-XXXX xxxx-xxxx 5-mm 2.5cm p.m. Dr. Who St. Mary",
+			"a b . c d. eg f ie x xxxx xxxx xxxx 5 mm 2.5cm pm dr. who st. mary"},
+		{"nbsp\u00a0here ideo\u3000graphic quad\u2000x lsep\u2028y psep\u2029z ogham\u1680w nnbsp\u202fv mm\u205fu",
+			"nbsp here ideo graphic quad x lsep \u2028 y psep \u2029 z ogham \u1680 w nnbsp v mm u"},
+		{"Ünïcödé Straße ŽŠ ЖИЗНЬ, Ω-omega; αβγ: test İstanbul ΣΑΣ",
+			"ünïcödé straße žš жизнь , ω -omega ; α β γ : test i\u0307stanbul σ α σ"},
 		{"  spaced\tout  ", "spaced out"},
 	}
 	for _, c := range cases {
@@ -147,91 +186,153 @@ func TestCleanHypothesis(t *testing.T) {
 }
 
 func TestNameAndModules(t *testing.T) {
-	s, _ := New()
-	if got, want := s.Name(), "METEOR (exact+stem; no synonym, no paraphrase)"; got != want {
-		t.Errorf("Name() = %q, want %q", got, want)
+	for _, c := range []struct {
+		opts    []Option
+		name    string
+		weights []float64
+	}{
+		{nil, "METEOR (exact+stem+synonym; no paraphrase)", []float64{1, 0.6, 0.8}},
+		{[]Option{WithoutSynonym()}, "METEOR (exact+stem; no synonym, no paraphrase)", []float64{1, 0.6}},
+		// The jar weighs modules by position: -m "exact synonym" gives
+		// synonym matches the second weight, 0.6.
+		{[]Option{WithoutStem()}, "METEOR (exact+synonym; no stem, no paraphrase)", []float64{1, 0.6}},
+		{[]Option{WithModules(Exact)}, "METEOR (exact; no stem, no synonym, no paraphrase)", []float64{1}},
+	} {
+		s, err := New(c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Name(); got != c.name {
+			t.Errorf("Name() = %q, want %q", got, c.name)
+		}
+		if !slices.Equal(s.weights, c.weights) {
+			t.Errorf("%s: weights %v, want %v", c.name, s.weights, c.weights)
+		}
 	}
-	wn, err := LoadWordNet("testdata/wordnet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ = New(WithWordNet(wn), WithoutStem())
-	if got, want := s.Name(), "METEOR (exact+synonym; no stem, no paraphrase)"; got != want {
-		t.Errorf("Name() = %q, want %q", got, want)
-	}
+	s, _ := New(WithoutStem())
 	if m := s.Modules(); len(m) != 2 || m[1] != Synonym {
 		t.Errorf("Modules() = %v", m)
 	}
+	// Synonym weight by position: "large" ~ "big" scores 0.6 with
+	// -m "exact synonym", 0.8 with all three modules.
+	near(t, "exact synonym", s.Score(s.SegmentStats("large", []string{"big"})), 0.6)
+	s, _ = New()
+	near(t, "exact stem synonym", s.Score(s.SegmentStats("large", []string{"big"})), 0.8)
 }
 
-func TestWordNetFixture(t *testing.T) {
-	wn, err := LoadWordNet("testdata/wordnet")
+func TestParseModules(t *testing.T) {
+	m, err := ParseModules(" exact  stem\tsynonym ")
+	if err != nil || !slices.Equal(m, DefaultModules) {
+		t.Errorf("ParseModules = %v, %v", m, err)
+	}
+	for _, bad := range []string{"", "exact paraphrase", "exact stems"} {
+		if _, err := ParseModules(bad); !errors.Is(err, ErrOption) {
+			t.Errorf("ParseModules(%q): %v", bad, err)
+		}
+	}
+}
+
+// A hand-made table in the jar's format (test data for radgen, not
+// WordNet content): "big" and "large" share synset 1740, "lesion" and
+// "wound" share 200000, "mouse" has its own, and "bigger" and "mice" are
+// exceptions of "big" and "mouse". "sore" is listed twice: the second entry
+// wins, as in the jar.
+const (
+	fixtureSynsets = "big\n00001740 00002000\nlarge\n1740\nlesion\n00200000\nwound\n200000 5\n" +
+		"mouse\n300\nsore\n200000\nsore\n7\n"
+	fixtureExceptions = "big\nbigger\nmouse\nmice\n"
+)
+
+func TestReadWordNet(t *testing.T) {
+	wn, err := ReadWordNet(strings.NewReader(fixtureSynsets), strings.NewReader(fixtureExceptions))
 	if err != nil {
 		t.Fatal(err)
 	}
-	share := func(a, b string) bool { return intersects(sorted(wn.Synsets(a)), sorted(wn.Synsets(b))) }
+	share := func(a, b string) bool { return intersects(wn.synsetsOf(a), wn.synsetsOf(b)) }
 	for _, c := range []struct {
 		a, b string
 		want bool
 	}{
 		{"big", "large", true},
-		{"bigger", "large", true},   // adj.exc
+		{"bigger", "large", true},   // exceptions
 		{"lesions", "wound", true},  // suffix rule "s" → ""
-		{"mice", "mouse", true},     // noun.exc
+		{"mice", "mouse", true},     // exceptions
 		{"mouse", "lesion", false},  // different synsets
 		{"unknown", "large", false}, // not in the dictionary
+		{"sore", "wound", false},    // the second entry of "sore" replaced the first
 	} {
 		if got := share(c.a, c.b); got != c.want {
 			t.Errorf("synonyms(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+	if got := wn.Synsets("wound"); !slices.Equal(got, []int64{5, 200000}) {
+		t.Errorf("Synsets(wound) = %v", got)
 	}
 
 	s, err := New(WithWordNet(wn))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two synonym matches (weight 0.8), both content words, one chunk:
-	// P = R = 0.8, frag = 0.
+	// Two synonym matches (third module, weight 0.8), both content words,
+	// one chunk: P = R = 0.8, frag = 0.
 	st := s.SegmentStats("large lesions", []string{"big wound"})
 	near(t, "synonyms", s.Score(st), 0.8)
 	if st.TestContent[2] != 2 {
 		t.Errorf("synonym matches = %v", st.TestContent)
 	}
-}
 
-func sorted(x []int64) []int64 {
-	for i := 1; i < len(x); i++ {
-		for j := i; j > 0 && x[j] < x[j-1]; j-- {
-			x[j], x[j-1] = x[j-1], x[j]
+	for _, bad := range []struct{ syn, exc string }{
+		{"big\n", ""},              // no second line
+		{"big\nx\n", ""},           // not a number
+		{"big\n99999999999\n", ""}, // beyond Java's int
+		{"", "big"},                // no forms line
+	} {
+		if _, err := ReadWordNet(strings.NewReader(bad.syn), strings.NewReader(bad.exc)); !errors.Is(err, ErrWordNet) {
+			t.Errorf("ReadWordNet(%q, %q): %v", bad.syn, bad.exc, err)
 		}
 	}
-	return x
 }
 
-// wordNetDir finds a real WordNet database: $RADGEN_WORDNET_DIR, or Debian's
-// /usr/share/wordnet. The test is skipped when neither exists.
-func wordNetDir(t *testing.T) string {
-	t.Helper()
-	for _, d := range []string{os.Getenv("RADGEN_WORDNET_DIR"), "/usr/share/wordnet"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(d + "/index.noun"); err == nil {
-			return d
-		}
+func TestEnglishWordNet(t *testing.T) {
+	wn, err := EnglishWordNet()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Skip("no WordNet database (set RADGEN_WORDNET_DIR or apt-get install wordnet-base)")
-	return ""
-}
-
-func TestRealWordNet(t *testing.T) {
-	s, err := New(WithWordNetDir(wordNetDir(t)))
+	if n := len(wn.synsets); n != 147306 {
+		t.Errorf("%d words, want the jar's 147306", n)
+	}
+	s, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// "big" and "large" share WordNet synsets; different stems.
 	near(t, "big/large", s.Score(s.SegmentStats("large", []string{"big"})), 0.8)
 	near(t, "exact beats synonym", s.Score(s.SegmentStats("big", []string{"big"})), 1)
+}
+
+func FuzzReadWordNet(f *testing.F) {
+	f.Add(fixtureSynsets, fixtureExceptions)
+	f.Add("a\n-1 +2 0\n", "a\r\nb c\r\n")
+	f.Add("", "")
+	f.Add("x", "y\n")
+	f.Fuzz(func(t *testing.T, syn, exc string) {
+		wn, err := ReadWordNet(strings.NewReader(syn), strings.NewReader(exc))
+		if err != nil {
+			if !errors.Is(err, ErrWordNet) {
+				t.Fatalf("error %v is not ErrWordNet", err)
+			}
+			return
+		}
+		for w := range wn.synsets {
+			got := wn.Synsets(w)
+			if !slices.IsSorted(got) {
+				t.Fatalf("Synsets(%q) = %v not sorted", w, got)
+			}
+		}
+		for w := range wn.bases {
+			wn.Synsets(w)
+		}
+	})
 }
 
 func TestErrors(t *testing.T) {
@@ -248,7 +349,12 @@ func TestErrors(t *testing.T) {
 	if _, err := New(WithBeamSize(0)); !errors.Is(err, ErrOption) {
 		t.Errorf("beam: %v", err)
 	}
-	if _, err := New(WithWordNetDir(t.TempDir())); !errors.Is(err, ErrWordNet) {
-		t.Errorf("wordnet: %v", err)
+	for _, o := range []Option{WithModules(), WithModules(Exact, Exact), WithModules(Module(7)), WithWordNet(nil)} {
+		if _, err := New(o); !errors.Is(err, ErrOption) {
+			t.Errorf("option: %v", err)
+		}
+	}
+	if _, err := New(WithModules(Stem), WithoutStem()); !errors.Is(err, ErrOption) {
+		t.Errorf("no modules left: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package meteor
 
 import (
+	_ "embed"
 	"regexp"
 	"strings"
 )
@@ -15,10 +16,9 @@ import (
 // dot is split off unless the word is a known abbreviation or the next word
 // starts in lower case. Tokens in the result are separated by single spaces.
 //
-// The jar reads its abbreviation list from Moses' nonbreaking_prefix.en;
-// this package uses a shorter list of common English abbreviations
-// ([nonbreakingPrefixes]), which only matters for words ending in a dot that
-// are followed by a capitalised word.
+// Abbreviations come from the jar's own list (Moses' nonbreaking prefixes
+// for English, embedded in data/). The result is lower-cased as Java's
+// String.toLowerCase does.
 func Normalize(line string) string {
 	w := " " + line + " "
 	// Each step below only changes lines containing its trigger characters;
@@ -106,7 +106,7 @@ func Normalize(line string) string {
 		w = reWhite.ReplaceAllString(w, " ")
 	}
 	w = strings.TrimFunc(w, func(r rune) bool { return r <= ' ' })
-	return strings.ToLower(w)
+	return javaLower(w)
 }
 
 // onlyPlain reports whether s has only characters that the separation step
@@ -164,7 +164,8 @@ var (
 	reContEn4   = regexp.MustCompile(`([` + normAlpha + `])[']([` + normAlpha + `])`)
 	reContEn5   = regexp.MustCompile(`([0-9])[']([s])`)
 	reAlpha     = regexp.MustCompile(`[` + normAlpha + `]`)
-	reWhite     = regexp.MustCompile("[ \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+	// The jar's own list of Unicode spaces (not U+1680, U+2028, U+2029).
+	reWhite = regexp.MustCompile("[ \u00a0\u2000-\u200a\u202f\u205f\u3000]+")
 )
 
 const (
@@ -172,23 +173,37 @@ const (
 	nbpNumericOnly = 2
 )
 
-// nonbreakingPrefixes are words that keep a following dot (nbpAny), or keep
-// it when a number follows (nbpNumericOnly): single capital letters, titles
-// and common English abbreviations.
+//go:embed data/english.prefixes
+var englishPrefixes string
+
+// nonbreakingPrefixes are the words that keep a following dot (nbpAny), or
+// keep it when a number follows (nbpNumericOnly): the jar's English list
+// (resources/nonbreaking/english.prefixes, from the Moses tokenizer),
+// read as Normalizer.nbpList reads it.
 var nonbreakingPrefixes = func() map[string]int {
 	m := map[string]int{}
-	for c := 'A'; c <= 'Z'; c++ {
-		m[string(c)] = nbpAny
-	}
-	for _, w := range strings.Fields(`Adj Adm Adv Asst Bart Bldg Brig Bros Capt Cmdr Col
-		Comdr Con Corp Cpl DR Dr Drs Ens Gen Gov Hon Hr Hosp Insp Lt MM MR MRS MS Maj
-		Messrs Mlle Mme Mr Mrs Ms Msgr Op Ord Pfc Ph Prof Pvt Rep Reps Res Rev Rt Sen
-		Sens Sfc Sgt Sr St Supt Surg v vs i.e rev e.g Jan Feb Mar Apr Jun Jul Aug Sep
-		Sept Oct Nov Dec`) {
-		m[w] = nbpAny
-	}
-	for _, w := range strings.Fields(`No Nos Art Nr pp`) {
-		m[w] = nbpNumericOnly
+	for _, l := range lines(englishPrefixes) {
+		f := strings.FieldsFunc(l, isJavaTokenDelim)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		kind := nbpAny
+		if len(f) > 1 && f[1] == "#NUMERIC_ONLY#" {
+			kind = nbpNumericOnly
+		}
+		m[f[0]] = kind
 	}
 	return m
 }()
+
+// javaLower is String.toLowerCase in an English locale: Unicode's simple
+// lower-case mapping, except that U+0130 (capital I with dot above) becomes
+// "i" and a combining dot above. (Java's other special case, a final
+// capital sigma, cannot arise here: -norm splits Greek letters into tokens
+// of their own, and no function word is Greek.)
+func javaLower(s string) string {
+	if strings.ContainsRune(s, '\u0130') {
+		s = strings.ReplaceAll(s, "\u0130", "i\u0307")
+	}
+	return strings.ToLower(s)
+}

@@ -62,7 +62,7 @@ func normalizeSlow(line string) string {
 	w = strings.ReplaceAll(w, "DOTMULTI", ".")
 	w = reWhite.ReplaceAllString(w, " ")
 	w = strings.TrimFunc(w, func(r rune) bool { return r <= ' ' })
-	return strings.ToLower(w)
+	return javaLower(w)
 }
 
 func TestNormalizeFastPathMatchesSlow(t *testing.T) {

@@ -2,160 +2,202 @@ package meteor
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf16"
 )
 
-// ErrWordNet is returned (wrapped) when a WordNet directory cannot be read.
+// ErrWordNet is returned (wrapped) for synonym tables that cannot be read.
 var ErrWordNet = errors.New("meteor: bad WordNet data")
 
-// WordNet is the synonym dictionary of METEOR's synonym module: for each word
-// the set of WordNet synsets it belongs to (any part of speech), the
-// irregular forms of WordNet's exception lists, and the jar's small
-// suffix-stripping morphology for regular inflections. Two different words
-// match when their synset sets intersect.
+// MaxWordNetBytes is the most [ReadWordNet] reads from each of its two
+// readers (the jar's synonym table is 3.7 MB); longer input is an error.
+const MaxWordNetBytes = 64 << 20
+
+// maxWordNetLine is the longest line ReadWordNet accepts.
+const maxWordNetLine = 1 << 20
+
+// WordNet is the synonym dictionary of METEOR's synonym module
+// (edu.cmu.meteor.aligner.SynonymDictionary): for each word the WordNet
+// synsets it belongs to, the irregular forms of WordNet's exception lists,
+// and the jar's suffix rules for regular inflections. Two different words
+// match when their sets intersect.
 //
-// It is read from the files of a WordNet 3.x database directory (index.noun,
-// index.verb, index.adj, index.adv and the optional noun.exc, verb.exc,
-// adj.exc, adv.exc), as Debian's wordnet-base package installs them in
-// /usr/share/wordnet. The jar instead ships its own precomputed tables
-// built from WordNet 3.0; see the package documentation for the difference.
+// [EnglishWordNet] is the jar's own English table, which the synonym module
+// uses by default; [ReadWordNet] reads another in the same format. A
+// synset is the number the table gives it: the jar's English table gives
+// the synset's offset in WordNet 3.0's data file without its part of
+// speech, so a noun and a verb synset at the same offset count as one, as
+// in the jar.
 //
-// A WordNet is immutable after loading and safe for concurrent use.
+// A WordNet is immutable after loading and safe for concurrent use; the
+// zero WordNet knows no words.
 type WordNet struct {
-	synsets map[string][]int64  // word → synset ids (offset·4 + part of speech)
-	bases   map[string][]string // irregular form → base forms
+	synsets map[string][]int32  // word → its synsets, sorted and unique
+	bases   map[string][]string // inflected form → base forms, in file order
 }
 
-var wordNetPOS = []string{"noun", "verb", "adj", "adv"}
+//go:embed data/english.synsets.gz data/english.exceptions.gz
+var wordNetData embed.FS
 
-// LoadWordNet reads the WordNet database in dir.
-func LoadWordNet(dir string) (*WordNet, error) {
-	return LoadWordNetFS(os.DirFS(dir))
-}
+var english = sync.OnceValues(func() (*WordNet, error) {
+	open := func(name string) (io.Reader, error) {
+		b, err := wordNetData.ReadFile("data/" + name)
+		if err != nil {
+			return nil, err
+		}
+		return gzip.NewReader(bytes.NewReader(b))
+	}
+	syn, err := open("english.synsets.gz")
+	if err != nil {
+		return nil, fmt.Errorf("%w: embedded english.synsets: %v", ErrWordNet, err)
+	}
+	exc, err := open("english.exceptions.gz")
+	if err != nil {
+		return nil, fmt.Errorf("%w: embedded english.exceptions: %v", ErrWordNet, err)
+	}
+	return ReadWordNet(syn, exc)
+})
 
-// LoadWordNetFS reads a WordNet database from the root of fsys. At least one
-// index file must be present; the exception lists are optional.
-func LoadWordNetFS(fsys fs.FS) (*WordNet, error) {
-	wn := &WordNet{synsets: map[string][]int64{}, bases: map[string][]string{}}
-	found := 0
-	for p, pos := range wordNetPOS {
-		f, err := fsys.Open("index." + pos)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+// EnglishWordNet returns the METEOR 1.5 jar's English synonym tables
+// (resources/synonym/english.synsets and english.exceptions, built by the
+// jar's authors from WordNet 3.0; embedded in data/ with WordNet's licence).
+// They are read on the first call (about 150,000 words) and shared after.
+func EnglishWordNet() (*WordNet, error) { return english() }
+
+// ReadWordNet reads synonym tables in the format of the jar's
+// resources/synonym directory. synsets holds pairs of lines: a word, then
+// the numbers of its synsets separated by blanks. exceptions holds pairs of
+// lines: a base form, then its irregular inflected forms. As in the jar, a
+// word listed twice keeps its last synsets, a form listed under several
+// bases gets them all, and words are case-sensitive (METEOR looks up the
+// normalised, lower-case words). Each reader may hold at most
+// [MaxWordNetBytes], each line at most 1 MiB.
+func ReadWordNet(synsets, exceptions io.Reader) (*WordNet, error) {
+	wn := &WordNet{synsets: map[string][]int32{}, bases: map[string][]string{}}
+	if err := pairs(synsets, func(word string, rest []string) error {
+		set := make([]int32, 0, len(rest))
+		for _, f := range rest {
+			n, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				return fmt.Errorf("bad synset number %q", f)
+			}
+			set = append(set, int32(n))
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrWordNet, err)
-		}
-		err = wn.readIndex(f, int64(p))
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: index.%s: %v", ErrWordNet, pos, err)
-		}
-		found++
+		slices.Sort(set)
+		wn.synsets[word] = slices.Clip(slices.Compact(set))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w: synsets: %v", ErrWordNet, err)
 	}
-	if found == 0 {
-		return nil, fmt.Errorf("%w: no index.noun, index.verb, index.adj or index.adv", ErrWordNet)
-	}
-	for _, pos := range wordNetPOS {
-		f, err := fsys.Open(pos + ".exc")
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	if err := pairs(exceptions, func(base string, forms []string) error {
+		for _, f := range forms {
+			wn.bases[f] = append(wn.bases[f], base)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrWordNet, err)
-		}
-		err = wn.readExceptions(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s.exc: %v", ErrWordNet, pos, err)
-		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w: exceptions: %v", ErrWordNet, err)
 	}
 	return wn, nil
 }
 
-// readIndex parses lines "lemma pos synset_cnt p_cnt [ptr...] sense_cnt
-// tagsense_cnt offset..." whose last synset_cnt fields are synset offsets.
-// Lines starting with a space are the licence header.
-func (wn *WordNet) readIndex(r io.Reader, pos int64) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+// pairs reads r as pairs of lines: a key taken as it is, then a line of
+// blank-separated fields (java.util.StringTokenizer's delimiters).
+func pairs(r io.Reader, f func(key string, fields []string) error) error {
+	lr := &io.LimitedReader{R: r, N: MaxWordNetBytes + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 0, 64<<10), maxWordNetLine)
 	line := 0
 	for sc.Scan() {
 		line++
-		t := sc.Text()
-		if t == "" || t[0] == ' ' {
-			continue
-		}
-		f := strings.Fields(t)
-		if len(f) < 4 {
-			return fmt.Errorf("line %d: too few fields", line)
-		}
-		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 0 || n > len(f)-4 {
-			return fmt.Errorf("line %d: bad synset count %q", line, f[2])
-		}
-		word := strings.ToLower(f[0])
-		for _, o := range f[len(f)-n:] {
-			off, err := strconv.ParseInt(o, 10, 64)
-			if err != nil {
-				return fmt.Errorf("line %d: bad offset %q", line, o)
+		key := sc.Text()
+		if !sc.Scan() {
+			if sc.Err() == nil {
+				return fmt.Errorf("line %d: %q has no second line", line, key)
 			}
-			wn.synsets[word] = append(wn.synsets[word], off*4+pos)
+			break
+		}
+		line++
+		if err := f(key, strings.FieldsFunc(sc.Text(), isJavaTokenDelim)); err != nil {
+			return fmt.Errorf("line %d: %v", line, err)
 		}
 	}
-	return sc.Err()
-}
-
-// readExceptions parses lines "inflected base [base...]".
-func (wn *WordNet) readExceptions(r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		form := strings.ToLower(f[0])
-		for _, b := range f[1:] {
-			wn.bases[form] = append(wn.bases[form], strings.ToLower(b))
-		}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %v", line+1, err)
 	}
-	return sc.Err()
+	if lr.N <= 0 {
+		return fmt.Errorf("more than %d bytes", MaxWordNetBytes)
+	}
+	return nil
 }
 
-// Synsets returns the synset ids that word may belong to: its own senses
-// plus those of its base form (SynonymMatcher: getSynSets ∪ getStemSynSets).
-// The result is freshly allocated and sorted in no particular order.
+// Synsets returns the synsets word may belong to: its own plus those of its
+// base forms (SynonymMatcher: getSynSets ∪ getStemSynSets), sorted. The
+// result is freshly allocated.
 func (wn *WordNet) Synsets(word string) []int64 {
-	set := map[int64]struct{}{}
-	for _, s := range wn.synsets[word] {
-		set[s] = struct{}{}
-	}
-	if bases, ok := wn.bases[word]; ok {
-		for _, b := range bases {
-			for _, s := range wn.synsets[b] {
-				set[s] = struct{}{}
-			}
-		}
-	} else if m := wn.morph(word); m != "" {
-		for _, s := range wn.synsets[m] {
-			set[s] = struct{}{}
-		}
-	}
-	out := make([]int64, 0, len(set))
-	for s := range set {
-		out = append(out, s)
+	s := wn.synsetsOf(word)
+	out := make([]int64, len(s))
+	for i, v := range s {
+		out[i] = int64(v)
 	}
 	return out
 }
 
-// The jar's morphology: WordNet 3.0's suffix rules tried in order, the first
-// candidate that is a known word wins.
+// synsetsOf returns Synsets as sorted, unique int32s; the result may share
+// the dictionary's memory and must not be modified.
+func (wn *WordNet) synsetsOf(word string) []int32 {
+	own := wn.synsets[word]
+	var stem []int32
+	if bases, ok := wn.bases[word]; ok {
+		// getStemSynSets: the synsets of every base form.
+		for _, b := range bases {
+			stem = union(stem, wn.synsets[b])
+		}
+	} else {
+		stem = wn.synsets[wn.morph(word)]
+	}
+	return union(own, stem)
+}
+
+// union returns the sorted union of two sorted sets; it returns one of them
+// when the other is empty.
+func union(a, b []int32) []int32 {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]int32, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
+			out = append(out, a[i])
+			i++
+			j++
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		default:
+			out = append(out, b[j])
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// The jar's morphology (WordNet 3.0's suffix rules): tried in order, the
+// first candidate that is a known word wins.
 var (
 	morphSuffixes = []string{
 		"s", "ses", "xes", "zes", "ches", "shes", "men", "ies", // noun
@@ -169,17 +211,17 @@ var (
 	}
 )
 
-// morph returns the base form of word that the jar's SynonymDictionary.morph
-// finds, or "" when none is known. Like the jar it returns the word itself
-// for words ending in "ss" or of at most two letters, and it appends "ful"
-// to the result for words ending in "ful" (the jar sets that suffix aside
-// but then strips from the whole word).
+// morph returns the base form of word that the jar's
+// SynonymDictionary.morph finds, or "" when none is known. Like the jar it
+// returns the word itself for words ending in "ss" or of at most two UTF-16
+// code units, and it appends "ful" to the result for words ending in "ful"
+// (the jar sets that suffix aside but then strips from the whole word).
 func (wn *WordNet) morph(word string) string {
 	end := ""
 	if strings.HasSuffix(word, "ful") {
 		end = "ful"
 	}
-	if strings.HasSuffix(word, "ss") || len(word) <= 2 {
+	if strings.HasSuffix(word, "ss") || javaLen(word) <= 2 {
 		return word
 	}
 	for i, suf := range morphSuffixes {
@@ -192,4 +234,13 @@ func (wn *WordNet) morph(word string) string {
 		}
 	}
 	return ""
+}
+
+// javaLen is String.length(): the word's length in UTF-16 code units.
+func javaLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
