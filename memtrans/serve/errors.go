@@ -21,6 +21,7 @@ const (
 	CodeTooManyPixels    = "too_many_pixels"    // 413: a view beyond WithMaxPixels
 	CodeBadImage         = "bad_image"          // 422: a PNG, JPEG or DICOM file that does not decode
 	CodeViewCount        = "view_count"         // 422: not as many views as the model takes (STOW-RS: no frontal or lateral view among the study's images)
+	CodeEmptyReport      = "empty_report"       // 422: the model wrote no text for the study, so no FHIR report or SR can carry it
 	CodeInstancesRefused = "instances_refused"  // 409: STOW-RS: none of the instances could be taken; the answer is a Store Instances Response naming each with its Failure Reason
 	CodePACS             = "pacs_error"         // 502: the PACS (WithPACS) did not take the SR
 	CodeOverloaded       = "overloaded"         // 429: the queue or the memory budget is full; see Retry-After

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/radgen/radgen/memtrans"
@@ -45,10 +46,23 @@ func (h *Handler) fhirStudy(up *upload) (fhir.Study, *apiError) {
 // fhirReport writes the report as a FHIR R4 DiagnosticReport about st
 // (see fhirStudy).
 func (h *Handler) fhirReport(rep memtrans.Report, st fhir.Study, issued time.Time) (any, *apiError) {
+	if e := emptyReport(rep); e != nil {
+		return nil, e
+	}
 	dr, err := fhir.NewDiagnosticReport(rep, st, fhir.Model{Name: h.info.Name, Checksum: h.info.Checksum}, issued)
 	if err != nil {
 		h.o.logger.Error("FHIR report", "err", err)
 		return nil, errorf(http.StatusInternalServerError, CodeInternal, "the FHIR report could not be written")
 	}
 	return dr, nil
+}
+
+// emptyReport is the error for a report the model ended before any word:
+// no FHIR report or SR can carry it, and it is the model's answer, not the
+// service's failure.
+func emptyReport(rep memtrans.Report) *apiError {
+	if strings.TrimSpace(rep.Text) != "" {
+		return nil
+	}
+	return errorf(http.StatusUnprocessableEntity, CodeEmptyReport, "the model wrote no text for this study: no FHIR report or SR can carry it")
 }

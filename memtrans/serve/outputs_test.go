@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen/internal/testutil"
+	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/vision"
 )
@@ -154,5 +155,20 @@ func TestPersonName(t *testing.T) {
 		if got := personName(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A report the model ended before any word is its answer, not a failure of
+// the service: asked for FHIR or an SR, the service says 422 empty_report
+// instead of 500.
+func TestEmptyReportIsUnprocessable(t *testing.T) {
+	for _, text := range []string{"", "  "} {
+		e := emptyReport(memtrans.Report{Text: text})
+		if e == nil || e.status != http.StatusUnprocessableEntity || e.code != CodeEmptyReport {
+			t.Fatalf("empty report %q: %+v", text, e)
+		}
+	}
+	if e := emptyReport(memtrans.Report{Text: "the heart is normal ."}); e != nil {
+		t.Fatalf("a report with text: %+v", e)
 	}
 }

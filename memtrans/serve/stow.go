@@ -398,6 +398,9 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 	outcome := "ok"
 	respond := func(ctx context.Context, up *upload, rep memtrans.Report, t timings) *apiError {
 		now := time.Now()
+		if e := emptyReport(rep); e != nil {
+			return e
+		}
 		doc, err := dicomsr.New(rep, st.src, srModel, now, dicomsr.WithUIDs(srSeries, srInstance))
 		if err != nil {
 			h.o.logger.Error("SR", "study", st.uid, "err", err)
