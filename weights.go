@@ -64,8 +64,7 @@ func SaveWeightsFile(path string, m Module, metadata map[string]string) error {
 // costs at most what its own size declares. It implements TensorSource and
 // is safe for concurrent use.
 type Weights struct {
-	f      *safetensors.File
-	closer io.Closer // set by OpenWeightsFile
+	f *safetensors.File
 }
 
 // OpenWeights opens a safetensors file of size bytes read through r.
@@ -84,28 +83,16 @@ func OpenWeightsFile(path string) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := fh.Stat()
+	f, err := safetensors.OpenOwned(fh)
 	if err != nil {
-		fh.Close()
 		return nil, err
 	}
-	w, err := OpenWeights(fh, st.Size())
-	if err != nil {
-		fh.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	w.closer = fh
-	return w, nil
+	return &Weights{f: f}, nil
 }
 
 // Close releases a file opened by OpenWeightsFile; for one opened by
 // OpenWeights it does nothing (the caller owns the reader).
-func (w *Weights) Close() error {
-	if w.closer == nil {
-		return nil
-	}
-	return w.closer.Close()
-}
+func (w *Weights) Close() error { return w.f.Close() }
 
 // Names returns the tensors' names, sorted.
 func (w *Weights) Names() []string { return w.f.Names() }

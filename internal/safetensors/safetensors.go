@@ -175,6 +175,13 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenOwned(fh)
+}
+
+// OpenOwned reads the safetensors file fh, opened by the caller, which it
+// owns from then on: Close closes fh, and fh is closed on error.
+func OpenOwned(fh *os.File) (*File, error) {
+	path := fh.Name()
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
@@ -189,7 +196,7 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
-// Close releases the file opened by OpenFile; for a File made by Open it
+// Close releases the file opened by OpenFile or OpenOwned; for a File made by Open it
 // does nothing (the caller owns the reader).
 func (f *File) Close() error {
 	if f.closer == nil {
