@@ -85,88 +85,61 @@ func budgetOf(opts []Option) (Budget, error) {
 	return m.budget.orDefault(), nil
 }
 
-// cost is a model's size: parameter and activation values (upper
-// estimates).
-type cost struct{ params, acts float64 }
-
-func (c cost) add(o cost) cost { return cost{c.params + o.params, c.acts + o.acts} }
-
-// sizeField is an integer field of a configuration, for naming the field
-// that makes a model too large.
-type sizeField struct {
-	name string
-	p    *int
-	ref  int // the value in the papers' models
-}
-
 // checkBudget returns an error when cost(…) exceeds b, naming the field
 // that, brought down to its value in the papers' models, would shrink the
 // model most.
-func checkBudget(what string, b Budget, fields []sizeField, costOf func() cost) error {
+func checkBudget(what string, b Budget, fields []arch.Field, costOf func() arch.Cost) error {
 	b = b.orDefault()
 	c := costOf()
-	overP, overA := c.params > float64(b.MaxParams), c.acts > float64(b.MaxActivations)
+	overP, overA := c.Params > float64(b.MaxParams), c.Activations > float64(b.MaxActivations)
 	if !overP && !overA {
 		return nil
 	}
-	measure := func(c cost) float64 {
+	measure := func(c arch.Cost) float64 {
 		if overP {
-			return c.params
+			return c.Params
 		}
-		return c.acts
+		return c.Activations
 	}
 	worst, best := "", math.Inf(1)
 	for _, f := range fields {
-		v := *f.p
-		*f.p = min(v, f.ref)
+		v := *f.Value
+		*f.Value = min(v, f.Reference)
 		if m := measure(costOf()); m < best {
-			worst, best = fmt.Sprintf("%s = %d", f.name, v), m
+			worst, best = fmt.Sprintf("%s = %d", f.Name, v), m
 		}
-		*f.p = v
+		*f.Value = v
 	}
 	if overP {
-		return fmt.Errorf("%w: %w: %s: %s gives about %.3g parameters, over the budget of %d (WithBudget)", ErrConfig, ErrBudget, what, worst, c.params, b.MaxParams)
+		return fmt.Errorf("%w: %w: %s: %s gives about %.3g parameters, over the budget of %d (WithBudget)", ErrConfig, ErrBudget, what, worst, c.Params, b.MaxParams)
 	}
-	return fmt.Errorf("%w: %w: %s: %s gives about %.3g activation values per study, over the budget of %d (WithBudget)", ErrConfig, ErrBudget, what, worst, c.acts, b.MaxActivations)
+	return fmt.Errorf("%w: %w: %s: %s gives about %.3g activation values per study, over the budget of %d (WithBudget)", ErrConfig, ErrBudget, what, worst, c.Activations, b.MaxActivations)
 }
 
 // checkArchBudget is checkBudget over an encoder–decoder configuration's
 // fields alone, for patches visual tokens.
 func checkArchBudget(what string, b Budget, c arch.FieldCoster, patches int) error {
-	fs, own := c.FieldCost()
-	fields := make([]sizeField, len(fs))
-	for i, f := range fs {
-		fields[i] = sizeField{f.Name, f.Value, f.Reference}
-	}
-	return checkBudget(what, b, fields, func() cost {
-		k := own(patches)
-		return cost{k.Params, k.Activations}
-	})
+	fields, costOf := c.FieldCost()
+	return checkBudget(what, b, fields, func() arch.Cost { return costOf(patches) })
 }
 
 // nominalPatches is the patch count assumed when a sub-configuration is
 // checked on its own: two 224² views of a ResNet (2·7·7).
 const nominalPatches = 98
 
-// hardBudget is what the constructors (r2gen.New, m2.New, metrans.New)
-// accept whatever the facade's budget: 2^34 parameters
-// (64 GiB of float32) and 2^36 activation values. Beyond it tensor shapes
-// could overflow; below it they cannot.
-var hardBudget = Budget{MaxParams: 1 << 34, MaxActivations: 1 << 36}
-
 // cost estimates the whole generator: the extractor over its views and the
 // encoder–decoder over the patches it gives.
-func (c ModelConfig) cost() cost {
+func (c ModelConfig) cost() arch.Cost { return c.costWith(c.EncoderDecoder.Cost) }
+
+// costWith is cost with the encoder–decoder's estimate archCost.
+func (c ModelConfig) costWith(archCost func(patches int) arch.Cost) arch.Cost {
 	s, views := float64(c.ImageSize), float64(c.Views)
 	// The largest feature maps of a ResNet are 16·s² values (64 channels
 	// at s/2, or a bottleneck's 256 at s/4); a training step keeps about
 	// twice that per view.
-	ext := cost{float64(c.Vision.NumParams()), views * 32 * s * s}
-	if c.EncoderDecoder == nil {
-		return ext
-	}
-	k := c.EncoderDecoder.Cost(c.PatchesPerStudy())
-	return ext.add(cost{k.Params, k.Activations})
+	ext := arch.Cost{Params: float64(c.Vision.NumParams()), Activations: views * 32 * s * s}
+	k := archCost(c.PatchesPerStudy())
+	return arch.Cost{Params: ext.Params + k.Params, Activations: ext.Activations + k.Activations}
 }
 
 // checkModelBudget reports whether a model of c fits b (the zero fields of b
@@ -175,21 +148,11 @@ func (c ModelConfig) cost() cost {
 // responsible, among the encoder–decoder's where its configuration lists
 // them (arch.FieldCoster).
 func (c ModelConfig) checkModelBudget(b Budget) error {
-	fields := []sizeField{{"views", &c.Views, 2}, {"image_size", &c.ImageSize, 224}}
-	ext := func() cost { return ModelConfig{Vision: c.Vision, Views: c.Views, ImageSize: c.ImageSize}.cost() }
-	archCost := func() cost {
-		k := c.EncoderDecoder.Cost(c.PatchesPerStudy())
-		return cost{k.Params, k.Activations}
-	}
+	fields := []arch.Field{{Name: "views", Value: &c.Views, Reference: 2}, {Name: "image_size", Value: &c.ImageSize, Reference: 224}}
+	archCost := c.EncoderDecoder.Cost
 	if f, ok := c.EncoderDecoder.(arch.FieldCoster); ok {
-		more, own := f.FieldCost()
-		for _, m := range more {
-			fields = append(fields, sizeField{m.Name, m.Value, m.Reference})
-		}
-		archCost = func() cost {
-			k := own(c.PatchesPerStudy())
-			return cost{k.Params, k.Activations}
-		}
+		more, own := f.FieldCost() // a copy of the configuration, whose cost follows its fields
+		fields, archCost = append(fields, more...), own
 	}
-	return checkBudget("model", b, fields, func() cost { return ext().add(archCost()) })
+	return checkBudget("model", b, fields, func() arch.Cost { return c.costWith(archCost) })
 }

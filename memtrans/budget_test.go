@@ -73,8 +73,8 @@ func TestBudgetEstimates(t *testing.T) {
 			t.Errorf("%s: %v", mc.Architecture(), err)
 		}
 		c := mc.cost()
-		if c.params > defaultMaxParams/2 || c.acts > defaultMaxActivations/2 {
-			t.Errorf("%s: %.3g parameters, %.3g activations: too close to the default budget", mc.Architecture(), c.params, c.acts)
+		if c.Params > defaultMaxParams/2 || c.Activations > defaultMaxActivations/2 {
+			t.Errorf("%s: %.3g parameters, %.3g activations: too close to the default budget", mc.Architecture(), c.Params, c.Activations)
 		}
 	}
 }

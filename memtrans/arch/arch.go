@@ -3,6 +3,7 @@ package arch
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
@@ -67,6 +68,17 @@ type Dims struct {
 type Cost struct {
 	Params      float64
 	Activations float64
+}
+
+// CheckHard reports an error wrapping ErrConfig and ErrBudget, naming the
+// architecture what, when c is beyond what a constructor accepts whatever
+// the facade's budget: 2^34 parameters (64 GiB of float32) and 2^36
+// activation values, beyond which tensor shapes could overflow.
+func (c Cost) CheckHard(what string) error {
+	if c.Params > 1<<34 || c.Activations > 1<<36 {
+		return fmt.Errorf("%w: %w: %s of about %.3g parameters and %.3g activation values", ErrConfig, ErrBudget, what, c.Params, c.Activations)
+	}
+	return nil
 }
 
 // Batch is a teacher-forced batch of Size reports of Len positions each:

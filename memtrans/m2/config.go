@@ -58,10 +58,7 @@ func (c Config) validateHard() error {
 	if err := c.ValidateShape(); err != nil {
 		return err
 	}
-	if k := c.cost(nominalPatches); k.params > 1<<34 || k.acts > 1<<36 {
-		return fmt.Errorf("%w: %w: M² of about %.3g parameters and %.3g activation values", arch.ErrConfig, arch.ErrBudget, k.params, k.acts)
-	}
-	return nil
+	return c.Cost(nominalPatches).CheckHard("M²")
 }
 
 // nominalPatches is the region count assumed when a configuration is

@@ -46,10 +46,7 @@ func (c Config) validateHard() error {
 	if err := c.validateShape(); err != nil {
 		return err
 	}
-	if k := c.cost(); k.params > 1<<34 || k.acts > 1<<36 {
-		return fmt.Errorf("%w: %w: METransformer of about %.3g parameters and %.3g activation values", arch.ErrConfig, arch.ErrBudget, k.params, k.acts)
-	}
-	return nil
+	return c.Cost(c.Patches).CheckHard("METransformer")
 }
 
 // maxLayers bounds every layer count of a configuration: far beyond any
