@@ -31,7 +31,7 @@ func TestArchitecturesThroughTheFacade(t *testing.T) {
 			if got := m.Config().Architecture(); got != tc.arch {
 				t.Fatalf("architecture %q, want %q", got, tc.arch)
 			}
-			if (m.transformer != nil) != (tc.arch == ArchR2Gen) || (m.m2() != nil) != (tc.arch == ArchM2) ||
+			if (m.r2genNet() != nil) != (tc.arch == ArchR2Gen) || (m.m2() != nil) != (tc.arch == ArchM2) ||
 				(m.metrans() != nil) != (tc.arch == ArchMETransformer) {
 				t.Fatalf("accessors disagree with %q", tc.arch)
 			}

@@ -166,3 +166,17 @@ func checkM2(c m2.Config) error {
 	}
 	return checkArchBudget("M²", DefaultBudget(), c, nominalPatches)
 }
+
+// m2 returns the Meshed-Memory Transformer of an ArchM2 model, or nil.
+func (m *Model) m2() *m2.Model {
+	if f, ok := m.net.(m2.ReportModel); ok {
+		return f.Model
+	}
+	return nil
+}
+
+// metrans returns the METransformer of an ArchMETransformer model, or nil.
+func (m *Model) metrans() *metrans.Model {
+	mt, _ := m.net.(*metrans.Model)
+	return mt
+}

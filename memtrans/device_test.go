@@ -369,7 +369,7 @@ func TestModelWithHalfWeights(t *testing.T) {
 		t.Errorf("fp16 log-probs differ by %.3g (want in (0, 2e-3])", worst)
 	}
 	// Scale the logit layer: only a refreshed snapshot sees it.
-	w := m.transformer.Logit.Weight.Data()
+	w := m.r2genNet().Logit.Weight.Data()
 	for i := range w {
 		w[i] *= 2
 	}

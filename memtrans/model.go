@@ -13,8 +13,6 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
-	"github.com/radgen/radgen/memtrans/m2"
-	"github.com/radgen/radgen/memtrans/metrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/vision"
 )
@@ -159,19 +157,18 @@ var ErrConfig = arch.ErrConfig
 // Generate at once. Training (a Trainer) takes the model exclusively while it
 // updates the weights, and Close waits for calls in flight.
 type Model struct {
-	cfg         ModelConfig
-	extractor   *vision.Extractor
-	net         arch.EncoderDecoder
-	transformer *r2gen.Model // net, for ArchR2Gen; nil otherwise
-	tokenizer   *data.Tokenizer
-	logger      *slog.Logger
-	maxPixels   int64
-	budget      Budget
-	imageOpts   []vision.Option
-	slots       chan struct{} // one token per batch being generated
-	device      radgen.Device // where the weights live (WithDevice)
-	half        *halfState    // nil unless WithHalfWeights
-	provenance  Provenance    // what it was trained on (WithProvenance, the checkpoint)
+	cfg        ModelConfig
+	extractor  *vision.Extractor
+	net        arch.EncoderDecoder
+	tokenizer  *data.Tokenizer
+	logger     *slog.Logger
+	maxPixels  int64
+	budget     Budget
+	imageOpts  []vision.Option
+	slots      chan struct{} // one token per batch being generated
+	device     radgen.Device // where the weights live (WithDevice)
+	half       *halfState    // nil unless WithHalfWeights
+	provenance Provenance    // what it was trained on (WithProvenance, the checkpoint)
 
 	mu     sync.RWMutex
 	closed bool
@@ -262,7 +259,6 @@ func New(cfg ModelConfig, tok *data.Tokenizer, seed uint64, opts ...Option) (*Mo
 
 func newModel(cfg ModelConfig, ext *vision.Extractor, net arch.EncoderDecoder, tok *data.Tokenizer, opts []Option) (*Model, error) {
 	m := &Model{cfg: cfg, extractor: ext, net: net, tokenizer: tok, logger: slog.New(slog.DiscardHandler), maxPixels: vision.DefaultMaxPixels, budget: DefaultBudget()}
-	m.transformer, _ = net.(*r2gen.Model)
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			return nil, err
@@ -290,16 +286,17 @@ func (m *Model) Tokenizer() *data.Tokenizer { return m.tokenizer }
 // is fine-tuned with its new routing. Both must be R2Gen models; on error m
 // is unchanged. It takes m exclusively.
 func (m *Model) ContinueFrom(prev *Model) error {
-	if m.transformer == nil || prev == nil || prev.transformer == nil {
+	r2, prevR2 := m.r2genNet(), prev.r2genNet()
+	if r2 == nil || prevR2 == nil {
 		return fmt.Errorf("%w: continued learning needs two R2Gen models", ErrConfig)
 	}
 	prev.mu.RLock()
 	ext := radgen.StateDict(prev.extractor, "")
-	net := radgen.StateDict(prev.transformer, "")
+	net := radgen.StateDict(prevR2, "")
 	prev.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.transformer.ContinueFrom(net, ""); err != nil {
+	if err := r2.ContinueFrom(net, ""); err != nil {
 		return err
 	}
 	if err := radgen.LoadParams(m.extractor, ext, ""); err != nil {
@@ -354,16 +351,12 @@ func (m *Model) acquire() error {
 
 var _ radgen.Module = (*Model)(nil)
 
-// m2 returns the Meshed-Memory Transformer of an ArchM2 model, or nil.
-func (m *Model) m2() *m2.Model {
-	if f, ok := m.net.(m2.ReportModel); ok {
-		return f.Model
+// r2genNet returns the encoder–decoder of an R2Gen model, or nil (for a nil
+// m too).
+func (m *Model) r2genNet() *r2gen.Model {
+	if m == nil {
+		return nil
 	}
-	return nil
-}
-
-// metrans returns the METransformer of an ArchMETransformer model, or nil.
-func (m *Model) metrans() *metrans.Model {
-	mt, _ := m.net.(*metrans.Model)
-	return mt
+	r2, _ := m.net.(*r2gen.Model)
+	return r2
 }

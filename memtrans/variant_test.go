@@ -347,7 +347,7 @@ func TestVariantCheckpointRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.transformer.Config().(r2gen.Config); got != r2cfg(cfg) {
+	if got := m2.r2genNet().Config().(r2gen.Config); got != r2cfg(cfg) {
 		t.Fatalf("config after load: %+v", got)
 	}
 	feats := randomFeats(2, 4, r2cfg(cfg).DVisual, 8)
