@@ -14,7 +14,6 @@ package mclnm2
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -299,23 +298,10 @@ type decoding struct {
 func (s *decoding) VocabSize() int { return s.m.cfg.Vocab }
 func (s *decoding) Rows() int      { return len(s.study) }
 
-var errPositions = errors.New("mclnm2: report longer than the positional table")
-
 func (s *decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
-	if err := ctx.Err(); err != nil {
+	r := len(s.study)
+	if err := arch.CheckStep(ctx, tokens, dst, r, s.m.cfg.Vocab, s.pos, s.m.cfg.MaxSeqLen+1); err != nil {
 		return err
-	}
-	r, v := len(s.study), s.m.cfg.Vocab
-	if len(tokens) != r || len(dst) < r*v {
-		return fmt.Errorf("%w: %d tokens and %d outputs for %d rows", decode.ErrShape, len(tokens), len(dst), r)
-	}
-	for _, id := range tokens {
-		if id < 0 || id >= v {
-			return fmt.Errorf("%w: %d outside [0, %d)", decode.ErrToken, id, v)
-		}
-	}
-	if s.pos > s.m.cfg.MaxSeqLen {
-		return errPositions
 	}
 	g, m := s.g, s.m
 	pos := make([]int, r)
@@ -329,13 +315,8 @@ func (s *decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	for i, l := range m.Layers {
 		x = l.Step(g, x, flat, s.caches[i], s.sources[i], s.study)
 	}
-	lp := g.LogSoftmax(m.Logit.Forward(g, x)).To(radgen.CPU)
-	if lp.Is64() {
-		for i, f := range lp.Data64() {
-			dst[i] = float32(f)
-		}
-	} else {
-		copy(dst, lp.Data())
+	if err := arch.CopyLogProbs(dst, g.LogSoftmax(m.Logit.Forward(g, x))); err != nil {
+		return err
 	}
 	s.pos++
 	return nil
