@@ -221,8 +221,15 @@ func (t *Tensor) Dense() *tensor.Dense {
 	return tensor.New(tensor.WithShape(ds...), tensor.WithBacking(backing), tensor.Of(t.dtype()))
 }
 
-// Shape returns the dimensions of t. The caller must not modify it.
-func (t *Tensor) Shape() []int { return t.shape }
+// Shape returns the dimensions of t, or nil for a nil t (so that an error
+// about a missing tensor can print its shape). The caller must not modify
+// it.
+func (t *Tensor) Shape() []int {
+	if t == nil {
+		return nil
+	}
+	return t.shape
+}
 
 // Dim returns the size of dimension i; negative i counts from the end.
 func (t *Tensor) Dim(i int) int {

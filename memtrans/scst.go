@@ -155,7 +155,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	m := s.model
 	d := m.Config().Dims()
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != len(refs) || len(refs) == 0 || feats.Dim(2) != d.VisualWidth {
-		return res, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrSCST, shapeOf(feats), len(refs), d.VisualWidth)
+		return res, fmt.Errorf("%w: features %v for %d studies, want (B, N, %d)", ErrSCST, feats.Shape(), len(refs), d.VisualWidth)
 	}
 	for i, r := range refs {
 		if len(r) == 0 {
@@ -290,7 +290,7 @@ func sequenceLogProbs(m arch.EncoderDecoder, g *radgen.Graph, feats *radgen.Tens
 		return nil, fmt.Errorf("%w: %d sequences for %d studies", ErrSCST, r, len(studies))
 	}
 	if feats == nil || feats.Rank() != 3 {
-		return nil, fmt.Errorf("%w: features %v", ErrSCST, shapeOf(feats))
+		return nil, fmt.Errorf("%w: features %v", ErrSCST, feats.Shape())
 	}
 	t := 1
 	for i, s := range seqs {
@@ -357,11 +357,4 @@ func trimEOS(t []int) []int {
 		return t[:n-1]
 	}
 	return t
-}
-
-func shapeOf(t *radgen.Tensor) []int {
-	if t == nil {
-		return nil
-	}
-	return t.Shape()
 }

@@ -264,7 +264,7 @@ type Encoded struct {
 func (m *Model) encode(g *radgen.Graph, feats *radgen.Tensor) (*Encoded, error) {
 	c := m.config
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) == 0 || feats.Dim(1) != c.Patches || feats.Dim(2) != c.DIn {
-		return nil, fmt.Errorf("metrans: METransformer features %v, want (B, %d, %d)", shapeOf(feats), c.Patches, c.DIn)
+		return nil, fmt.Errorf("metrans: METransformer features %v, want (B, %d, %d)", feats.Shape(), c.Patches, c.DIn)
 	}
 	b, n, mm, d := feats.Dim(0), c.Patches, c.Experts, c.DModel
 	v, e := m.ViT.Forward(g, feats)
@@ -326,7 +326,7 @@ func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int
 		return nil, fmt.Errorf("metrans: %d tokens for a (%d, %d) batch", len(tokens), b, t)
 	}
 	if feats == nil || feats.Rank() != 3 || feats.Dim(0) != b {
-		return nil, fmt.Errorf("metrans: METransformer features %v for a batch of %d", shapeOf(feats), b)
+		return nil, fmt.Errorf("metrans: METransformer features %v for a batch of %d", feats.Shape(), b)
 	}
 	enc, err := m.encode(g, feats)
 	if err != nil {
@@ -496,12 +496,4 @@ func (c Config) paramCount() float64 {
 	bil := float64(c.BilinearLayers) * (eba + linear(2*d, d) + norm)
 	dec := float64(c.DecoderLayers)*(2*eba+2*norm) + float64(c.DecoderLayers-1)*(linear(2*d, d)+norm)
 	return vit + bil + 2*linear(d, d) + v*d + float64(c.MaxSeqLen+1)*d + dec + linear(d, v)
-}
-
-// shapeOf returns t's shape, or nil for a nil tensor.
-func shapeOf(t *radgen.Tensor) []int {
-	if t == nil {
-		return nil
-	}
-	return t.Shape()
 }

@@ -197,7 +197,7 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 // encode embeds the patches (B, N, VisualWidth) and runs the encoder.
 func (m *Model) encode(g *radgen.Graph, feats *radgen.Tensor) (*radgen.Tensor, error) {
 	if feats == nil || feats.Rank() != 3 || feats.Dim(2) != m.cfg.VisualWidth {
-		return nil, fmt.Errorf("mclnm2: features %v, want (B, N, %d)", shapeOf(feats), m.cfg.VisualWidth)
+		return nil, fmt.Errorf("mclnm2: features %v, want (B, N, %d)", feats.Shape(), m.cfg.VisualWidth)
 	}
 	x := g.Dropout(g.ReLU(m.VisualEmbed.Forward(g, feats)), m.cfg.EmbedDrop)
 	return m.EncoderNorm.Forward(g, g.Add(x, m.EncoderAttn.Forward(g, x, x, x, nil))), nil
@@ -340,13 +340,6 @@ func (s *decoding) Reorder(src []int) error {
 	s.study = study
 	s.memory = s.g.IndexSelect(s.memory, 0, src)
 	return nil
-}
-
-func shapeOf(t *radgen.Tensor) []int {
-	if t == nil {
-		return nil
-	}
-	return t.Shape()
 }
 
 // VisualEmbedding implements arch.VisualEmbedder, so that a trainer with a
