@@ -210,15 +210,10 @@ func (m *Model) decodeStudies(ctx context.Context, feats *radgen.Tensor, o genOp
 	width := 0
 	if rec, ok := dec.(decode.AttentionRecorder); ok {
 		width = rec.AttentionWidth()
-		if d.Words < d.Vocab {
-			dec = wordsOnlyRecorder{wordsOnly{rec, d.Words}, rec}
-		}
 	} else if o.attention {
 		return nil, 0, fmt.Errorf("%w: the %s architecture records no attention maps", decode.ErrNoAttention, m.cfg.Architecture())
-	} else if d.Words < d.Vocab {
-		dec = wordsOnly{dec, d.Words}
 	}
-	hyps, err := strategy.Decode(ctx, dec)
+	hyps, err := strategy.Decode(ctx, reportWords(dec, d))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -247,6 +242,19 @@ func (w wordsOnly) Step(ctx context.Context, tokens []int, dst []float32) error 
 		}
 	}
 	return nil
+}
+
+// reportWords returns dec restricted to the report vocabulary of d (see
+// wordsOnly), still recording attention where dec does; dec itself when
+// the architecture has no ids of its own.
+func reportWords(dec decode.Model, d arch.Dims) decode.Model {
+	if d.Words >= d.Vocab {
+		return dec
+	}
+	if rec, ok := dec.(decode.AttentionRecorder); ok {
+		return wordsOnlyRecorder{wordsOnly{rec, d.Words}, rec}
+	}
+	return wordsOnly{dec, d.Words}
 }
 
 // wordsOnlyRecorder is wordsOnly over a decoding that records attention.

@@ -167,11 +167,7 @@ func (s *SCST) Step(ctx context.Context, feats *radgen.Tensor, refs [][][]int) (
 	if err != nil {
 		return res, err
 	}
-	dec := raw
-	if d.Words < d.Vocab {
-		dec = wordsOnly{raw, d.Words}
-	}
-	hyps, err := s.cfg.Strategy.Decode(ctx, dec)
+	hyps, err := s.cfg.Strategy.Decode(ctx, reportWords(raw, d))
 	if r, ok := raw.(arch.Releaser); ok {
 		r.Release()
 	}
