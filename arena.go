@@ -113,7 +113,10 @@ func (g *Graph) SetArena(a *Arena) {
 // like returns a zero tensor with t's dtype and the given shape, from the
 // graph's arena where it has one.
 func (g *Graph) like(t *Tensor, shape []int) *Tensor {
-	if g.arena != nil && t.device == CPU && !t.Is64() {
+	switch {
+	case t.device != CPU:
+		return devFull(t, shape, 0)
+	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, false)
 	}
 	return like(t, shape)
@@ -122,7 +125,10 @@ func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 // empty is like for an op that writes every value of its result: from the
 // graph's arena, the values are not cleared first.
 func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
-	if g.arena != nil && t.device == CPU && !t.Is64() {
+	switch {
+	case t.device != CPU:
+		return devNew(t, shape)
+	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, true)
 	}
 	return like(t, shape)

@@ -17,7 +17,9 @@ type engine struct {
 	dev  Device
 	e    accel.Engine
 	gorg *gorgEngine
-	live atomic.Int64 // bytes of tensor storage allocated and not yet freed
+	// prims runs the ops' primitives on e (devPrims).
+	prims prims
+	live  atomic.Int64 // bytes of tensor storage allocated and not yet freed
 }
 
 var engines struct {
@@ -52,6 +54,7 @@ func engineOf(d Device) (*engine, error) {
 	}
 	e := &engine{dev: d, e: ae}
 	e.gorg = &gorgEngine{e}
+	e.prims = devPrims{e}
 	if engines.m == nil {
 		engines.m = map[Device]*engine{}
 	}

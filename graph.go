@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-
-	"github.com/radgen/radgen/internal/kernels"
 )
 
 // Graph records the ops applied to tensors so that Backward can compute
@@ -109,13 +107,9 @@ func (g *Graph) Backward(loss *Tensor) error {
 	if g.tape == nil {
 		return errors.New("radgen: graph already consumed by Backward")
 	}
-	var seed *Tensor
-	if loss.device != CPU {
-		seed = devFull(loss, loss.shape, 1)
-	} else {
-		seed = like(loss, loss.shape)
-		setAll(seed, 1)
-	}
+	seed := g.like(loss, loss.shape)
+	primsOf("Backward", seed).fill(seed.at(0), 1, 1)
+	keep(seed)
 	accumulate(loss, seed)
 	for i := len(g.tape) - 1; i >= 0; i-- {
 		g.tape[i]()
@@ -128,13 +122,18 @@ func (g *Graph) Backward(loss *Tensor) error {
 // gradOf returns t's gradient buffer, allocating zeros on first use.
 func gradOf(t *Tensor) *Tensor {
 	if t.grad == nil {
-		if t.device != CPU {
-			t.grad = devFull(t, t.shape, 0)
-		} else {
-			t.grad = like(t, t.shape)
-		}
+		t.grad = zerosLike(t, t.shape)
 	}
 	return t.grad
+}
+
+// zerosLike returns a tensor of zeros of shape, of t's element type on
+// t's device.
+func zerosLike(t *Tensor, shape []int) *Tensor {
+	if t.device != CPU {
+		return devFull(t, shape, 0)
+	}
+	return like(t, shape)
 }
 
 // accumulate adds g into t's gradient.
@@ -146,32 +145,11 @@ func accumulate(t *Tensor, g *Tensor) {
 		t.grad = g.Clone()
 		return
 	}
-	if t.device != CPU {
-		devAxpy("backward", t.grad, g, 1)
-		return
-	}
-	if t.Is64() {
-		kernels.AddScaled(t.grad.Data64(), g.Data64(), 1)
-	} else {
-		kernels.AddScaled(t.grad.Data(), g.Data(), 1)
-	}
+	primsOf("backward", t.grad, g).axpy(t.grad.at(0), g.at(0), 1, g.Len())
+	keep(t.grad, g)
 }
 
 func setAll(t *Tensor, v float64) {
-	if t.device != CPU {
-		t.eng().must("Fill", t.eng().e.Fill(t.ptr(0), float32(v), t.Len()))
-		keep(t)
-		return
-	}
-	if t.Is64() {
-		d := t.Data64()
-		for i := range d {
-			d[i] = v
-		}
-		return
-	}
-	d := t.Data()
-	for i := range d {
-		d[i] = float32(v)
-	}
+	primsOf("Fill", t).fill(t.at(0), v, t.Len())
+	keep(t)
 }

@@ -8,209 +8,90 @@ import (
 	"github.com/radgen/radgen/internal/kernels"
 )
 
-func sameDevice(op string, ts ...*Tensor) {
-	deviceOf(op, ts...)
-	for _, t := range ts[1:] {
-		if t.Is64() != ts[0].Is64() {
-			panic(fmt.Sprintf("radgen: %s of %v and %v", op, ts[0], t))
-		}
-	}
-}
-
 // Add returns a + b with NumPy broadcasting.
-func (g *Graph) Add(a, b *Tensor) *Tensor {
-	if deviceOf("Add", a, b) != CPU {
-		return devBinary(g, "Add", a, b, accel.OpAdd)
-	}
-	if a.Is64() {
-		return binary[float64](g, "Add", a, b, opAdd)
-	}
-	return binary[float32](g, "Add", a, b, opAdd)
-}
+func (g *Graph) Add(a, b *Tensor) *Tensor { return g.binary("Add", a, b, accel.OpAdd) }
 
 // Sub returns a − b with NumPy broadcasting.
-func (g *Graph) Sub(a, b *Tensor) *Tensor {
-	if deviceOf("Sub", a, b) != CPU {
-		return devBinary(g, "Sub", a, b, accel.OpSub)
-	}
-	if a.Is64() {
-		return binary[float64](g, "Sub", a, b, opSub)
-	}
-	return binary[float32](g, "Sub", a, b, opSub)
-}
+func (g *Graph) Sub(a, b *Tensor) *Tensor { return g.binary("Sub", a, b, accel.OpSub) }
 
 // Mul returns the elementwise product a ⊙ b with NumPy broadcasting.
-func (g *Graph) Mul(a, b *Tensor) *Tensor {
-	if deviceOf("Mul", a, b) != CPU {
-		return devBinary(g, "Mul", a, b, accel.OpMul)
-	}
-	if a.Is64() {
-		return binary[float64](g, "Mul", a, b, opMul)
-	}
-	return binary[float32](g, "Mul", a, b, opMul)
-}
+func (g *Graph) Mul(a, b *Tensor) *Tensor { return g.binary("Mul", a, b, accel.OpMul) }
 
-const (
-	opAdd = iota
-	opSub
-	opMul
-)
-
-func binary[T Float](g *Graph, name string, a, b *Tensor, op int) *Tensor {
-	sameDevice(name, a, b)
+func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
+	p := primsOf(name, a, b)
 	var buf [24]int // the broadcast of shapes up to rank 8, on the stack
 	bc, err := kernels.NewBroadcastIn(buf[:0], a.shape, b.shape)
 	if err != nil {
 		panic("radgen: " + name + ": " + err.Error())
 	}
 	out := g.empty(a, bc.Shape)
-	av, bv, ov := values[T](a), values[T](b), values[T](out)
-	bc.Each(func(o, ia, ib, n, sa, sb int) {
-		dst := ov[o : o+n]
-		switch {
-		case sa == 1 && sb == 1:
-			x, y := av[ia:ia+n], bv[ib:ib+n]
-			switch op {
-			case opAdd:
-				for i := range dst {
-					dst[i] = x[i] + y[i]
-				}
-			case opSub:
-				for i := range dst {
-					dst[i] = x[i] - y[i]
-				}
-			case opMul:
-				for i := range dst {
-					dst[i] = x[i] * y[i]
-				}
-			}
-		default:
-			for i := range dst {
-				x, y := av[ia+i*sa], bv[ib+i*sb]
-				switch op {
-				case opAdd:
-					dst[i] = x + y
-				case opSub:
-					dst[i] = x - y
-				case opMul:
-					dst[i] = x * y
-				}
-			}
-		}
-	})
-	if g.needs(a, b) {
-		bc := bc.Clone() // the backward pass outlives buf
-		g.push(out, func() {
-			if out.grad == nil {
-				return
-			}
-			dy := values[T](out.grad)
-			var da, db []T
-			if a.requiresGrad {
-				da = values[T](gradOf(a))
-			}
-			if b.requiresGrad {
-				db = values[T](gradOf(b))
-			}
-			bc.Each(func(o, ia, ib, n, sa, sb int) {
-				if op != opMul && sa == 1 && (sb == 1 || sb == 0) {
-					// Same-shape runs and bias rows: the common cases.
-					g := dy[o : o+n]
-					if da != nil {
-						a := da[ia : ia+n]
-						for i, v := range g {
-							a[i] += v
-						}
-					}
-					if db != nil {
-						sign := T(1)
-						if op == opSub {
-							sign = -1
-						}
-						if sb == 1 {
-							b := db[ib : ib+n]
-							for i, v := range g {
-								b[i] += sign * v
-							}
-						} else {
-							var acc T
-							for _, v := range g {
-								acc += v
-							}
-							db[ib] += sign * acc
-						}
-					}
-					return
-				}
-				for i := 0; i < n; i++ {
-					d := dy[o+i]
-					switch op {
-					case opAdd:
-						if da != nil {
-							da[ia+i*sa] += d
-						}
-						if db != nil {
-							db[ib+i*sb] += d
-						}
-					case opSub:
-						if da != nil {
-							da[ia+i*sa] += d
-						}
-						if db != nil {
-							db[ib+i*sb] -= d
-						}
-					case opMul:
-						if da != nil {
-							da[ia+i*sa] += d * bv[ib+i*sb]
-						}
-						if db != nil {
-							db[ib+i*sb] += d * av[ia+i*sa]
-						}
-					}
-				}
-			})
-		})
+	p.binary(op, out.at(0), a.at(0), b.at(0), newLayout(bc.Shape, bc.AStr, bc.BStr), 0)
+	keep(a, b, out)
+	if !g.needs(a, b) {
+		return out
 	}
+	// The backward pass: dY (or dY ⊙ the other operand, for a product)
+	// summed over the dimensions each operand was broadcast along.
+	n := out.Len()
+	toA, toB := newLayout(bc.Shape, bc.AStr, bc.AStr), newLayout(bc.Shape, bc.BStr, bc.BStr)
+	var byA, byB layout // dY's layout against the other operand, for a product
+	if op == accel.OpMul {
+		byA, byB = newLayout(bc.Shape, nil, bc.BStr), newLayout(bc.Shape, nil, bc.AStr)
+	}
+	g.push(out, func() {
+		dy := out.grad
+		if dy == nil {
+			return
+		}
+		send := func(t *Tensor, to layout, d *Tensor, sign float64) {
+			switch {
+			case t.Len() == n:
+				p.axpy(gradOf(t).at(0), d.at(0), sign, n)
+			case sign == 1:
+				p.reduceSum(gradOf(t).at(0), d.at(0), to, true)
+			default:
+				s := g.empty(t, t.shape)
+				p.reduceSum(s.at(0), d.at(0), to, false)
+				p.axpy(gradOf(t).at(0), s.at(0), sign, s.Len())
+				keep(s)
+			}
+			keep(t.grad, d)
+		}
+		if a.requiresGrad {
+			d := dy
+			if op == accel.OpMul {
+				d = g.empty(dy, dy.shape)
+				p.binary(accel.OpMul, d.at(0), dy.at(0), b.at(0), byA, 0)
+			}
+			send(a, toA, d, 1)
+		}
+		if b.requiresGrad {
+			d, sign := dy, 1.0
+			switch op {
+			case accel.OpMul:
+				d = g.empty(dy, dy.shape)
+				p.binary(accel.OpMul, d.at(0), dy.at(0), a.at(0), byB, 0)
+			case accel.OpSub:
+				sign = -1
+			}
+			send(b, toB, d, sign)
+		}
+		keep(a, b, dy)
+	})
 	return out
 }
 
 // Scale returns s·x.
 func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
-	if x.device != CPU {
-		return devScale(g, x, s)
-	}
-	if x.Is64() {
-		return scale[float64](g, x, s)
-	}
-	return scale[float32](g, x, s)
-}
-
-func scale[T Float](g *Graph, x *Tensor, s float64) *Tensor {
+	p := primsOf("Scale", x)
 	out := g.empty(x, x.shape)
-	kernels.Scale(values[T](out), values[T](x), T(s))
+	p.scale(out.at(0), x.at(0), s, x.Len())
+	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				kernels.AddScaled(values[T](gradOf(x)), values[T](out.grad), T(s))
-			}
-		})
-	}
-	return out
-}
-
-type unaryKernels[T Float] struct {
-	fwd func(dst, x []T)
-	bwd func(dx, dy, y []T) // in terms of the output y
-}
-
-func unary[T Float](g *Graph, x *Tensor, k unaryKernels[T]) *Tensor {
-	out := g.empty(x, x.shape)
-	y := values[T](out)
-	k.fwd(y, values[T](x))
-	if g.needs(x) {
-		g.push(out, func() {
-			if out.grad != nil {
-				k.bwd(values[T](gradOf(x)), values[T](out.grad), y)
+				p.axpy(gradOf(x).at(0), out.grad.at(0), s, x.Len())
+				keep(x.grad, out.grad)
 			}
 		})
 	}
@@ -218,69 +99,49 @@ func unary[T Float](g *Graph, x *Tensor, k unaryKernels[T]) *Tensor {
 }
 
 // ReLU returns max(x, 0) elementwise.
-func (g *Graph) ReLU(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devUnary(g, "ReLU", x, accel.ActReLU)
-	}
-	if x.Is64() {
-		return unary(g, x, unaryKernels[float64]{kernels.ReLU[float64], kernels.ReLUBackward[float64]})
-	}
-	return unary(g, x, unaryKernels[float32]{kernels.ReLU[float32], kernels.ReLUBackward[float32]})
-}
+func (g *Graph) ReLU(x *Tensor) *Tensor { return g.activation("ReLU", x, accel.ActReLU) }
 
 // Tanh returns tanh(x) elementwise.
-func (g *Graph) Tanh(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devUnary(g, "Tanh", x, accel.ActTanh)
-	}
-	if x.Is64() {
-		return unary(g, x, unaryKernels[float64]{kernels.Tanh[float64], kernels.TanhBackward[float64]})
-	}
-	return unary(g, x, unaryKernels[float32]{kernels.Tanh[float32], kernels.TanhBackward[float32]})
-}
+func (g *Graph) Tanh(x *Tensor) *Tensor { return g.activation("Tanh", x, accel.ActTanh) }
 
 // Sigmoid returns 1/(1+exp(−x)) elementwise.
-func (g *Graph) Sigmoid(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devUnary(g, "Sigmoid", x, accel.ActSigmoid)
+func (g *Graph) Sigmoid(x *Tensor) *Tensor { return g.activation("Sigmoid", x, accel.ActSigmoid) }
+
+func (g *Graph) activation(name string, x *Tensor, act accel.Activation) *Tensor {
+	p := primsOf(name, x)
+	n := x.Len()
+	out := g.empty(x, x.shape)
+	p.activation(act, out.at(0), x.at(0), n)
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() { // the derivative in terms of the output
+			if out.grad != nil {
+				p.activationBackward(act, gradOf(x).at(0), out.grad.at(0), out.at(0), n)
+				keep(x.grad, out.grad, out)
+			}
+		})
 	}
-	if x.Is64() {
-		return unary(g, x, unaryKernels[float64]{kernels.Sigmoid[float64], kernels.SigmoidBackward[float64]})
-	}
-	return unary(g, x, unaryKernels[float32]{kernels.Sigmoid[float32], kernels.SigmoidBackward[float32]})
+	return out
 }
 
 // Softmax normalises the last dimension of x: exp(xᵢ)/Σⱼexp(xⱼ).
-func (g *Graph) Softmax(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devRowwise(g, "Softmax", x, false)
-	}
-	if x.Is64() {
-		return rowwise[float64](g, x, kernels.Softmax[float64], kernels.SoftmaxBackward[float64])
-	}
-	return rowwise[float32](g, x, kernels.Softmax[float32], kernels.SoftmaxBackward[float32])
-}
+func (g *Graph) Softmax(x *Tensor) *Tensor { return g.rowwise("Softmax", x, false) }
 
 // LogSoftmax returns x − log Σ exp(x) over the last dimension.
-func (g *Graph) LogSoftmax(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devRowwise(g, "LogSoftmax", x, true)
-	}
-	if x.Is64() {
-		return rowwise[float64](g, x, kernels.LogSoftmax[float64], kernels.LogSoftmaxBackward[float64])
-	}
-	return rowwise[float32](g, x, kernels.LogSoftmax[float32], kernels.LogSoftmaxBackward[float32])
-}
+func (g *Graph) LogSoftmax(x *Tensor) *Tensor { return g.rowwise("LogSoftmax", x, true) }
 
-func rowwise[T Float](g *Graph, x *Tensor, fwd func(dst, x []T, n int), bwd func(dx, dy, y []T, n int)) *Tensor {
-	n := x.Dim(-1)
+func (g *Graph) rowwise(name string, x *Tensor, log bool) *Tensor {
+	p := primsOf(name, x)
+	cols := x.Dim(-1)
+	rows := x.Len() / max(cols, 1)
 	out := g.empty(x, x.shape)
-	y := values[T](out)
-	fwd(y, values[T](x), n)
+	p.softmax(out.at(0), x.at(0), rows, cols, log)
+	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				bwd(values[T](gradOf(x)), values[T](out.grad), y, n)
+				p.softmaxBackward(gradOf(x).at(0), out.grad.at(0), out.at(0), rows, cols, log)
+				keep(x.grad, out.grad, out)
 			}
 		})
 	}
@@ -289,47 +150,35 @@ func rowwise[T Float](g *Graph, x *Tensor, fwd func(dst, x []T, n int), bwd func
 
 // MaskedFill returns x with value wherever mask (broadcast to x's shape) is
 // zero; R2Gen masks attention scores this way with value −1e9 before the
-// softmax, so a fully masked row becomes uniform rather than NaN.
+// softmax, so a fully masked row becomes uniform rather than NaN. On the
+// CPU the mask may hold the other element type.
 func (g *Graph) MaskedFill(x, mask *Tensor, value float64) *Tensor {
-	if deviceOf("MaskedFill", x, mask) != CPU {
-		return devMaskedFill(g, x, mask, value)
+	if x.device == CPU && mask.device == CPU && mask.Is64() != x.Is64() {
+		if x.Is64() {
+			mask = mask.To64()
+		} else {
+			mask = mask.To32()
+		}
 	}
-	if x.Is64() {
-		return maskedFill[float64](g, x, mask, value)
-	}
-	return maskedFill[float32](g, x, mask, value)
-}
-
-func maskedFill[T Float](g *Graph, x, mask *Tensor, value float64) *Tensor {
-	bc, err := kernels.NewBroadcast(x.shape, mask.shape)
+	p := primsOf("MaskedFill", x, mask)
+	var buf [24]int
+	bc, err := kernels.NewBroadcastIn(buf[:0], x.shape, mask.shape)
 	if err != nil || !slices.Equal(bc.Shape, x.shape) {
 		panic(fmt.Sprintf("radgen: MaskedFill: mask %v does not broadcast to %v", mask.shape, x.shape))
 	}
-	out := g.like(x, x.shape)
-	xv, ov := values[T](x), values[T](out)
-	mv := mask.Float64s()
-	keep := make([]bool, len(ov))
-	bc.Each(func(o, ia, ib, n, sa, sb int) {
-		for i := 0; i < n; i++ {
-			if mv[ib+i*sb] != 0 {
-				ov[o+i] = xv[ia+i*sa]
-				keep[o+i] = true
-			} else {
-				ov[o+i] = T(value)
-			}
-		}
-	})
+	l := newLayout(x.shape, nil, bc.BStr)
+	out := g.empty(x, x.shape)
+	p.binary(accel.OpMaskFill, out.at(0), x.at(0), mask.at(0), l, value)
+	keep(x, mask, out)
 	if g.needs(x) {
-		g.push(out, func() {
+		g.push(out, func() { // dX += dY where the mask keeps x
 			if out.grad == nil {
 				return
 			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			for i, k := range keep {
-				if k {
-					dx[i] += dy[i]
-				}
-			}
+			d := g.empty(x, x.shape)
+			p.binary(accel.OpMaskFill, d.at(0), out.grad.at(0), mask.at(0), l, 0)
+			p.axpy(gradOf(x).at(0), d.at(0), 1, x.Len())
+			keep(d, mask, out.grad, x.grad)
 		})
 	}
 	return out
@@ -337,7 +186,9 @@ func maskedFill[T Float](g *Graph, x, mask *Tensor, value float64) *Tensor {
 
 // Dropout zeroes each element with probability p and scales the rest by
 // 1/(1−p) when the graph is training; otherwise it returns x itself. The
-// mask comes from the graph's generator, 32 random bits per element.
+// mask comes from the graph's generator, 32 random bits per element, drawn
+// on the host whatever x's device, so that every engine drops the same
+// elements.
 func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	if !g.train || p <= 0 {
 		return x
@@ -345,46 +196,48 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	if p >= 1 {
 		return g.Scale(x, 0)
 	}
-	if x.device != CPU {
-		return devDropout(g, x, p)
-	}
+	pr := primsOf("Dropout", x)
+	var mask *Tensor
 	if x.Is64() {
-		return dropout[float64](g, x, p)
+		mask = FromFloat64(dropoutMask[float64](g, x.Len(), p), x.shape...)
+	} else {
+		mask = FromFloat32(dropoutMask[float32](g, x.Len(), p), x.shape...)
 	}
-	return dropout[float32](g, x, p)
-}
-
-func dropout[T Float](g *Graph, x *Tensor, p float64) *Tensor {
-	n := x.Len()
-	keep := make([]bool, n)
-	thresh := uint32(p * (1 << 32)) // drop when the 32-bit draw is below p·2³²
-	for i := 0; i < n; i += 2 {
-		r := g.rng.Uint64()
-		keep[i] = uint32(r) >= thresh
-		if i+1 < n {
-			keep[i+1] = uint32(r>>32) >= thresh
-		}
-	}
-	s := T(1 / (1 - p))
-	out := g.like(x, x.shape)
-	xv, ov := values[T](x), values[T](out)
-	for i, k := range keep {
-		if k {
-			ov[i] = xv[i] * s
-		}
-	}
+	mask = mask.To(x.device)
+	l := newLayout(x.shape, nil, nil)
+	out := g.empty(x, x.shape)
+	pr.binary(accel.OpMul, out.at(0), x.at(0), mask.at(0), l, 0)
+	keep(x, mask, out)
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad == nil {
 				return
 			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			for i, k := range keep {
-				if k {
-					dx[i] += dy[i] * s
-				}
-			}
+			d := g.empty(x, x.shape)
+			pr.binary(accel.OpMul, d.at(0), out.grad.at(0), mask.at(0), l, 0)
+			pr.axpy(gradOf(x).at(0), d.at(0), 1, x.Len())
+			keep(d, mask, out.grad, x.grad)
 		})
 	}
 	return out
+}
+
+// dropoutMask returns n values, 1/(1−p) where an element is kept and 0
+// where it is dropped: element i is dropped when its 32 bits of the
+// generator's stream (two elements per draw, the low half first) are below
+// p·2³².
+func dropoutMask[T Float](g *Graph, n int, p float64) []T {
+	thresh := uint32(p * (1 << 32))
+	s := T(1 / (1 - p))
+	m := make([]T, n)
+	for i := 0; i < n; i += 2 {
+		r := g.rng.Uint64()
+		if uint32(r) >= thresh {
+			m[i] = s
+		}
+		if i+1 < n && uint32(r>>32) >= thresh {
+			m[i+1] = s
+		}
+	}
+	return m
 }

@@ -3,8 +3,6 @@ package radgen
 import (
 	"fmt"
 	"slices"
-
-	"github.com/radgen/radgen/internal/kernels"
 )
 
 // MatMul returns the batched product a·b (or a·bᵀ when transB): a is
@@ -12,17 +10,7 @@ import (
 // leading dimensions as a, or a single matrix shared by the whole batch. The
 // result is [..., M, N].
 func (g *Graph) MatMul(a, b *Tensor, transB bool) *Tensor {
-	if deviceOf("MatMul", a, b) != CPU {
-		return devMatMul(g, a, b, transB)
-	}
-	if a.Is64() {
-		return matmul[float64](g, a, b, transB)
-	}
-	return matmul[float32](g, a, b, transB)
-}
-
-func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
-	sameDevice("MatMul", a, b)
+	p := primsOf("MatMul", a, b)
 	if a.Rank() < 2 || b.Rank() < 2 {
 		panic(fmt.Sprintf("radgen: MatMul of %v and %v", a.shape, b.shape))
 	}
@@ -42,42 +30,41 @@ func matmul[T Float](g *Graph, a, b *Tensor, transB bool) *Tensor {
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], a.shape[:a.Rank()-2]...), m, n)
 	out := g.empty(a, oshape)
-	av, bv, ov := values[T](a), values[T](b), values[T](out)
 	ldb := b.Dim(-1)
-	if shared {
-		// One GEMM over all batch rows: [batch·M, K]·op(B).
-		kernels.Gemm(false, transB, batch*m, n, k, 1, av, k, bv, ldb, 0, ov, n)
+	if shared { // one product over all the batch's rows: [batch·M, K]·op(B)
+		p.gemm(false, transB, 1, batch*m, n, k, 1, a.at(0), k, 0, b.at(0), ldb, 0, 0, out.at(0), n, 0)
 	} else {
-		kernels.GemmStrided(false, transB, batch, m, n, k, 1, av, k, m*k, bv, ldb, k*n, 0, ov, n, m*n)
+		p.gemm(false, transB, batch, m, n, k, 1, a.at(0), k, m*k, b.at(0), ldb, k*n, 0, out.at(0), n, m*n)
 	}
+	keep(a, b, out)
 	if g.needs(a, b) {
 		g.push(out, func() {
-			if out.grad == nil {
+			dy := out.grad
+			if dy == nil {
 				return
 			}
-			dy := values[T](out.grad)
-			if a.requiresGrad {
-				da := values[T](gradOf(a))
-				// dA = dY·op(B)ᵀ
+			if a.requiresGrad { // dA = dY·op(B)ᵀ
+				da := gradOf(a).at(0)
 				if shared {
-					kernels.Gemm(false, !transB, batch*m, k, n, 1, dy, n, bv, ldb, 1, da, k)
+					p.gemm(false, !transB, 1, batch*m, k, n, 1, dy.at(0), n, 0, b.at(0), ldb, 0, 1, da, k, 0)
 				} else {
-					kernels.GemmStrided(false, !transB, batch, m, k, n, 1, dy, n, m*n, bv, ldb, k*n, 1, da, k, m*k)
+					p.gemm(false, !transB, batch, m, k, n, 1, dy.at(0), n, m*n, b.at(0), ldb, k*n, 1, da, k, m*k)
 				}
 			}
 			if b.requiresGrad {
-				db := values[T](gradOf(b))
+				db := gradOf(b).at(0)
 				switch {
 				case shared && !transB: // dB = Aᵀ·dY over all rows
-					kernels.Gemm(true, false, k, n, batch*m, 1, av, k, dy, n, 1, db, n)
+					p.gemm(true, false, 1, k, n, batch*m, 1, a.at(0), k, 0, dy.at(0), n, 0, 1, db, n, 0)
 				case shared && transB: // dB = dYᵀ·A
-					kernels.Gemm(true, false, n, k, batch*m, 1, dy, n, av, k, 1, db, k)
+					p.gemm(true, false, 1, n, k, batch*m, 1, dy.at(0), n, 0, a.at(0), k, 0, 1, db, k, 0)
 				case !transB:
-					kernels.GemmStrided(true, false, batch, k, n, m, 1, av, k, m*k, dy, n, m*n, 1, db, n, k*n)
+					p.gemm(true, false, batch, k, n, m, 1, a.at(0), k, m*k, dy.at(0), n, m*n, 1, db, n, k*n)
 				default:
-					kernels.GemmStrided(true, false, batch, n, k, m, 1, dy, n, m*n, av, k, m*k, 1, db, k, k*n)
+					p.gemm(true, false, batch, n, k, m, 1, dy.at(0), n, m*n, a.at(0), k, m*k, 1, db, k, k*n)
 				}
 			}
+			keep(a, b, dy, a.grad, b.grad)
 		})
 	}
 	return out
@@ -92,16 +79,7 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 	if w.IsHalf() {
 		return halfLinear(g, x, w, bias)
 	}
-	if deviceOf("Linear", x, w, bias) != CPU {
-		return devLinear(g, x, w, bias)
-	}
-	if x.Is64() {
-		return linear[float64](g, x, w, bias)
-	}
-	return linear[float32](g, x, w, bias)
-}
-
-func linear[T Float](g *Graph, x, w, bias *Tensor) *Tensor {
+	p := primsOf("Linear", x, w, bias)
 	in, outDim := w.Dim(1), w.Dim(0)
 	if w.Rank() != 2 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("radgen: Linear of %v with weight %v", x.shape, w.shape))
@@ -113,36 +91,30 @@ func linear[T Float](g *Graph, x, w, bias *Tensor) *Tensor {
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), outDim)
 	out := g.empty(x, oshape)
-	xv, wv, ov := values[T](x), values[T](w), values[T](out)
-	if bias != nil {
-		bv := values[T](bias)
-		for r := 0; r < rows; r++ {
-			copy(ov[r*outDim:(r+1)*outDim], bv)
-		}
-		kernels.Gemm(false, true, rows, outDim, in, 1, xv, in, wv, in, 1, ov, outDim)
-	} else {
-		kernels.Gemm(false, true, rows, outDim, in, 1, xv, in, wv, in, 0, ov, outDim)
+	beta := 0.0
+	if bias != nil { // the bias in every row, then y += x·Wᵀ
+		p.copyStrided(out.at(0), outDim, bias.at(0), 0, rows, outDim, false)
+		beta = 1
 	}
+	p.gemm(false, true, 1, rows, outDim, in, 1, x.at(0), in, 0, w.at(0), in, 0, beta, out.at(0), outDim, 0)
+	keep(x, w, bias, out)
 	if g.needs(x, w, bias) {
 		g.push(out, func() {
-			if out.grad == nil {
+			dy := out.grad
+			if dy == nil {
 				return
 			}
-			dy := values[T](out.grad)
-			if x.requiresGrad { // dx = dy·W
-				kernels.Gemm(false, false, rows, in, outDim, 1, dy, outDim, wv, in, 1, values[T](gradOf(x)), in)
+			if x.requiresGrad { // dX = dY·W
+				p.gemm(false, false, 1, rows, in, outDim, 1, dy.at(0), outDim, 0, w.at(0), in, 0, 1, gradOf(x).at(0), in, 0)
 			}
-			if w.requiresGrad { // dW = dyᵀ·x
-				kernels.Gemm(true, false, outDim, in, rows, 1, dy, outDim, xv, in, 1, values[T](gradOf(w)), in)
+			if w.requiresGrad { // dW = dYᵀ·X
+				p.gemm(true, false, 1, outDim, in, rows, 1, dy.at(0), outDim, 0, x.at(0), in, 0, 1, gradOf(w).at(0), in, 0)
 			}
-			if bias != nil && bias.requiresGrad {
-				db := values[T](gradOf(bias))
-				for r := 0; r < rows; r++ {
-					for j, v := range dy[r*outDim : (r+1)*outDim] {
-						db[j] += v
-					}
-				}
+			if bias != nil && bias.requiresGrad { // dBias = Σ_rows dY
+				p.reduceSum(gradOf(bias).at(0), dy.at(0), newLayout([]int{rows, outDim}, []int{0, 1}, []int{0, 1}), true)
+				keep(bias.grad)
 			}
+			keep(x, w, dy, x.grad, w.grad)
 		})
 	}
 	return out

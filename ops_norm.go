@@ -13,31 +13,21 @@ const (
 	NormStandard NormKind = NormKind(kernels.NormStandard)
 )
 
-// kernel returns the kernels' name of k.
-func (k NormKind) kernel() kernels.NormKind { return kernels.NormKind(k) }
-
 // Normalize returns x̂ = (x − μ)/σ over the last dimension, with σ as kind
 // says.
 func (g *Graph) Normalize(x *Tensor, eps float64, kind NormKind) *Tensor {
-	if x.device != CPU {
-		return devNormalize(g, x, eps, kind)
-	}
-	if x.Is64() {
-		return normalize[float64](g, x, eps, kind)
-	}
-	return normalize[float32](g, x, eps, kind)
-}
-
-func normalize[T Float](g *Graph, x *Tensor, eps float64, kind NormKind) *Tensor {
-	n := x.Dim(-1)
+	p := primsOf("Normalize", x)
+	cols := x.Dim(-1)
+	rows := x.Len() / max(cols, 1)
 	out := g.empty(x, x.shape)
-	inv := values[T](g.empty(x, []int{x.Len() / max(n, 1)})) // 1/σ per row, kept for the backward pass
-	y := values[T](out)
-	kernels.Normalize(y, inv, values[T](x), n, eps, kind.kernel())
+	inv := g.empty(x, []int{rows}) // 1/σ per row, kept for the backward pass
+	p.normalize(out.at(0), inv.at(0), x.at(0), rows, cols, eps, kind)
+	keep(x, out, inv)
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				kernels.NormalizeBackward(values[T](gradOf(x)), values[T](out.grad), y, inv, n, eps, kind.kernel())
+				p.normalizeBackward(gradOf(x).at(0), out.grad.at(0), out.at(0), inv.at(0), rows, cols, eps, kind)
+				keep(x.grad, out.grad, out, inv)
 			}
 		})
 	}

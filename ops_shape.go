@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/radgen/radgen/internal/kernels"
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // Reshape returns x viewed with a new shape of the same size. One dimension
@@ -84,28 +84,20 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 	if keepsOrder(x.shape, perm) {
 		return g.Reshape(x, oshape...)
 	}
-	if x.device != CPU {
-		return devPermute(g, x, slices.Clone(perm), slices.Clone(oshape), slices.Clone(inv))
-	}
+	p := primsOf("Permute", x)
 	out := g.empty(x, oshape)
-	if x.Is64() {
-		kernels.Permute(out.Data64(), x.Data64(), x.shape, perm)
-	} else {
-		kernels.Permute(out.Data(), x.Data(), x.shape, perm)
-	}
+	p.permute(out.at(0), x.at(0), permutation(x.shape, perm))
+	keep(x, out)
 	if g.needs(x) {
-		oshape, inv := slices.Clone(oshape), slices.Clone(inv) // the backward pass outlives the buffers
+		back := permutation(oshape, inv) // the backward pass outlives the buffers
 		g.push(out, func() {
 			if out.grad == nil {
 				return
 			}
-			back := g.like(x, x.shape)
-			if x.Is64() {
-				kernels.Permute(back.Data64(), out.grad.Data64(), oshape, inv)
-			} else {
-				kernels.Permute(back.Data(), out.grad.Data(), oshape, inv)
-			}
-			accumulate(x, back)
+			dx := g.empty(x, x.shape)
+			p.permute(dx.at(0), out.grad.at(0), back)
+			keep(out.grad, dx)
+			accumulate(x, dx)
 		})
 	}
 	return out
@@ -149,13 +141,7 @@ func (g *Graph) Concat(axis int, xs ...*Tensor) *Tensor {
 	if len(xs) == 0 {
 		panic("radgen: Concat of nothing")
 	}
-	if xs[0].Is64() {
-		return concat[float64](g, axis, xs)
-	}
-	return concat[float32](g, axis, xs)
-}
-
-func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
+	p := primsOf("Concat", xs...)
 	r := xs[0].Rank()
 	if axis < 0 {
 		axis += r
@@ -164,7 +150,6 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 	oshape := append(buf[:0], xs[0].shape...)
 	oshape[axis] = 0
 	for _, x := range xs {
-		sameDevice("Concat", xs[0], x)
 		if x.Rank() != r {
 			panic(fmt.Sprintf("radgen: Concat of %v and %v", xs[0].shape, x.shape))
 		}
@@ -175,45 +160,34 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 		}
 		oshape[axis] += x.shape[axis]
 	}
-	if xs[0].device != CPU {
-		return devConcat(g, axis, slices.Clone(xs), slices.Clone(oshape))
-	}
 	outer := numel(oshape[:axis])
 	inner := numel(oshape[axis+1:])
 	out := g.empty(xs[0], oshape)
-	ov := values[T](out)
-	orow := oshape[axis] * inner
+	orow := oshape[axis] * inner // each input is a block of columns of out, as (outer, orow)
 	off := 0
 	for _, x := range xs {
-		xv := values[T](x)
 		w := x.shape[axis] * inner
-		for o := 0; o < outer; o++ {
-			copy(ov[o*orow+off:o*orow+off+w], xv[o*w:(o+1)*w])
-		}
+		p.copyStrided(out.at(off), orow, x.at(0), w, outer, w, false)
 		off += w
 	}
+	keep(out)
+	keep(xs...)
 	if g.needs(xs...) {
 		xs := slices.Clone(xs) // the backward pass outlives the caller's slice
 		g.push(out, func() {
 			if out.grad == nil {
 				return
 			}
-			dy := values[T](out.grad)
 			off := 0
 			for _, x := range xs {
 				w := x.shape[axis] * inner
 				if x.requiresGrad {
-					dx := values[T](gradOf(x))
-					for o := 0; o < outer; o++ {
-						src := dy[o*orow+off : o*orow+off+w]
-						dst := dx[o*w : (o+1)*w]
-						for i, v := range src {
-							dst[i] += v
-						}
-					}
+					p.copyStrided(gradOf(x).at(0), w, out.grad.at(off), orow, outer, w, true)
+					keep(x.grad)
 				}
 				off += w
 			}
+			keep(out.grad)
 		})
 	}
 	return out
@@ -221,13 +195,7 @@ func concat[T Float](g *Graph, axis int, xs []*Tensor) *Tensor {
 
 // Slice returns x[..., start:end, ...] along axis, as a new tensor.
 func (g *Graph) Slice(x *Tensor, axis, start, end int) *Tensor {
-	if x.Is64() {
-		return slice[float64](g, x, axis, start, end)
-	}
-	return slice[float32](g, x, axis, start, end)
-}
-
-func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
+	p := primsOf("Slice", x)
 	if axis < 0 {
 		axis += x.Rank()
 	}
@@ -239,27 +207,16 @@ func slice[T Float](g *Graph, x *Tensor, axis, start, end int) *Tensor {
 	oshape[axis] = end - start
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
-	if x.device != CPU {
-		return devSlice(g, x, axis, start, end, slices.Clone(oshape))
-	}
-	xrow := x.shape[axis] * inner
+	xrow := x.shape[axis] * inner // x as (outer, xrow), out a block of its columns
 	w := (end - start) * inner
 	out := g.empty(x, oshape)
-	xv, ov := values[T](x), values[T](out)
-	for o := 0; o < outer; o++ {
-		copy(ov[o*w:(o+1)*w], xv[o*xrow+start*inner:o*xrow+start*inner+w])
-	}
+	p.copyStrided(out.at(0), w, x.at(start*inner), xrow, outer, w, false)
+	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil {
-				return
-			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			for o := 0; o < outer; o++ {
-				dst := dx[o*xrow+start*inner : o*xrow+start*inner+w]
-				for i, v := range dy[o*w : (o+1)*w] {
-					dst[i] += v
-				}
+			if out.grad != nil {
+				p.copyStrided(gradOf(x).at(start*inner), xrow, out.grad.at(0), w, outer, w, true)
+				keep(x.grad, out.grad)
 			}
 		})
 	}
@@ -283,13 +240,7 @@ func (g *Graph) Split(x *Tensor, axis int, sizes ...int) []*Tensor {
 // IndexSelect gathers entries of x along axis: result index i along axis is
 // x's index idx[i]. It reorders beams and picks rows.
 func (g *Graph) IndexSelect(x *Tensor, axis int, idx []int) *Tensor {
-	if x.Is64() {
-		return indexSelect[float64](g, x, axis, idx)
-	}
-	return indexSelect[float32](g, x, axis, idx)
-}
-
-func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
+	p := primsOf("IndexSelect", x)
 	if axis < 0 {
 		axis += x.Rank()
 	}
@@ -302,33 +253,27 @@ func indexSelect[T Float](g *Graph, x *Tensor, axis int, idx []int) *Tensor {
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(buf[:0], x.shape...)
 	oshape[axis] = len(idx)
-	if x.device != CPU {
-		return devIndexSelect(g, x, axis, append([]int(nil), idx...), slices.Clone(oshape))
-	}
 	outer := numel(x.shape[:axis])
 	inner := numel(x.shape[axis+1:])
 	out := g.empty(x, oshape)
-	xv, ov := values[T](x), values[T](out)
-	for o := 0; o < outer; o++ {
-		for j, i := range idx {
-			copy(ov[(o*len(idx)+j)*inner:(o*len(idx)+j+1)*inner], xv[(o*n+i)*inner:(o*n+i+1)*inner])
-		}
+	ids := indexesOf(p, x, idx)
+	for o := range outer { // rows of inner values, x's block o as the table
+		gather(p, out.at(o*len(idx)*inner), x.at(o*n*inner), ids, n, inner)
 	}
+	keep(x, out)
 	if g.needs(x) {
-		idx := append([]int(nil), idx...) // the caller may reuse its slice
+		// Indexes of its own (the caller may reuse idx), so that idx itself
+		// does not escape when nothing is recorded.
+		back := indexesOf(p, x, slices.Clone(idx))
 		g.push(out, func() {
 			if out.grad == nil {
 				return
 			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			for o := 0; o < outer; o++ {
-				for j, i := range idx {
-					dst := dx[(o*n+i)*inner : (o*n+i+1)*inner]
-					for k, v := range dy[(o*len(idx)+j)*inner : (o*len(idx)+j+1)*inner] {
-						dst[k] += v
-					}
-				}
+			dx := gradOf(x)
+			for o := range outer {
+				scatterAdd(p, dx.at(o*n*inner), out.grad.at(o*back.n*inner), back, n, inner)
 			}
+			keep(dx, out.grad)
 		})
 	}
 	return out
@@ -348,75 +293,57 @@ func (g *Graph) Embedding(table *Tensor, ids []int, shape ...int) *Tensor {
 // PickLast returns out[r] = x[r, idx[r]] for x viewed as [rows, V]: the
 // log-probability of each target in a language-model loss.
 func (g *Graph) PickLast(x *Tensor, idx []int) *Tensor {
-	if x.device != CPU {
-		if len(idx) != x.Len()/x.Dim(-1) {
-			panic(fmt.Sprintf("radgen: PickLast of %d indices from %v", len(idx), x.shape))
-		}
-		return devPickLast(g, x, idx)
-	}
-	if x.Is64() {
-		return pickLast[float64](g, x, idx)
-	}
-	return pickLast[float32](g, x, idx)
-}
-
-func pickLast[T Float](g *Graph, x *Tensor, idx []int) *Tensor {
+	p := primsOf("PickLast", x)
 	v := x.Dim(-1)
 	rows := x.Len() / v
 	if len(idx) != rows {
 		panic(fmt.Sprintf("radgen: PickLast of %d indices from %v", len(idx), x.shape))
 	}
-	idx = append([]int(nil), idx...)
-	out := g.like(x, x.shape[:x.Rank()-1])
-	xv, ov := values[T](x), values[T](out)
+	flat := make([]int, rows) // element r·V + idx[r] of x as a column
 	for r, i := range idx {
 		if i < 0 || i >= v {
 			panic(fmt.Sprintf("radgen: PickLast index %d out of range [0,%d)", i, v))
 		}
-		ov[r] = xv[r*v+i]
+		flat[r] = r*v + i
 	}
+	ids := indexesOf(p, x, flat)
+	out := g.empty(x, x.shape[:x.Rank()-1])
+	gather(p, out.at(0), x.at(0), ids, rows*v, 1)
+	keep(x, out)
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad == nil {
-				return
-			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			for r, i := range idx {
-				dx[r*v+i] += dy[r]
+			if out.grad != nil {
+				scatterAdd(p, gradOf(x).at(0), out.grad.at(0), ids, rows*v, 1)
+				keep(x.grad, out.grad)
 			}
 		})
 	}
 	return out
 }
 
-// Sum returns the sum of all elements as a scalar (shape []).
+// Sum returns the sum of all elements as a scalar (shape []), accumulated
+// in float64.
 func (g *Graph) Sum(x *Tensor) *Tensor {
-	if x.device != CPU {
-		return devSum(g, x)
+	p := primsOf("Sum", x)
+	n := x.Len()
+	out := g.empty(x, nil)
+	if n == 0 {
+		p.fill(out.at(0), 0, 1)
+	} else {
+		p.reduceSum(out.at(0), x.at(0), newLayout([]int{n}, []int{0}, []int{0}), false)
 	}
-	if x.Is64() {
-		return sum[float64](g, x)
-	}
-	return sum[float32](g, x)
-}
-
-func sum[T Float](g *Graph, x *Tensor) *Tensor {
-	var s float64
-	for _, v := range values[T](x) {
-		s += float64(v)
-	}
-	out := g.like(x, nil)
-	values[T](out)[0] = T(s)
+	keep(x, out)
 	if g.needs(x) {
-		g.push(out, func() {
+		g.push(out, func() { // dX += dY in every element
 			if out.grad == nil {
 				return
 			}
-			d := values[T](out.grad)[0]
-			dx := values[T](gradOf(x))
-			for i := range dx {
-				dx[i] += d
+			dx := gradOf(x)
+			if n == 0 {
+				return
 			}
+			p.binary(accel.OpAdd, dx.at(0), dx.at(0), out.grad.at(0), newLayout([]int{n}, nil, []int{0}), 0)
+			keep(dx, out.grad)
 		})
 	}
 	return out

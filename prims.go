@@ -1,0 +1,393 @@
+package radgen
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/radgen/radgen/internal/accel"
+)
+
+// The engines' primitives. Every op of a Graph is written once, in its
+// ops_*.go file, against the primitives of this file: it checks its
+// operands, allocates its result, calls primitives for its forward pass and
+// records a backward pass that calls primitives too. Which engine runs them
+// is the operands' business: the CPU's tensors run on accel.CPU (float32 or
+// float64 slices, the CPU kernels), every other device's on its
+// accel.Engine (the reference engine, CUDA). So the CPU is an engine like
+// the others, and a fast path of one engine (skinny products, packed GEMM
+// micro-kernels) is that engine's implementation of a primitive, never a
+// second body of an op.
+//
+// Devices hold float32 only; an op on a float64 tensor off the CPU panics.
+
+// buffer addresses the elements of a tensor's storage from some element
+// on: a slice of the CPU's values (f32 or f64), or an engine's pointer.
+type buffer struct {
+	ptr accel.Ptr
+	f32 []float32
+	f64 []float64
+}
+
+// at returns the buffer of t's storage from element off.
+func (t *Tensor) at(off int) buffer {
+	if t.buf != nil {
+		return buffer{ptr: t.buf.ptr.Add(off)}
+	}
+	switch h := t.host.(type) {
+	case []float32:
+		return buffer{f32: h[off:]}
+	case *[]float32:
+		return buffer{f32: (*h)[off:]}
+	case []float64:
+		return buffer{f64: h[off:]}
+	}
+	panic(fmt.Sprintf("radgen: %v has no buffer for ops (a half-precision tensor is read only as Linear's weight)", t))
+}
+
+// maxRank is the largest rank of a layout once its dimensions are merged
+// (see newLayout); a layout is passed by value, so that handing one to an
+// engine allocates nothing.
+const maxRank = 8
+
+// layout is the shape of an elementwise primitive's iteration and the
+// strides of its operands along it (0 where one is broadcast). For
+// Permute, a is the permutation.
+type layout struct {
+	rank  int
+	shape [maxRank]int
+	a, b  [maxRank]int
+}
+
+func (l *layout) dims() []int     { return l.shape[:l.rank] }
+func (l *layout) stridesA() []int { return l.a[:l.rank] }
+func (l *layout) stridesB() []int { return l.b[:l.rank] }
+
+// newLayout returns the layout of shape with operand strides sa and sb
+// (nil for contiguous), its dimensions of size 1 dropped and neighbours
+// merged wherever both operands run through them contiguously, so that the
+// innermost loop is as long as it can be.
+func newLayout(shape, sa, sb []int) layout {
+	var l layout
+	ca, cb := 1, 1 // the contiguous strides of the dimension being read
+	for i := len(shape) - 1; i >= 0; i-- {
+		n := shape[i]
+		ai, bi := ca, cb
+		if sa != nil {
+			ai = sa[i]
+		}
+		if sb != nil {
+			bi = sb[i]
+		}
+		ca, cb = ca*n, cb*n
+		if n == 1 {
+			continue
+		}
+		if l.rank > 0 {
+			j := l.rank - 1 // the dimension inside this one, merged so far
+			if ai == l.a[j]*l.shape[j] && bi == l.b[j]*l.shape[j] {
+				l.shape[j] *= n
+				continue
+			}
+		}
+		if l.rank == maxRank {
+			panic(fmt.Sprintf("radgen: shape %v has more than %d dimensions that do not merge", slices.Clone(shape), maxRank))
+		}
+		l.shape[l.rank], l.a[l.rank], l.b[l.rank] = n, ai, bi
+		l.rank++
+	}
+	// Built innermost first: reverse into row-major order.
+	for i, j := 0, l.rank-1; i < j; i, j = i+1, j-1 {
+		l.shape[i], l.shape[j] = l.shape[j], l.shape[i]
+		l.a[i], l.a[j] = l.a[j], l.a[i]
+		l.b[i], l.b[j] = l.b[j], l.b[i]
+	}
+	if l.rank == 0 { // a scalar, or every dimension of size 1
+		l.rank, l.shape[0], l.a[0], l.b[0] = 1, 1, 1, 1
+		if numel(shape) == 0 {
+			l.shape[0] = 0
+		}
+	}
+	return l
+}
+
+// permutation returns the layout of Permute: shape and perm as they are.
+func permutation(shape, perm []int) layout {
+	if len(shape) > maxRank {
+		panic(fmt.Sprintf("radgen: Permute of rank %d (at most %d)", len(shape), maxRank))
+	}
+	l := layout{rank: len(shape)}
+	copy(l.shape[:], shape)
+	copy(l.a[:], perm)
+	return l
+}
+
+// indexes are row indices for Gather and ScatterAdd, where the engine
+// reads them: the caller's slice on the CPU, a device buffer elsewhere.
+type indexes struct {
+	host []int
+	dev  *Tensor
+	n    int
+}
+
+// prims are the primitives an op is written against: accel.Trainer's and
+// accel.Engine's methods over buffers. Shapes and counts are in elements;
+// scalars are float64 and rounded to the engine's element type. Methods
+// whose doc in accel says "adds" accumulate into their destination.
+type prims interface {
+	fill(dst buffer, v float64, n int)
+	axpy(dst, src buffer, alpha float64, n int)
+	scale(dst, src buffer, alpha float64, n int)
+	binary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64)
+	// reduceSum sums src (contiguous over l's shape) into dst at strides l.a.
+	reduceSum(dst, src buffer, l layout, accumulate bool)
+	activation(act accel.Activation, dst, src buffer, n int)
+	activationBackward(act accel.Activation, dx, dy, y buffer, n int)
+	softmax(dst, src buffer, rows, cols int, log bool)
+	softmaxBackward(dx, dy, y buffer, rows, cols int, log bool)
+	normalize(dst, inv, src buffer, rows, cols int, eps float64, kind NormKind)
+	normalizeBackward(dx, dy, y, inv buffer, rows, cols int, eps float64, kind NormKind)
+	gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int)
+	permute(dst, src buffer, l layout)
+	copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool)
+}
+
+// The primitives that read row indices, Gather and ScatterAdd, are
+// functions over an engine rather than methods of prims: an interface
+// method's slice arguments escape, and the CPU reads the caller's indices
+// (a decoding step's beam reorder) where they are, which must not cost an
+// allocation.
+
+// indexesOf makes idx readable by p's gather and scatterAdd: idx itself on
+// the CPU, a copy on like's device elsewhere.
+func indexesOf(p prims, like *Tensor, idx []int) indexes {
+	if _, ok := p.(devPrims); ok {
+		return indexes{dev: devIDs(like, idx), n: len(idx)}
+	}
+	return indexes{host: idx, n: len(idx)}
+}
+
+// gather sets dst[i, :] = table[ids[i], :] for every i, table (vocab, dim).
+func gather(p prims, dst, table buffer, ids indexes, vocab, dim int) {
+	switch p := p.(type) {
+	case cpuPrims[float32]:
+		p.e.Gather(p.s(dst), p.s(table), ids.host, vocab, dim, 1)
+	case cpuPrims[float64]:
+		p.e.Gather(p.s(dst), p.s(table), ids.host, vocab, dim, 1)
+	case devPrims:
+		if ids.n > 0 && dim > 0 {
+			p.must("Gather", p.e.e.Gather(dst.ptr, table.ptr, ids.dev.buf.ptr, ids.n, vocab, dim, 1))
+			keep(ids.dev)
+		}
+	}
+}
+
+// scatterAdd adds src[i, :] to dst[ids[i], :] for every i, in order of i,
+// dst (vocab, dim).
+func scatterAdd(p prims, dst, src buffer, ids indexes, vocab, dim int) {
+	switch p := p.(type) {
+	case cpuPrims[float32]:
+		p.e.ScatterAdd(p.s(dst), p.s(src), ids.host, vocab, dim)
+	case cpuPrims[float64]:
+		p.e.ScatterAdd(p.s(dst), p.s(src), ids.host, vocab, dim)
+	case devPrims:
+		if ids.n > 0 && dim > 0 {
+			p.must("ScatterAdd", p.e.e.ScatterAdd(dst.ptr, src.ptr, ids.dev.buf.ptr, ids.n, vocab, dim))
+			keep(ids.dev)
+		}
+	}
+}
+
+// primsOf returns the engine that runs op on ts (nil entries ignored): the
+// CPU's float32 or float64 primitives, or a device's. It panics when the
+// operands' devices or element types differ, or a device operand holds
+// float64.
+func primsOf(op string, ts ...*Tensor) prims {
+	var first *Tensor
+	for _, t := range ts {
+		switch {
+		case t == nil:
+		case first == nil:
+			first = t
+		case t.device != first.device:
+			panic(fmt.Sprintf("radgen: %s: operands on %v and %v", op, first.device, t.device))
+		case t.Is64() != first.Is64():
+			panic(fmt.Sprintf("radgen: %s of %v and %v", op, first, t))
+		}
+	}
+	switch {
+	case first.device != CPU:
+		if first.Is64() {
+			panic(fmt.Sprintf("radgen: %s: float64 tensor on %v", op, first.device))
+		}
+		return first.eng().prims
+	case first.Is64():
+		return cpu64
+	}
+	return cpu32
+}
+
+var (
+	cpu32 prims = cpuPrims[float32]{}
+	cpu64 prims = cpuPrims[float64]{}
+)
+
+// cpuPrims runs the primitives on the CPU's slices of T with accel.CPU.
+type cpuPrims[T Float] struct{ e accel.CPU[T] }
+
+// s returns b's slice of T (the same memory, retyped at no cost).
+func (cpuPrims[T]) s(b buffer) []T {
+	if unsafe.Sizeof(T(0)) == 8 {
+		return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b.f64))), len(b.f64))
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b.f32))), len(b.f32))
+}
+
+func (p cpuPrims[T]) fill(dst buffer, v float64, n int) { p.e.Fill(p.s(dst)[:n], T(v)) }
+func (p cpuPrims[T]) axpy(dst, src buffer, alpha float64, n int) {
+	p.e.Axpy(p.s(dst)[:n], p.s(src), T(alpha))
+}
+func (p cpuPrims[T]) scale(dst, src buffer, alpha float64, n int) {
+	p.e.Scale(p.s(dst)[:n], p.s(src), T(alpha))
+}
+func (p cpuPrims[T]) binary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64) {
+	p.e.Binary(op, p.s(dst), p.s(a), p.s(b), l.dims(), l.stridesA(), l.stridesB(), T(value))
+}
+func (p cpuPrims[T]) reduceSum(dst, src buffer, l layout, accumulate bool) {
+	p.e.ReduceSum(p.s(dst), p.s(src), l.dims(), l.stridesA(), accumulate)
+}
+func (p cpuPrims[T]) activation(act accel.Activation, dst, src buffer, n int) {
+	p.e.Activation(act, p.s(dst)[:n], p.s(src))
+}
+func (p cpuPrims[T]) activationBackward(act accel.Activation, dx, dy, y buffer, n int) {
+	p.e.ActivationBackward(act, p.s(dx)[:n], p.s(dy), p.s(y))
+}
+func (p cpuPrims[T]) softmax(dst, src buffer, rows, cols int, log bool) {
+	p.e.Softmax(p.s(dst)[:rows*cols], p.s(src), cols, log)
+}
+func (p cpuPrims[T]) softmaxBackward(dx, dy, y buffer, rows, cols int, log bool) {
+	p.e.SoftmaxBackward(p.s(dx)[:rows*cols], p.s(dy), p.s(y), cols, log)
+}
+func (p cpuPrims[T]) normalize(dst, inv, src buffer, rows, cols int, eps float64, kind NormKind) {
+	p.e.Normalize(p.s(dst)[:rows*cols], p.s(inv), p.s(src), cols, eps, accel.NormKind(kind))
+}
+func (p cpuPrims[T]) normalizeBackward(dx, dy, y, inv buffer, rows, cols int, eps float64, kind NormKind) {
+	p.e.NormalizeBackward(p.s(dx)[:rows*cols], p.s(dy), p.s(y), p.s(inv), cols, eps, accel.NormKind(kind))
+}
+func (p cpuPrims[T]) gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int) {
+	p.e.GemmStrided(transA, transB, batch, m, n, k, T(alpha), p.s(a), lda, sa, p.s(b), ldb, sb, T(beta), p.s(c), ldc, sc)
+}
+func (p cpuPrims[T]) permute(dst, src buffer, l layout) {
+	p.e.Permute(p.s(dst), p.s(src), l.dims(), l.stridesA())
+}
+func (p cpuPrims[T]) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {
+	p.e.CopyStrided(p.s(dst), ldd, p.s(src), lds, rows, cols, accumulate)
+}
+
+// devPrims runs the primitives on a device's engine. Its callers keep the
+// tensors whose buffers they pass alive until it returns (keep).
+type devPrims struct{ e *engine }
+
+func (p devPrims) must(op string, err error) { p.e.must(op, err) }
+
+func (p devPrims) fill(dst buffer, v float64, n int) {
+	if n > 0 {
+		p.must("Fill", p.e.e.Fill(dst.ptr, float32(v), n))
+	}
+}
+func (p devPrims) axpy(dst, src buffer, alpha float64, n int) {
+	if n > 0 {
+		p.must("Axpy", p.e.e.Axpy(dst.ptr, src.ptr, float32(alpha), n))
+	}
+}
+func (p devPrims) scale(dst, src buffer, alpha float64, n int) {
+	if n > 0 {
+		p.must("Scale", p.e.e.Scale(dst.ptr, src.ptr, float32(alpha), n))
+	}
+}
+func (p devPrims) binary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64) {
+	if numel(l.dims()) > 0 {
+		p.must("Binary", p.e.e.Binary(op, dst.ptr, a.ptr, b.ptr, l.dims(), l.stridesA(), l.stridesB(), float32(value)))
+	}
+}
+func (p devPrims) reduceSum(dst, src buffer, l layout, accumulate bool) {
+	if numel(l.dims()) > 0 {
+		p.must("ReduceSum", p.e.e.ReduceSum(dst.ptr, src.ptr, l.dims(), l.stridesA(), accumulate))
+	} else if !accumulate {
+		p.fill(dst, 0, extentOf(l))
+	}
+}
+func (p devPrims) activation(act accel.Activation, dst, src buffer, n int) {
+	if n == 0 {
+		return
+	}
+	var err error
+	switch act {
+	case accel.ActReLU:
+		err = p.e.e.ReLU(dst.ptr, src.ptr, n)
+	case accel.ActTanh:
+		err = p.e.e.Tanh(dst.ptr, src.ptr, n)
+	default:
+		err = p.e.e.Sigmoid(dst.ptr, src.ptr, n)
+	}
+	p.must("activation", err)
+}
+func (p devPrims) activationBackward(act accel.Activation, dx, dy, y buffer, n int) {
+	if n > 0 {
+		p.must("ActivationBackward", p.e.e.ActivationBackward(act, dx.ptr, dy.ptr, y.ptr, n))
+	}
+}
+func (p devPrims) softmax(dst, src buffer, rows, cols int, log bool) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if log {
+		p.must("LogSoftmax", p.e.e.LogSoftmax(dst.ptr, src.ptr, rows, cols))
+	} else {
+		p.must("Softmax", p.e.e.Softmax(dst.ptr, src.ptr, rows, cols))
+	}
+}
+func (p devPrims) softmaxBackward(dx, dy, y buffer, rows, cols int, log bool) {
+	if rows > 0 && cols > 0 {
+		p.must("SoftmaxBackward", p.e.e.SoftmaxBackward(dx.ptr, dy.ptr, y.ptr, rows, cols, log))
+	}
+}
+func (p devPrims) normalize(dst, inv, src buffer, rows, cols int, eps float64, kind NormKind) {
+	if rows > 0 && cols > 0 {
+		p.must("Normalize", p.e.e.Normalize(dst.ptr, inv.ptr, src.ptr, rows, cols, eps, accel.NormKind(kind)))
+	}
+}
+func (p devPrims) normalizeBackward(dx, dy, y, inv buffer, rows, cols int, eps float64, kind NormKind) {
+	if rows > 0 && cols > 0 {
+		p.must("NormalizeBackward", p.e.e.NormalizeBackward(dx.ptr, dy.ptr, y.ptr, inv.ptr, rows, cols, eps, accel.NormKind(kind)))
+	}
+}
+func (p devPrims) gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int) {
+	p.must("GemmStrided", p.e.e.GemmStrided(transA, transB, batch, m, n, k, float32(alpha), a.ptr, lda, sa, b.ptr, ldb, sb, float32(beta), c.ptr, ldc, sc))
+}
+func (p devPrims) permute(dst, src buffer, l layout) {
+	if numel(l.dims()) > 0 {
+		p.must("Permute", p.e.e.Permute(dst.ptr, src.ptr, l.dims(), l.stridesA()))
+	}
+}
+func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {
+	if rows > 0 && cols > 0 {
+		p.must("CopyStrided", p.e.e.CopyStrided(dst.ptr, ldd, src.ptr, lds, rows, cols, accumulate))
+	}
+}
+
+// extentOf returns how many elements of the destination a reduction over
+// l writes.
+func extentOf(l layout) int {
+	n := 1
+	for i, s := range l.dims() {
+		if s == 0 {
+			return 0
+		}
+		n += (s - 1) * l.a[i]
+	}
+	return n
+}
+
+// sameDevice checks that op's operands share a device and an element type.
+func sameDevice(op string, ts ...*Tensor) { primsOf(op, ts...) }
