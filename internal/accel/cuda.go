@@ -50,18 +50,6 @@ func (c cudaEngine) GemmStrided(transA, transB bool, batch, m, n, k int, alpha f
 	return c.e.GemmStrided(transA, transB, batch, m, n, k, alpha, cuda.Ptr(a), lda, strideA, cuda.Ptr(b), ldb, strideB, beta, cuda.Ptr(cc), ldc, strideC)
 }
 
-func (c cudaEngine) Linear(y, x, w, bias Ptr, rows, in, out int) error {
-	return c.e.Linear(cuda.Ptr(y), cuda.Ptr(x), cuda.Ptr(w), cuda.Ptr(bias), rows, in, out)
-}
-
-func (c cudaEngine) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
-	return c.e.Add(cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), rows, cols, cuda.Broadcast{Rows: bc.Rows, Div: bc.Div})
-}
-
-func (c cudaEngine) Mul(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
-	return c.e.Mul(cuda.Ptr(dst), cuda.Ptr(a), cuda.Ptr(b), rows, cols, cuda.Broadcast{Rows: bc.Rows, Div: bc.Div})
-}
-
 func (c cudaEngine) Scale(dst, src Ptr, alpha float32, n int) error {
 	return c.e.Scale(cuda.Ptr(dst), cuda.Ptr(src), alpha, n)
 }
@@ -73,37 +61,14 @@ func (c cudaEngine) Sigmoid(dst, src Ptr, n int) error {
 func (c cudaEngine) ReLU(dst, src Ptr, n int) error { return c.e.ReLU(cuda.Ptr(dst), cuda.Ptr(src), n) }
 func (c cudaEngine) Tanh(dst, src Ptr, n int) error { return c.e.Tanh(cuda.Ptr(dst), cuda.Ptr(src), n) }
 func (c cudaEngine) Softmax(dst, src Ptr, rows, cols int) error {
-	return c.e.Softmax(cuda.Ptr(dst), cuda.Ptr(src), rows, cols, nil)
+	return c.e.Softmax(cuda.Ptr(dst), cuda.Ptr(src), rows, cols)
 }
 func (c cudaEngine) LogSoftmax(dst, src Ptr, rows, cols int) error {
 	return c.e.LogSoftmax(cuda.Ptr(dst), cuda.Ptr(src), rows, cols)
 }
 
-func normKind(k NormKind) cuda.NormKind {
-	if k == NormStandard {
-		return cuda.NormStandard
-	}
-	return cuda.NormR2Gen
-}
-
-func (c cudaEngine) LayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
-	return c.e.LayerNorm(cuda.Ptr(dst), cuda.Ptr(src), cuda.Ptr(gamma), cuda.Ptr(beta), rows, cols, eps, normKind(kind))
-}
-
-func (c cudaEngine) CondLayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
-	return c.e.CondLayerNorm(cuda.Ptr(dst), cuda.Ptr(src), cuda.Ptr(gamma), cuda.Ptr(beta), rows, cols, eps, normKind(kind))
-}
-
 func (c cudaEngine) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) error {
 	return c.e.Gather(cuda.Ptr(dst), cuda.Ptr(table), cuda.Ptr(ids), n, vocab, dim, scale)
-}
-
-func (c cudaEngine) RMGate(dst, next, mem, gw, gu Ptr, batch, slots, d int) error {
-	return c.e.RMGate(cuda.Ptr(dst), cuda.Ptr(next), cuda.Ptr(mem), cuda.Ptr(gw), cuda.Ptr(gu), batch, slots, d)
-}
-
-func (c cudaEngine) AppendHeads(dst, src Ptr, b, t, h, dk, ld, colOff, capacity, pos int) error {
-	return c.e.AppendHeads(cuda.Ptr(dst), cuda.Ptr(src), b, t, h, dk, ld, colOff, capacity, pos)
 }
 
 // The Trainer and Optimizer methods: internal/cuda's kernels, whose
@@ -162,7 +127,10 @@ func (c cudaEngine) Clamp(dst Ptr, v float32, n int) error { return c.e.Clamp(cu
 
 func cudaNormKind(k NormKind) cuda.NormKind {
 	check(k == NormR2Gen || k == NormStandard, "norm kind %d", k)
-	return normKind(k)
+	if k == NormStandard {
+		return cuda.NormStandard
+	}
+	return cuda.NormR2Gen
 }
 
 func (c cudaEngine) Sync() error  { return c.e.Sync() }

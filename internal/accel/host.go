@@ -162,49 +162,6 @@ func (h *Host) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float3
 	return nil
 }
 
-// Linear implements Engine.
-func (h *Host) Linear(y, x, w, bias Ptr, rows, in, out int) error {
-	check(rows >= 0 && in > 0 && out > 0, "Linear: sizes %d %d %d", rows, in, out)
-	if rows == 0 {
-		return nil
-	}
-	yv := h.view(y, rows*out)
-	f32.Gemm(false, true, rows, out, in, 1, h.view(x, rows*in), in, h.view(w, out*in), in, 0, yv, out)
-	if bias != 0 {
-		bv := h.view(bias, out)
-		for r := range rows {
-			addRow(yv[r*out:(r+1)*out], yv[r*out:(r+1)*out], bv)
-		}
-	}
-	return nil
-}
-
-// binary applies op row by row with b broadcast by bc.
-func (h *Host) binary(name string, dst, a, b Ptr, rows, cols int, bc Broadcast, op func(dst, a, b []float32)) {
-	check(rows >= 0 && cols >= 0 && bc.Rows > 0 && bc.Div > 0, "%s: rows=%d cols=%d broadcast=%+v", name, rows, cols, bc)
-	d, av, bv := h.view(dst, rows*cols), h.view(a, rows*cols), h.view(b, bc.Rows*cols)
-	for r := range rows {
-		br := (r / bc.Div) % bc.Rows
-		op(d[r*cols:(r+1)*cols], av[r*cols:(r+1)*cols], bv[br*cols:(br+1)*cols])
-	}
-}
-
-// Add implements Engine.
-func (h *Host) Add(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
-	h.binary("Add", dst, a, b, rows, cols, bc, addRow)
-	return nil
-}
-
-// Mul implements Engine.
-func (h *Host) Mul(dst, a, b Ptr, rows, cols int, bc Broadcast) error {
-	h.binary("Mul", dst, a, b, rows, cols, bc, func(dst, a, b []float32) {
-		for i, v := range a {
-			dst[i] = v * b[i]
-		}
-	})
-	return nil
-}
-
 // Scale implements Engine.
 func (h *Host) Scale(dst, src Ptr, alpha float32, n int) error {
 	d, s := h.view(dst, n), h.view(src, n)
@@ -221,12 +178,6 @@ func (h *Host) Sigmoid(dst, src Ptr, n int) error {
 		d[i] = float32(1 / (1 + math.Exp(-float64(v))))
 	}
 	return nil
-}
-
-func addRow(dst, a, b []float32) {
-	for i, v := range a {
-		dst[i] = v + b[i]
-	}
 }
 
 // ReLU implements Engine.
@@ -264,37 +215,6 @@ func (h *Host) LogSoftmax(dst, src Ptr, rows, cols int) error {
 	return nil
 }
 
-func (h *Host) layerNorm(dst, src, gamma, beta Ptr, rows, cols, stride int, eps float32, kind NormKind) {
-	check(rows >= 0 && cols > 0 && (kind == NormR2Gen || kind == NormStandard), "LayerNorm: rows=%d cols=%d kind=%d", rows, cols, kind)
-	d, s := h.view(dst, rows*cols), h.view(src, rows*cols)
-	gn := cols + stride*(rows-1)
-	g, b := h.view(gamma, gn), h.view(beta, gn)
-	k := kernels.NormR2Gen
-	if kind == NormStandard {
-		k = kernels.NormStandard
-	}
-	inv := make([]float32, rows)
-	kernels.Normalize(d, inv, s, cols, float64(eps), k)
-	for r := range rows {
-		row, gr, br := d[r*cols:(r+1)*cols], g[r*stride:r*stride+cols], b[r*stride:r*stride+cols]
-		for i := range row {
-			row[i] = row[i]*gr[i] + br[i]
-		}
-	}
-}
-
-// LayerNorm implements Engine.
-func (h *Host) LayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
-	h.layerNorm(dst, src, gamma, beta, rows, cols, 0, eps, kind)
-	return nil
-}
-
-// CondLayerNorm implements Engine.
-func (h *Host) CondLayerNorm(dst, src, gamma, beta Ptr, rows, cols int, eps float32, kind NormKind) error {
-	h.layerNorm(dst, src, gamma, beta, rows, cols, cols, eps, kind)
-	return nil
-}
-
 // Gather implements Engine.
 func (h *Host) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) error {
 	check(n >= 0 && vocab >= 0 && dim >= 0, "Gather: n=%d vocab=%d dim=%d", n, vocab, dim)
@@ -308,44 +228,6 @@ func (h *Host) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) err
 		}
 		for j, v := range t[id*dim : (id+1)*dim] {
 			row[j] = scale * v
-		}
-	}
-	return nil
-}
-
-// RMGate implements Engine.
-func (h *Host) RMGate(dst, next, mem, gw, gu Ptr, batch, slots, d int) error {
-	check(batch >= 0 && slots > 0 && d >= 0, "RMGate: batch=%d slots=%d d=%d", batch, slots, d)
-	n := batch * slots * d
-	out, nx, m := h.view(dst, n), h.view(next, n), h.view(mem, n)
-	w, u := h.view(gw, batch*2*d), h.view(gu, batch*slots*2*d)
-	sig := func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-	for b := range batch {
-		for s := range slots {
-			row := b*slots + s
-			for j := range d {
-				ig := sig(w[b*2*d+j] + u[row*2*d+j])
-				fg := sig(w[b*2*d+d+j] + u[row*2*d+d+j])
-				out[row*d+j] = ig*float32(math.Tanh(float64(nx[row*d+j]))) + fg*m[row*d+j]
-			}
-		}
-	}
-	return nil
-}
-
-// AppendHeads implements Engine.
-func (h *Host) AppendHeads(dst, src Ptr, b, t, heads, dk, ld, colOff, capacity, pos int) error {
-	check(b >= 0 && t >= 0 && heads >= 0 && dk >= 0 && colOff+heads*dk <= ld && pos+t <= capacity && pos >= 0,
-		"AppendHeads: b=%d t=%d h=%d dk=%d ld=%d colOff=%d capacity=%d pos=%d", b, t, heads, dk, ld, colOff, capacity, pos)
-	if b*t*heads*dk == 0 {
-		return nil
-	}
-	d, s := h.view(dst, b*heads*capacity*dk), h.view(src, (b*t-1)*ld+colOff+heads*dk)
-	for i := range b {
-		for j := range t {
-			for hd := range heads {
-				copy(d[((i*heads+hd)*capacity+pos+j)*dk:][:dk], s[(i*t+j)*ld+colOff+hd*dk:][:dk])
-			}
 		}
 	}
 	return nil

@@ -89,15 +89,3 @@ func (e *Engine) GemmStrided(transA, transB bool, batch, m, n, k int, alpha floa
 		C.rg_CUdeviceptr(a), C.int(lda), C.longlong(strideA),
 		C.float(beta), C.rg_CUdeviceptr(c), C.int(ldc), C.longlong(strideC), C.int(batch)))
 }
-
-// Linear computes y = x·Wᵀ + bias like torch.nn.Linear: x (rows, in),
-// w (out, in) as PyTorch stores it, bias (out) or 0 for none, y (rows, out).
-func (e *Engine) Linear(y, x, w, bias Ptr, rows, in, out int) error {
-	if err := e.Gemm(false, true, rows, out, in, 1, x, in, w, in, 0, y, out); err != nil {
-		return err
-	}
-	if bias == 0 {
-		return nil
-	}
-	return e.Add(y, y, bias, rows, out, RowVector)
-}

@@ -1,9 +1,11 @@
 //go:build cuda
 
 // Package cuda is radgen's GPU engine: CUDA device memory behind
-// gorgonia.org/tensor's Engine interface, float32 kernels for the ops of
-// R2Gen-style models, and cuBLAS GEMMs. It is built only with the cuda build
-// tag; the default build of radgen has no cgo and no CUDA.
+// gorgonia.org/tensor's Engine interface, the float32 kernels of
+// internal/accel's primitives (the forward and backward passes of the root
+// package's ops, and the optimiser's update), and cuBLAS GEMMs. It is built
+// only with the cuda build tag; the default build of radgen has no cgo and
+// no CUDA.
 //
 // # Overview
 //

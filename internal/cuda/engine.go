@@ -480,9 +480,6 @@ func (e *Engine) CopyIn(dst Ptr, src []float32) error { return e.copyIn(dst, sli
 // CopyInInt32 copies int32s (token ids, beam indices) to dst and waits.
 func (e *Engine) CopyInInt32(dst Ptr, src []int32) error { return e.copyIn(dst, sliceBytes(src)) }
 
-// CopyInBytes copies bytes (attention masks) to dst and waits.
-func (e *Engine) CopyInBytes(dst Ptr, src []byte) error { return e.copyIn(dst, src) }
-
 // CopyOut copies len(dst) float32s from src to the host, after all queued
 // work, and waits.
 func (e *Engine) CopyOut(dst []float32, src Ptr) error { return e.copyOut(sliceBytes(dst), src) }

@@ -198,11 +198,11 @@ func TestClosedEngine(t *testing.T) {
 func TestBadSizesPanic(t *testing.T) {
 	e := fakeEngine()
 	for name, f := range map[string]func(){
-		"gemm lda":  func() { e.Gemm(false, false, 4, 4, 8, 1, 0, 4, 0, 4, 0, 0, 4) },
-		"add":       func() { e.Add(0, 0, 0, -1, 4, RowVector) },
-		"bcast":     func() { e.Mul(0, 0, 0, 4, 4, Broadcast{}) },
-		"split":     func() { e.SplitHeads(0, 0, 1, 1, 8, 64, 256, 0) },
-		"mask rows": func() { e.Softmax(0, 0, 4, 4, &Mask{Keys: 1, KeyRows: 3, RowsPerBatch: 4, QLen: 2}) },
+		"gemm lda":       func() { e.Gemm(false, false, 4, 4, 8, 1, 0, 4, 0, 4, 0, 0, 4) },
+		"strided stride": func() { e.GemmStrided(false, false, 2, 4, 4, 4, 1, 0, 4, -1, 0, 4, 16, 0, 0, 4, 16) },
+		"scale":          func() { e.Scale(0, 0, 2, -1) },
+		"softmax":        func() { e.Softmax(0, 0, -1, 4) },
+		"gather":         func() { e.Gather(0, 0, 0, 4, -1, 8, 1) },
 	} {
 		func() {
 			defer func() {
