@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-
-	"github.com/radgen/radgen/internal/f32"
-	"github.com/radgen/radgen/internal/kernels"
 )
 
 // hostShift places buffer i's bytes at hostBase + i << hostShift: a buffer
@@ -155,7 +152,7 @@ func (h *Host) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float3
 	if transB {
 		br, bc = n, k
 	}
-	f32.GemmStrided(transA, transB, batch, m, n, k, alpha,
+	CPU[float32]{}.GemmStrided(transA, transB, batch, m, n, k, alpha,
 		h.view(a, span(batch, strideA, ar, ac, lda)), lda, strideA,
 		h.view(b, span(batch, strideB, br, bc, ldb)), ldb, strideB,
 		beta, h.view(c, span(batch, strideC, m, n, ldc)), ldc, strideC)
@@ -164,46 +161,33 @@ func (h *Host) GemmStrided(transA, transB bool, batch, m, n, k int, alpha float3
 
 // Scale implements Engine.
 func (h *Host) Scale(dst, src Ptr, alpha float32, n int) error {
-	d, s := h.view(dst, n), h.view(src, n)
-	for i, v := range s {
-		d[i] = alpha * v
-	}
+	CPU[float32]{}.Scale(h.view(dst, n), h.view(src, n), alpha)
 	return nil
 }
 
 // Sigmoid implements Engine.
 func (h *Host) Sigmoid(dst, src Ptr, n int) error {
-	d, s := h.view(dst, n), h.view(src, n)
-	for i, v := range s {
-		d[i] = float32(1 / (1 + math.Exp(-float64(v))))
-	}
+	CPU[float32]{}.Activation(ActSigmoid, h.view(dst, n), h.view(src, n))
 	return nil
 }
 
 // ReLU implements Engine.
 func (h *Host) ReLU(dst, src Ptr, n int) error {
-	d, s := h.view(dst, n), h.view(src, n)
-	for i, v := range s {
-		d[i] = max(v, 0)
-	}
+	CPU[float32]{}.Activation(ActReLU, h.view(dst, n), h.view(src, n))
 	return nil
 }
 
 // Tanh implements Engine.
 func (h *Host) Tanh(dst, src Ptr, n int) error {
-	d, s := h.view(dst, n), h.view(src, n)
-	for i, v := range s {
-		d[i] = float32(math.Tanh(float64(v)))
-	}
+	CPU[float32]{}.Activation(ActTanh, h.view(dst, n), h.view(src, n))
 	return nil
 }
 
 // Softmax implements Engine.
 func (h *Host) Softmax(dst, src Ptr, rows, cols int) error {
 	check(rows >= 0 && cols >= 0, "Softmax: rows=%d cols=%d", rows, cols)
-	d, s := h.view(dst, rows*cols), h.view(src, rows*cols)
-	for r := range rows {
-		kernels.Softmax(d[r*cols:(r+1)*cols], s[r*cols:(r+1)*cols], cols)
+	if rows > 0 && cols > 0 {
+		CPU[float32]{}.Softmax(h.view(dst, rows*cols), h.view(src, rows*cols), cols, false)
 	}
 	return nil
 }
@@ -211,25 +195,16 @@ func (h *Host) Softmax(dst, src Ptr, rows, cols int) error {
 // LogSoftmax implements Engine.
 func (h *Host) LogSoftmax(dst, src Ptr, rows, cols int) error {
 	check(rows >= 0 && cols >= 0, "LogSoftmax: rows=%d cols=%d", rows, cols)
-	kernels.LogSoftmax(h.view(dst, rows*cols), h.view(src, rows*cols), cols)
+	if rows > 0 && cols > 0 {
+		CPU[float32]{}.Softmax(h.view(dst, rows*cols), h.view(src, rows*cols), cols, true)
+	}
 	return nil
 }
 
 // Gather implements Engine.
 func (h *Host) Gather(dst, table, ids Ptr, n, vocab, dim int, scale float32) error {
 	check(n >= 0 && vocab >= 0 && dim >= 0, "Gather: n=%d vocab=%d dim=%d", n, vocab, dim)
-	d, t, idv := h.view(dst, n*dim), h.view(table, vocab*dim), h.view(ids, n)
-	for i := range n {
-		row := d[i*dim : (i+1)*dim]
-		id := int(int32(math.Float32bits(idv[i])))
-		if id < 0 || id >= vocab {
-			clear(row)
-			continue
-		}
-		for j, v := range t[id*dim : (id+1)*dim] {
-			row[j] = scale * v
-		}
-	}
+	CPU[float32]{}.Gather(h.view(dst, n*dim), h.view(table, vocab*dim), idsOf(h.view(ids, n)), vocab, dim, scale)
 	return nil
 }
 

@@ -98,16 +98,13 @@ type LiveByter interface {
 
 // Fill implements Trainer.
 func (h *Host) Fill(dst Ptr, v float32, n int) error {
-	d := h.view(dst, n)
-	for i := range d {
-		d[i] = v
-	}
+	CPU[float32]{}.Fill(h.view(dst, n), v)
 	return nil
 }
 
 // Axpy implements Trainer.
 func (h *Host) Axpy(dst, src Ptr, alpha float32, n int) error {
-	kernels.AddScaled(h.view(dst, n), h.view(src, n), alpha)
+	CPU[float32]{}.Axpy(h.view(dst, n), h.view(src, n), alpha)
 	return nil
 }
 
@@ -123,64 +120,17 @@ func extent(shape, strides []int) int {
 	return n
 }
 
-// eachIndex calls f with the offsets (along strides a and b) of every
-// element of shape in row-major order; o is the element's position.
-func eachIndex(shape, sa, sb []int, f func(o, ia, ib int)) {
-	n := 1
-	for _, s := range shape {
-		n *= s
-	}
-	if n == 0 {
-		return
-	}
-	idx := make([]int, len(shape))
-	ia, ib := 0, 0
-	for o := range n {
-		f(o, ia, ib)
-		for d := len(shape) - 1; d >= 0; d-- {
-			idx[d]++
-			ia += sa[d]
-			ib += sb[d]
-			if idx[d] < shape[d] {
-				break
-			}
-			ia -= sa[d] * shape[d]
-			ib -= sb[d] * shape[d]
-			idx[d] = 0
-		}
-	}
-}
-
 // Binary implements Trainer.
 func (h *Host) Binary(op BinaryOp, dst, a, b Ptr, shape, strideA, strideB []int, value float32) error {
-	check(len(strideA) == len(shape) && len(strideB) == len(shape) && op >= OpAdd && op <= OpMaskFill,
-		"Binary: op %d shape %v strides %v %v", op, shape, strideA, strideB)
+	check(len(strideA) == len(shape) && len(strideB) == len(shape), "Binary: shape %v strides %v %v", shape, strideA, strideB)
 	n := 1
 	for _, s := range shape {
 		n *= s
 	}
-	d := h.view(dst, n)
 	if n == 0 {
 		return nil
 	}
-	av, bv := h.view(a, extent(shape, strideA)), h.view(b, extent(shape, strideB))
-	eachIndex(shape, strideA, strideB, func(o, ia, ib int) {
-		x, y := av[ia], bv[ib]
-		switch op {
-		case OpAdd:
-			d[o] = x + y
-		case OpSub:
-			d[o] = x - y
-		case OpMul:
-			d[o] = x * y
-		default:
-			if y != 0 {
-				d[o] = x
-			} else {
-				d[o] = value
-			}
-		}
-	})
+	CPU[float32]{}.Binary(op, h.view(dst, n), h.view(a, extent(shape, strideA)), h.view(b, extent(shape, strideB)), shape, strideA, strideB, value)
 	return nil
 }
 
@@ -191,45 +141,20 @@ func (h *Host) ReduceSum(dst, src Ptr, shape, strideDst []int, accumulate bool) 
 	for _, s := range shape {
 		n *= s
 	}
-	m := extent(shape, strideDst)
-	s, d := h.view(src, n), h.view(dst, m)
-	acc := make([]float64, m)
-	eachIndex(shape, strideDst, strideDst, func(o, id, _ int) { acc[id] += float64(s[o]) })
-	for i, v := range acc {
-		if accumulate {
-			d[i] += float32(v)
-		} else {
-			d[i] = float32(v)
-		}
-	}
+	CPU[float32]{}.ReduceSum(h.view(dst, extent(shape, strideDst)), h.view(src, n), shape, strideDst, accumulate)
 	return nil
 }
 
 // ActivationBackward implements Trainer.
 func (h *Host) ActivationBackward(act Activation, dx, dy, y Ptr, n int) error {
-	x, g, v := h.view(dx, n), h.view(dy, n), h.view(y, n)
-	switch act {
-	case ActReLU:
-		kernels.ReLUBackward(x, g, v)
-	case ActTanh:
-		kernels.TanhBackward(x, g, v)
-	case ActSigmoid:
-		kernels.SigmoidBackward(x, g, v)
-	default:
-		check(false, "ActivationBackward: activation %d", act)
-	}
+	CPU[float32]{}.ActivationBackward(act, h.view(dx, n), h.view(dy, n), h.view(y, n))
 	return nil
 }
 
 // SoftmaxBackward implements Trainer.
 func (h *Host) SoftmaxBackward(dx, dy, y Ptr, rows, cols int, log bool) error {
 	check(rows >= 0 && cols > 0, "SoftmaxBackward: rows=%d cols=%d", rows, cols)
-	x, g, v := h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols)
-	if log {
-		kernels.LogSoftmaxBackward(x, g, v, cols)
-	} else {
-		kernels.SoftmaxBackward(x, g, v, cols)
-	}
+	CPU[float32]{}.SoftmaxBackward(h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols), cols, log)
 	return nil
 }
 
@@ -244,14 +169,14 @@ func kernelNorm(kind NormKind) kernels.NormKind {
 // Normalize implements Trainer.
 func (h *Host) Normalize(dst, inv, src Ptr, rows, cols int, eps float64, kind NormKind) error {
 	check(rows >= 0 && cols > 0, "Normalize: rows=%d cols=%d", rows, cols)
-	kernels.Normalize(h.view(dst, rows*cols), h.view(inv, rows), h.view(src, rows*cols), cols, eps, kernelNorm(kind))
+	CPU[float32]{}.Normalize(h.view(dst, rows*cols), h.view(inv, rows), h.view(src, rows*cols), cols, eps, kind)
 	return nil
 }
 
 // NormalizeBackward implements Trainer.
 func (h *Host) NormalizeBackward(dx, dy, y, inv Ptr, rows, cols int, eps float64, kind NormKind) error {
 	check(rows >= 0 && cols > 0, "NormalizeBackward: rows=%d cols=%d", rows, cols)
-	kernels.NormalizeBackward(h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols), h.view(inv, rows), cols, eps, kernelNorm(kind))
+	CPU[float32]{}.NormalizeBackward(h.view(dx, rows*cols), h.view(dy, rows*cols), h.view(y, rows*cols), h.view(inv, rows), cols, eps, kind)
 	return nil
 }
 
@@ -262,7 +187,7 @@ func (h *Host) Permute(dst, src Ptr, shape, perm []int) error {
 	for _, s := range shape {
 		n *= s
 	}
-	kernels.Permute(h.view(dst, n), h.view(src, n), shape, perm)
+	CPU[float32]{}.Permute(h.view(dst, n), h.view(src, n), shape, perm)
 	return nil
 }
 
@@ -272,34 +197,14 @@ func (h *Host) CopyStrided(dst Ptr, ldd int, src Ptr, lds int, rows, cols int, a
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	d, s := h.view(dst, (rows-1)*ldd+cols), h.view(src, (rows-1)*lds+cols)
-	for r := range rows {
-		dr, sr := d[r*ldd:r*ldd+cols], s[r*lds:r*lds+cols]
-		if accumulate {
-			for i, v := range sr {
-				dr[i] += v
-			}
-		} else {
-			copy(dr, sr)
-		}
-	}
+	CPU[float32]{}.CopyStrided(h.view(dst, (rows-1)*ldd+cols), ldd, h.view(src, (rows-1)*lds+cols), lds, rows, cols, accumulate)
 	return nil
 }
 
 // ScatterAdd implements Trainer.
 func (h *Host) ScatterAdd(dst, src, ids Ptr, n, vocab, dim int) error {
 	check(n >= 0 && vocab >= 0 && dim >= 0, "ScatterAdd: n=%d vocab=%d dim=%d", n, vocab, dim)
-	d, s, idv := h.view(dst, vocab*dim), h.view(src, n*dim), h.view(ids, n)
-	for i := range n {
-		id := int(int32(math.Float32bits(idv[i])))
-		if id < 0 || id >= vocab {
-			continue
-		}
-		row := d[id*dim : (id+1)*dim]
-		for j, v := range s[i*dim : (i+1)*dim] {
-			row[j] += v
-		}
-	}
+	CPU[float32]{}.ScatterAdd(h.view(dst, vocab*dim), h.view(src, n*dim), idsOf(h.view(ids, n)), vocab, dim)
 	return nil
 }
 
