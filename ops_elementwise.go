@@ -57,24 +57,34 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 			}
 			keep(t.grad, d)
 		}
-		if a.requiresGrad {
-			d := dy
-			if op == accel.OpMul {
-				d = g.empty(dy, dy.shape)
-				p.binary(accel.OpMul, d.at(0), dy.at(0), b.at(0), byA, 0)
+		// product sends dY ⊙ other to t: straight into its gradient where
+		// t has out's shape, else through a temporary and a reduction.
+		product := func(t, other *Tensor, by, to layout) {
+			if t.Len() == n {
+				p.addBinary(accel.OpMul, gradOf(t).at(0), dy.at(0), other.at(0), by, 0)
+				keep(t.grad)
+				return
 			}
-			send(a, toA, d, 1)
+			d := g.empty(dy, dy.shape)
+			p.binary(accel.OpMul, d.at(0), dy.at(0), other.at(0), by, 0)
+			send(t, to, d, 1)
+		}
+		if a.requiresGrad {
+			if op == accel.OpMul {
+				product(a, b, byA, toA)
+			} else {
+				send(a, toA, dy, 1)
+			}
 		}
 		if b.requiresGrad {
-			d, sign := dy, 1.0
 			switch op {
 			case accel.OpMul:
-				d = g.empty(dy, dy.shape)
-				p.binary(accel.OpMul, d.at(0), dy.at(0), a.at(0), byB, 0)
+				product(b, a, byB, toB)
 			case accel.OpSub:
-				sign = -1
+				send(b, toB, dy, -1)
+			default:
+				send(b, toB, dy, 1)
 			}
-			send(b, toB, d, sign)
 		}
 		keep(a, b, dy)
 	})
@@ -175,10 +185,8 @@ func (g *Graph) MaskedFill(x, mask *Tensor, value float64) *Tensor {
 			if out.grad == nil {
 				return
 			}
-			d := g.empty(x, x.shape)
-			p.binary(accel.OpMaskFill, d.at(0), out.grad.at(0), mask.at(0), l, 0)
-			p.axpy(gradOf(x).at(0), d.at(0), 1, x.Len())
-			keep(d, mask, out.grad, x.grad)
+			p.addBinary(accel.OpMaskFill, gradOf(x).at(0), out.grad.at(0), mask.at(0), l, 0)
+			keep(mask, out.grad, x.grad)
 		})
 	}
 	return out
@@ -213,10 +221,8 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 			if out.grad == nil {
 				return
 			}
-			d := g.empty(x, x.shape)
-			pr.binary(accel.OpMul, d.at(0), out.grad.at(0), mask.at(0), l, 0)
-			pr.axpy(gradOf(x).at(0), d.at(0), 1, x.Len())
-			keep(d, mask, out.grad, x.grad)
+			pr.addBinary(accel.OpMul, gradOf(x).at(0), out.grad.at(0), mask.at(0), l, 0)
+			keep(mask, out.grad, x.grad)
 		})
 	}
 	return out

@@ -139,6 +139,9 @@ type prims interface {
 	axpy(dst, src buffer, alpha float64, n int)
 	scale(dst, src buffer, alpha float64, n int)
 	binary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64)
+	// addBinary adds a op b to dst: a gradient term without a temporary
+	// where the engine can (dst contiguous over l).
+	addBinary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64)
 	// reduceSum sums src (contiguous over l's shape) into dst at strides l.a.
 	reduceSum(dst, src buffer, l layout, accumulate bool)
 	activation(act accel.Activation, dst, src buffer, n int)
@@ -253,6 +256,9 @@ func (p cpuPrims[T]) scale(dst, src buffer, alpha float64, n int) {
 func (p cpuPrims[T]) binary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64) {
 	p.e.Binary(op, p.s(dst), p.s(a), p.s(b), l.dims(), l.stridesA(), l.stridesB(), T(value))
 }
+func (p cpuPrims[T]) addBinary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64) {
+	p.e.AddBinary(op, p.s(dst), p.s(a), p.s(b), l.dims(), l.stridesA(), l.stridesB(), T(value))
+}
 func (p cpuPrims[T]) reduceSum(dst, src buffer, l layout, accumulate bool) {
 	p.e.ReduceSum(p.s(dst), p.s(src), l.dims(), l.stridesA(), accumulate)
 }
@@ -309,6 +315,17 @@ func (p devPrims) binary(op accel.BinaryOp, dst, a, b buffer, l layout, value fl
 	if numel(l.dims()) > 0 {
 		p.must("Binary", p.e.e.Binary(op, dst.ptr, a.ptr, b.ptr, l.dims(), l.stridesA(), l.stridesB(), float32(value)))
 	}
+}
+func (p devPrims) addBinary(op accel.BinaryOp, dst, a, b buffer, l layout, value float64) {
+	n := numel(l.dims())
+	if n == 0 {
+		return
+	}
+	// The engines have no accumulating Binary: a temporary, then Axpy.
+	t := onDevice(p.e, nil, []int{n})
+	p.binary(op, t.at(0), a, b, l, value)
+	p.axpy(dst, t.at(0), 1, n)
+	keep(t)
 }
 func (p devPrims) reduceSum(dst, src buffer, l layout, accumulate bool) {
 	if numel(l.dims()) > 0 {

@@ -240,6 +240,61 @@ func (CPU[T]) Binary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, 
 	})
 }
 
+// AddBinary adds a op b to dst (contiguous, of shape), with Binary's
+// operands: dst += a op b, the gradient of a product or a mask added where
+// it goes without a temporary.
+func (CPU[T]) AddBinary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, value T) {
+	if len(strideA) != len(shape) || len(strideB) != len(shape) || op < OpAdd || op > OpMaskFill {
+		check(false, "AddBinary: op %d shape %v strides %v %v", op, slices.Clone(shape), slices.Clone(strideA), slices.Clone(strideB))
+	}
+	eachRun(shape, strideA, strideB, func(o, ia, ib, n, sa, sb int) {
+		d := dst[o : o+n]
+		if sa == 1 && sb == 1 {
+			x, y := a[ia:ia+n], b[ib:ib+n]
+			switch op {
+			case OpAdd:
+				for i := range d {
+					d[i] += x[i] + y[i]
+				}
+			case OpSub:
+				for i := range d {
+					d[i] += x[i] - y[i]
+				}
+			case OpMul:
+				for i := range d {
+					d[i] += x[i] * y[i]
+				}
+			default:
+				for i := range d {
+					if y[i] != 0 {
+						d[i] += x[i]
+					} else {
+						d[i] += value
+					}
+				}
+			}
+			return
+		}
+		for i := range d {
+			x, y := a[ia+i*sa], b[ib+i*sb]
+			switch op {
+			case OpAdd:
+				d[i] += x + y
+			case OpSub:
+				d[i] += x - y
+			case OpMul:
+				d[i] += x * y
+			default:
+				if y != 0 {
+					d[i] += x
+				} else {
+					d[i] += value
+				}
+			}
+		}
+	})
+}
+
 // ReduceSum sums src (contiguous, of shape) into dst: element idx of src
 // goes to dst's element Σ idx_i·strideDst_i (stride 0 sums over that
 // dimension). Each sum is accumulated in float64 in row-major order;
