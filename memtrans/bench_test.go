@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -119,6 +120,54 @@ func TestR2GenFLOPs(t *testing.T) {
 	c.Memory = r2gen.MemoryMem2Mem
 	if _, err := r2genFLOPs(c, 1, 3, 2, false, false); err == nil {
 		t.Error("counted Mem2Mem, which r2genFLOPs does not know")
+	}
+}
+
+// TestR2GenFLOPsMatchModel checks r2genFLOPs against the weights of a
+// model built from the configuration: every matrix's elements times the
+// rows it multiplies (known from its checkpoint name), plus the attention
+// products, which have no weights.
+func TestR2GenFLOPsMatchModel(t *testing.T) {
+	const b, n, tl = 2, 5, 4
+	for _, v := range []r2gen.Variant{r2gen.VariantR2Gen, r2gen.VariantBaseRM, r2gen.VariantBase} {
+		c := r2gen.Config{Variant: v, DModel: 16, DFF: 24, Heads: 2, Layers: 2, DVisual: 12, Vocab: 11,
+			MemorySlots: 3, MemoryHeads: 4, MaxSeqLen: tl, PositionLen: tl}
+		m, err := r2gen.New(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		S := c.MemorySlots
+		var macs float64
+		m.VisitParams(func(name string, w *radgen.Tensor) {
+			if w.Rank() != 2 || strings.HasPrefix(name, "model.tgt_embed.") {
+				return // biases, norms' vectors, the embedding lookup
+			}
+			var rows int
+			switch {
+			case strings.HasPrefix(name, "att_embed."), strings.HasPrefix(name, "model.encoder."):
+				rows = b * n
+			case strings.Contains(name, ".src_attn.linears.1."), strings.Contains(name, ".src_attn.linears.2."):
+				rows = b * n // keys and values of the patches
+			case strings.HasPrefix(name, "model.decoder."), strings.HasPrefix(name, "logit."), strings.HasPrefix(name, "model.rm.W."):
+				rows = b * tl
+			case strings.HasPrefix(name, "model.rm.attn.linears.1."), strings.HasPrefix(name, "model.rm.attn.linears.2."):
+				rows = b * tl * (S + 1) // keys and values of [M; y]
+			case strings.HasPrefix(name, "model.rm."):
+				rows = b * tl * S
+			default:
+				t.Fatalf("%s: no count for %s", v, name)
+			}
+			macs += float64(rows * w.Len())
+		})
+		D, L := c.DModel, c.Layers
+		macs += float64(L * b * 2 * n * n * D)          // encoder attention
+		macs += float64(L * b * (2*tl*tl*D + 2*tl*n*D)) // decoder attention
+		if v != r2gen.VariantBase {
+			macs += float64(b * tl * 2 * S * (S + 1) * D) // memory attention
+		}
+		if got, err := r2genFLOPs(c, b, n, tl, false, false); err != nil || got != 2*macs {
+			t.Errorf("%s: r2genFLOPs %v (%v), the model's weights give %v", v, got, err, 2*macs)
+		}
 	}
 }
 
