@@ -10,6 +10,7 @@ import (
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/r2gen"
+	"github.com/radgen/radgen/vision"
 )
 
 // BenchmarkTrainStepFull is one step of the paper's recipe on IU X-Ray as
@@ -62,12 +63,10 @@ func BenchmarkTrainStepFull(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	patches := cfg.PatchesPerStudy()
-	decoder, err := r2genFLOPs(cfg.EncoderDecoder.(r2gen.Config), B, patches, T, true, true)
+	work, err := trainStepFLOPs(cfg, B, T)
 	if err != nil {
 		b.Fatal(err)
 	}
-	work := decoder + float64(B*cfg.Views)*flops.ResNet(true, cfg.Vision.Layers, cfg.ImageSize, cfg.ImageSize, true)
 	ctx := context.Background()
 	if _, err := tr.Step(ctx, batch); err != nil {
 		b.Fatal(err)
@@ -82,6 +81,47 @@ func BenchmarkTrainStepFull(b *testing.B) {
 	b.ReportMetric(float64(B*cfg.Views*b.N)/sec, "images/s")
 	b.ReportMetric(float64(B*T*b.N)/sec, "tokens/s")
 	flops.Report(b, work, dev)
+}
+
+// trainStepFLOPs returns the FLOPs of a training step of an R2Gen model of
+// configuration c with its extractor fine-tuned, on b studies and t token
+// positions: the extractor's forward and backward on every view, and the
+// encoder–decoder's, with the gradient of the features it is given.
+func trainStepFLOPs(c ModelConfig, b, t int) (float64, error) {
+	rc, ok := c.EncoderDecoder.(r2gen.Config)
+	if !ok {
+		return 0, fmt.Errorf("no FLOP count for a %T encoder–decoder", c.EncoderDecoder)
+	}
+	decoder, err := r2genFLOPs(rc, b, c.PatchesPerStudy(), t, true, true)
+	if err != nil {
+		return 0, err
+	}
+	image := flops.ResNet(c.Vision.Block == vision.Bottleneck, c.Vision.Layers, c.ImageSize, c.ImageSize, true)
+	return decoder + float64(b*c.Views)*image, nil
+}
+
+func TestTrainStepFLOPs(t *testing.T) {
+	// The paper's IU X-Ray step: 32 images through ResNet-101 (7.8 GMACs
+	// each forward, He et al. 2016, Table 1), ×3 for training, less the
+	// stem's input gradient (0.118 GMACs), and the encoder–decoder's
+	// 88 GFLOPs forward (r2genFLOPs, of which MCLN's MLPs are 36), ×3.
+	got, err := trainStepFLOPs(R2GenIUXray(761), 16, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 1.74e12 || got > 1.77e12 {
+		t.Errorf("paper step: %.4g FLOPs, want about 1.75e12", got)
+	}
+	// One view per study (MIMIC-CXR): half the images, half the patches.
+	c := R2GenMIMICCXR(761)
+	decoder, _ := r2genFLOPs(c.EncoderDecoder.(r2gen.Config), 4, 49, 10, true, true)
+	want := decoder + 4*flops.ResNet(true, vision.ResNet101.Layers, 224, 224, true)
+	if got, err := trainStepFLOPs(c, 4, 10); err != nil || got != want {
+		t.Errorf("MIMIC-CXR step: %v (%v), want %v", got, err, want)
+	}
+	if _, err := trainStepFLOPs(M2IUXray(761), 4, 10); err == nil {
+		t.Error("counted an M² step, which trainStepFLOPs does not know")
+	}
 }
 
 // fullStepBatch is the anchor's batch: b studies of views n×n images with
