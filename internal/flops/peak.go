@@ -14,15 +14,15 @@ import (
 // of peakRuns.
 const (
 	peakSize = 2048
-	peakRuns = 3
+	peakRuns = 5
 	// PeakRun is how long Peak times each of its runs.
 	PeakRun = 200 * time.Millisecond
 )
 
 // MeasurePeak measures the machine's float32 GEMM speed in FLOP/s: the best
-// of three runs, each repeating a 2048×2048×2048 product (f32.Gemm, on
+// of five runs, each repeating a 2048×2048×2048 product (f32.Gemm, on
 // GOMAXPROCS goroutines) for at least d after a warm-up product. It takes
-// about 3·d, more when a single product outlasts d.
+// about 5·d, more when a single product outlasts d.
 func MeasurePeak(d time.Duration) float64 {
 	return measure(peakSize, d, peakRuns)
 }
