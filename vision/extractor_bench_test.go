@@ -6,10 +6,19 @@ import (
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/flops"
 	"github.com/radgen/radgen/internal/testdevice"
 )
 
-// convFLOPs returns 2·MACs of the convolutions of r on an h×w image.
+// resnetFLOPs is flops.ResNet of configuration c: the convolutions' FLOPs
+// on one h×w image, forward or (train) forward and backward.
+func resnetFLOPs(c ResNetConfig, h, w int, train bool) float64 {
+	return flops.ResNet(c.Block == Bottleneck, c.Layers, h, w, train)
+}
+
+// convFLOPs returns 2·MACs of the convolutions of r on an h×w image, read
+// from the layers' weights: the check of resnetFLOPs, which counts from the
+// configuration.
 func convFLOPs(r *ResNet, h, w int) float64 {
 	var total float64
 	conv := func(c *ConvBN, h, w int) (int, int) {
@@ -42,7 +51,9 @@ func convFLOPs(r *ResNet, h, w int) float64 {
 // weights, on one IU X-Ray study: two 224² views (the inference path, batch
 // norm folded), on the device of RADGEN_DEVICE (the CPU by default; the
 // weights and the study are moved there before the timer starts). It
-// reports images/s and the convolutions' GFLOP/s.
+// reports images/s, the convolutions' GFLOP/step (nominal: the Winograd
+// path does fewer multiplications) and GFLOP/s, and peak-frac, their rate
+// over the machine's measured GEMM peak (see internal/flops).
 func BenchmarkExtractor(b *testing.B) {
 	dev := testdevice.Benched(b)
 	ext, err := NewExtractor(ResNet101, rand.New(rand.NewPCG(1, 1)))
@@ -57,7 +68,7 @@ func BenchmarkExtractor(b *testing.B) {
 	if _, _, err := ext.Extract(ctx, study); err != nil { // fold once
 		b.Fatal(err)
 	}
-	flops := 2 * convFLOPs(ext.ResNet, 224, 224)
+	work := 2 * resnetFLOPs(ResNet101, 224, 224, false)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU()
@@ -66,21 +77,23 @@ func BenchmarkExtractor(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	cpu := processCPU() - cpu0
 	sec := b.Elapsed().Seconds()
 	b.ReportMetric(2*float64(b.N)/sec, "images/s")
-	b.ReportMetric(flops*float64(b.N)/sec/1e9, "GFLOP/s")
 	// The CPU time of the process: on cores shared with other work, its
 	// ratio between two versions is steadier than that of the wall time.
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu > 0 {
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	}
+	flops.Report(b, work, dev)
 }
 
 // BenchmarkExtractorTrain is one training step's forward and backward
 // through a ResNet-101 extractor with batch statistics (two studies of two
 // 224² views) on the device of RADGEN_DEVICE (the CPU by default; the
 // weights and the images are moved there before the timer starts). It
-// reports images/s.
+// reports images/s, GFLOP/step (forward and backward, see
+// internal/flops), GFLOP/s and peak-frac.
 func BenchmarkExtractorTrain(b *testing.B) {
 	if testing.Short() {
 		b.Skip("slow")
@@ -106,6 +119,7 @@ func BenchmarkExtractorTrain(b *testing.B) {
 		}
 	}
 	b.ReportMetric(4*float64(b.N)/b.Elapsed().Seconds(), "images/s")
+	flops.Report(b, 4*resnetFLOPs(ResNet101, 224, 224, true), dev)
 }
 
 func TestConvFLOPs(t *testing.T) {
@@ -116,5 +130,19 @@ func TestConvFLOPs(t *testing.T) {
 	}
 	if got := convFLOPs(r, 224, 224) / 2; got < 4.0e9 || got > 4.2e9 {
 		t.Errorf("ResNet-50: %.3g MACs", got)
+	}
+	// The benchmarks count from the configuration: the same figure as the
+	// layers' weights give, for both kinds of block, at the benchmarks' size
+	// and at odd ones (rounding of the strided layers).
+	for _, c := range []ResNetConfig{ResNet18, ResNet50, ResNet101, {BasicBlock, [4]int{1, 1, 1, 1}}} {
+		r, err := newResNet(c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hw := range [][2]int{{224, 224}, {97, 131}, {64, 64}} {
+			if got, want := resnetFLOPs(c, hw[0], hw[1], false), convFLOPs(r, hw[0], hw[1]); got != want {
+				t.Errorf("%v at %d×%d: counted %.6g FLOPs from the configuration, %.6g from the weights", c, hw[0], hw[1], got, want)
+			}
+		}
 	}
 }
