@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 )
 
 // Graph records the ops applied to tensors so that Backward can compute
@@ -18,7 +19,7 @@ type Graph struct {
 	record bool
 	train  bool
 	rng    *rand.Rand
-	tape   []func()
+	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
 }
@@ -81,10 +82,17 @@ func (g *Graph) needs(inputs ...*Tensor) bool {
 	return false
 }
 
+// step is an op's entry on the tape: its result and the backward pass
+// that sends the result's gradient on to the op's inputs.
+type step struct {
+	out      *Tensor
+	backward func()
+}
+
 // push records backward for out; out is marked as requiring gradients.
 func (g *Graph) push(out *Tensor, backward func()) {
 	out.requiresGrad = true
-	g.tape = append(g.tape, backward)
+	g.tape = append(g.tape, step{out, backward})
 }
 
 // ErrNotScalar is returned by Backward when the loss has more than one element.
@@ -112,8 +120,12 @@ func (g *Graph) Backward(loss *Tensor) error {
 	keep(seed)
 	accumulate(loss, seed)
 	for i := len(g.tape) - 1; i >= 0; i-- {
-		g.tape[i]()
-		g.tape[i] = nil
+		st := g.tape[i]
+		st.backward()
+		// The result's gradient has been sent on, and its storage may now
+		// be an input's gradient (give): an op's result keeps none.
+		st.out.grad = nil
+		g.tape[i] = step{}
 	}
 	g.tape = nil
 	return nil
@@ -127,6 +139,19 @@ func gradOf(t *Tensor) *Tensor {
 	return t.grad
 }
 
+// gradTarget returns t's gradient as the destination of a product that
+// writes all of it, and the β that product needs: 1 to add to a gradient
+// already there, 0 for one made now, zeros whose values the product need
+// not read (zeros all the same, for a product with an empty inner
+// dimension).
+func gradTarget(t *Tensor) (*Tensor, float64) {
+	if t.grad != nil {
+		return t.grad, 1
+	}
+	t.grad = zerosLike(t, t.shape)
+	return t.grad, 0
+}
+
 // zerosLike returns a tensor of zeros of shape, of t's element type on
 // t's device.
 func zerosLike(t *Tensor, shape []int) *Tensor {
@@ -137,16 +162,34 @@ func zerosLike(t *Tensor, shape []int) *Tensor {
 }
 
 // accumulate adds g into t's gradient.
-func accumulate(t *Tensor, g *Tensor) {
+func accumulate(t *Tensor, g *Tensor) { send(t, g, 1, false) }
+
+// give adds g into t's gradient, g a tensor of t's size that no one else
+// holds or will write (a temporary, or the gradient of an op's result
+// during that op's backward pass): where t has no gradient yet, g becomes
+// it (viewed with t's shape), without a copy. It reports whether it did.
+func give(t *Tensor, g *Tensor) bool { return send(t, g, 1, true) }
+
+// send adds alpha·g into t's gradient (g of t's size), taking g itself as
+// the gradient where own allows it (see give).
+func send(t *Tensor, g *Tensor, alpha float64, own bool) (taken bool) {
 	if !t.requiresGrad {
-		return
+		return false
 	}
+	p := primsOf("backward", t, g)
 	if t.grad == nil {
-		t.grad = g.Clone()
-		return
+		if own && alpha == 1 {
+			t.grad = g
+			if !slices.Equal(g.shape, t.shape) {
+				t.grad = reshapeGrad(g, t.shape)
+			}
+			return true
+		}
+		t.grad = zerosLike(t, t.shape)
 	}
-	primsOf("backward", t.grad, g).axpy(t.grad.at(0), g.at(0), 1, g.Len())
+	p.axpy(t.grad.at(0), g.at(0), alpha, g.Len())
 	keep(t.grad, g)
+	return false
 }
 
 func setAll(t *Tensor, v float64) {

@@ -43,16 +43,21 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 		if dy == nil {
 			return
 		}
-		send := func(t *Tensor, to layout, d *Tensor, sign float64) {
+		// dy goes to out's inputs; out keeps no gradient after this pass,
+		// so the first input with none yet takes dy itself (give).
+		given := false
+		sendTo := func(t *Tensor, to layout, d *Tensor, sign float64, own bool) {
 			switch {
 			case t.Len() == n:
-				p.axpy(gradOf(t).at(0), d.at(0), sign, n)
+				if send(t, d, sign, own && !(d == dy && given)) && d == dy {
+					given = true
+				}
 			case sign == 1:
 				p.reduceSum(gradOf(t).at(0), d.at(0), to, true)
 			default:
 				s := g.empty(t, t.shape)
 				p.reduceSum(s.at(0), d.at(0), to, false)
-				p.axpy(gradOf(t).at(0), s.at(0), sign, s.Len())
+				send(t, s, sign, true)
 				keep(s)
 			}
 			keep(t.grad, d)
@@ -67,13 +72,13 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 			}
 			d := g.empty(dy, dy.shape)
 			p.binary(accel.OpMul, d.at(0), dy.at(0), other.at(0), by, 0)
-			send(t, to, d, 1)
+			sendTo(t, to, d, 1, true)
 		}
 		if a.requiresGrad {
 			if op == accel.OpMul {
 				product(a, b, byA, toA)
 			} else {
-				send(a, toA, dy, 1)
+				sendTo(a, toA, dy, 1, true)
 			}
 		}
 		if b.requiresGrad {
@@ -81,9 +86,9 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 			case accel.OpMul:
 				product(b, a, byB, toB)
 			case accel.OpSub:
-				send(b, toB, dy, -1)
+				sendTo(b, toB, dy, -1, true)
 			default:
-				send(b, toB, dy, 1)
+				sendTo(b, toB, dy, 1, true)
 			}
 		}
 		keep(a, b, dy)
@@ -100,8 +105,7 @@ func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				p.axpy(gradOf(x).at(0), out.grad.at(0), s, x.Len())
-				keep(x.grad, out.grad)
+				send(x, out.grad, s, true)
 			}
 		})
 	}

@@ -44,24 +44,26 @@ func (g *Graph) MatMul(a, b *Tensor, transB bool) *Tensor {
 				return
 			}
 			if a.requiresGrad { // dA = dY·op(B)ᵀ
-				da := gradOf(a).at(0)
+				ga, beta := gradTarget(a)
+				da := ga.at(0)
 				if shared {
-					p.gemm(false, !transB, 1, batch*m, k, n, 1, dy.at(0), n, 0, b.at(0), ldb, 0, 1, da, k, 0)
+					p.gemm(false, !transB, 1, batch*m, k, n, 1, dy.at(0), n, 0, b.at(0), ldb, 0, beta, da, k, 0)
 				} else {
-					p.gemm(false, !transB, batch, m, k, n, 1, dy.at(0), n, m*n, b.at(0), ldb, k*n, 1, da, k, m*k)
+					p.gemm(false, !transB, batch, m, k, n, 1, dy.at(0), n, m*n, b.at(0), ldb, k*n, beta, da, k, m*k)
 				}
 			}
 			if b.requiresGrad {
-				db := gradOf(b).at(0)
+				gb, beta := gradTarget(b)
+				db := gb.at(0)
 				switch {
 				case shared && !transB: // dB = Aᵀ·dY over all rows
-					p.gemm(true, false, 1, k, n, batch*m, 1, a.at(0), k, 0, dy.at(0), n, 0, 1, db, n, 0)
+					p.gemm(true, false, 1, k, n, batch*m, 1, a.at(0), k, 0, dy.at(0), n, 0, beta, db, n, 0)
 				case shared && transB: // dB = dYᵀ·A
-					p.gemm(true, false, 1, n, k, batch*m, 1, dy.at(0), n, 0, a.at(0), k, 0, 1, db, k, 0)
+					p.gemm(true, false, 1, n, k, batch*m, 1, dy.at(0), n, 0, a.at(0), k, 0, beta, db, k, 0)
 				case !transB:
-					p.gemm(true, false, batch, k, n, m, 1, a.at(0), k, m*k, dy.at(0), n, m*n, 1, db, n, k*n)
+					p.gemm(true, false, batch, k, n, m, 1, a.at(0), k, m*k, dy.at(0), n, m*n, beta, db, n, k*n)
 				default:
-					p.gemm(true, false, batch, n, k, m, 1, dy.at(0), n, m*n, a.at(0), k, m*k, 1, db, k, k*n)
+					p.gemm(true, false, batch, n, k, m, 1, dy.at(0), n, m*n, a.at(0), k, m*k, beta, db, k, k*n)
 				}
 			}
 			keep(a, b, dy, a.grad, b.grad)
@@ -105,10 +107,12 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 				return
 			}
 			if x.requiresGrad { // dX = dY·W
-				p.gemm(false, false, 1, rows, in, outDim, 1, dy.at(0), outDim, 0, w.at(0), in, 0, 1, gradOf(x).at(0), in, 0)
+				gx, beta := gradTarget(x)
+				p.gemm(false, false, 1, rows, in, outDim, 1, dy.at(0), outDim, 0, w.at(0), in, 0, beta, gx.at(0), in, 0)
 			}
 			if w.requiresGrad { // dW = dYᵀ·X
-				p.gemm(true, false, 1, outDim, in, rows, 1, dy.at(0), outDim, 0, x.at(0), in, 0, 1, gradOf(w).at(0), in, 0)
+				gw, beta := gradTarget(w)
+				p.gemm(true, false, 1, outDim, in, rows, 1, dy.at(0), outDim, 0, x.at(0), in, 0, beta, gw.at(0), in, 0)
 			}
 			if bias != nil && bias.requiresGrad { // dBias = Σ_rows dY
 				p.reduceSum(gradOf(bias).at(0), dy.at(0), newLayout([]int{rows, outDim}, []int{0, 1}, []int{0, 1}), true)

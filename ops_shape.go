@@ -42,7 +42,7 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 	if g.needs(x) {
 		g.push(out, func() {
 			if out.grad != nil {
-				accumulate(x, reshapeGrad(out.grad, x.shape))
+				give(x, reshapeGrad(out.grad, x.shape)) // out keeps no gradient after this pass
 			}
 		})
 	}
@@ -97,7 +97,7 @@ func (g *Graph) Permute(x *Tensor, perm ...int) *Tensor {
 			dx := g.empty(x, x.shape)
 			p.permute(dx.at(0), out.grad.at(0), back)
 			keep(out.grad, dx)
-			accumulate(x, dx)
+			give(x, dx)
 		})
 	}
 	return out

@@ -301,7 +301,12 @@ func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
 // SetRequiresGrad marks t as a leaf whose gradient Backward accumulates.
 func (t *Tensor) SetRequiresGrad(on bool) *Tensor { t.requiresGrad = on; return t }
 
-// Grad returns the gradient accumulated by Graph.Backward, or nil.
+// Grad returns the gradient accumulated by Graph.Backward, or nil. Backward
+// keeps the gradients of the tensors it reaches that no op of the graph
+// made (parameters, and inputs marked with SetRequiresGrad); an op's
+// result keeps none once its gradient has been sent on (its storage may
+// have become an input's gradient), as PyTorch keeps no gradient of a
+// non-leaf tensor.
 func (t *Tensor) Grad() *Tensor { return t.grad }
 
 // ZeroGrad drops t's accumulated gradient.
