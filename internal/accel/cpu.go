@@ -268,12 +268,23 @@ func (CPU[T]) ScatterAdd(dst, src []T, ids []int, vocab, dim int) {
 // Σ idx_i·strideA_i and of b at Σ idx_i·strideB_i (stride 0 broadcasts);
 // value is OpMaskFill's fill. The innermost dimension runs as one loop.
 func (CPU[T]) Binary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, value T) {
+	binary("Binary", op, false, dst, a, b, shape, strideA, strideB, value)
+}
+
+// AddBinary adds a op b to dst (contiguous, of shape), with Binary's
+// operands: dst += a op b, the gradient of a product or a mask added where
+// it goes without a temporary.
+func (CPU[T]) AddBinary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, value T) {
+	binary("AddBinary", op, true, dst, a, b, shape, strideA, strideB, value)
+}
+
+func binary[T kernels.Float](name string, op BinaryOp, acc bool, dst, a, b []T, shape, strideA, strideB []int, value T) {
 	if len(strideA) != len(shape) || len(strideB) != len(shape) || op < OpAdd || op > OpMaskFill {
 		// Copies: the slices stay on their caller's stack.
-		check(false, "Binary: op %d shape %v strides %v %v", op, slices.Clone(shape), slices.Clone(strideA), slices.Clone(strideB))
+		check(false, "%s: op %d shape %v strides %v %v", name, op, slices.Clone(shape), slices.Clone(strideA), slices.Clone(strideB))
 	}
 	if !parallel(numel(shape), 1) || len(shape) > maxSplitRank {
-		eachRun(shape, strideA, strideB, func(o, ia, ib, n, sa, sb int) { binaryRun(op, dst, a, b, value, o, ia, ib, n, sa, sb) })
+		eachRun(shape, strideA, strideB, func(o, ia, ib, n, sa, sb int) { binaryRun(op, acc, dst, a, b, value, o, ia, ib, n, sa, sb) })
 		return
 	}
 	// Copies of the layout, so that the slices themselves stay on their
@@ -285,14 +296,29 @@ func (CPU[T]) Binary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, 
 	copy(st[maxSplitRank:], strideB)
 	split(numel(sh[:k]), 1, func(lo, hi int) {
 		eachRunIn(sh[:k], st[:k], st[maxSplitRank:maxSplitRank+k], lo, hi, func(o, ia, ib, n, sa, sb int) {
-			binaryRun(op, dst, a, b, value, o, ia, ib, n, sa, sb)
+			binaryRun(op, acc, dst, a, b, value, o, ia, ib, n, sa, sb)
 		})
 	})
 }
 
-// binaryRun computes one run of Binary.
-func binaryRun[T kernels.Float](op BinaryOp, dst, a, b []T, value T, o, ia, ib, n, sa, sb int) {
-	d := dst[o : o+n]
+// binaryRun computes one run of n elements of Binary (AddBinary when acc:
+// a piece at a time into a buffer on the stack, then added).
+func binaryRun[T kernels.Float](op BinaryOp, acc bool, dst, a, b []T, value T, o, ia, ib, n, sa, sb int) {
+	if !acc {
+		binaryInto(op, dst[o:o+n], a, b, value, ia, ib, sa, sb)
+		return
+	}
+	var tmp [256]T
+	for done := 0; done < n; done += len(tmp) {
+		k := min(len(tmp), n-done)
+		binaryInto(op, tmp[:k], a, b, value, ia+done*sa, ib+done*sb, sa, sb)
+		kernels.AddScaled(dst[o+done:o+done+k], tmp[:k], 1)
+	}
+}
+
+// binaryInto writes d[i] = a[ia + i·sa] op b[ib + i·sb] for every i.
+func binaryInto[T kernels.Float](op BinaryOp, d, a, b []T, value T, ia, ib, sa, sb int) {
+	n := len(d)
 	if sa == 1 && sb == 1 {
 		x, y := a[ia:ia+n], b[ib:ib+n]
 		switch op {
@@ -333,79 +359,6 @@ func binaryRun[T kernels.Float](op BinaryOp, dst, a, b []T, value T, o, ia, ib, 
 				d[i] = x
 			} else {
 				d[i] = value
-			}
-		}
-	}
-}
-
-// AddBinary adds a op b to dst (contiguous, of shape), with Binary's
-// operands: dst += a op b, the gradient of a product or a mask added where
-// it goes without a temporary.
-func (CPU[T]) AddBinary(op BinaryOp, dst, a, b []T, shape, strideA, strideB []int, value T) {
-	if len(strideA) != len(shape) || len(strideB) != len(shape) || op < OpAdd || op > OpMaskFill {
-		check(false, "AddBinary: op %d shape %v strides %v %v", op, slices.Clone(shape), slices.Clone(strideA), slices.Clone(strideB))
-	}
-	if !parallel(numel(shape), 1) || len(shape) > maxSplitRank {
-		eachRun(shape, strideA, strideB, func(o, ia, ib, n, sa, sb int) { addBinaryRun(op, dst, a, b, value, o, ia, ib, n, sa, sb) })
-		return
-	}
-	// Copies of the layout, so that the slices themselves stay on their
-	// caller's stack when nothing is split.
-	var sh [maxSplitRank]int
-	var st [2 * maxSplitRank]int
-	k := copy(sh[:], shape)
-	copy(st[:], strideA)
-	copy(st[maxSplitRank:], strideB)
-	split(numel(sh[:k]), 1, func(lo, hi int) {
-		eachRunIn(sh[:k], st[:k], st[maxSplitRank:maxSplitRank+k], lo, hi, func(o, ia, ib, n, sa, sb int) {
-			addBinaryRun(op, dst, a, b, value, o, ia, ib, n, sa, sb)
-		})
-	})
-}
-
-// addBinaryRun computes one run of AddBinary.
-func addBinaryRun[T kernels.Float](op BinaryOp, dst, a, b []T, value T, o, ia, ib, n, sa, sb int) {
-	d := dst[o : o+n]
-	if sa == 1 && sb == 1 {
-		x, y := a[ia:ia+n], b[ib:ib+n]
-		switch op {
-		case OpAdd:
-			for i := range d {
-				d[i] += x[i] + y[i]
-			}
-		case OpSub:
-			for i := range d {
-				d[i] += x[i] - y[i]
-			}
-		case OpMul:
-			for i := range d {
-				d[i] += x[i] * y[i]
-			}
-		default:
-			for i := range d {
-				if y[i] != 0 {
-					d[i] += x[i]
-				} else {
-					d[i] += value
-				}
-			}
-		}
-		return
-	}
-	for i := range d {
-		x, y := a[ia+i*sa], b[ib+i*sb]
-		switch op {
-		case OpAdd:
-			d[i] += x + y
-		case OpSub:
-			d[i] += x - y
-		case OpMul:
-			d[i] += x * y
-		default:
-			if y != 0 {
-				d[i] += x
-			} else {
-				d[i] += value
 			}
 		}
 	}
