@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/cpu"
+	"github.com/radgen/radgen/internal/kernels"
 	"github.com/radgen/radgen/internal/safetensors"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
@@ -186,35 +187,12 @@ func m2ReferencePre(feats *radgen.Tensor, fc *radgen.Linear) *radgen.Tensor {
 		for j := range d {
 			var acc float32
 			for p, v := range w[j*k : (j+1)*k] {
-				acc = fma32(xr[p], v, acc)
+				acc = kernels.FMA32(xr[p], v, acc)
 			}
 			o[r*d+j] = max(acc+bias[j], 0)
 		}
 	}
 	return out
-}
-
-// fma32 returns x·y + z rounded once to float32: x·y is exact in float64,
-// and the float64 sum is rounded to odd, which makes its rounding to
-// float32 a single correct rounding (Boldo and Melquiond).
-func fma32(x, y, z float32) float32 {
-	p, c := float64(x)*float64(y), float64(z)
-	s := p + c
-	if s == 0 || math.IsInf(s, 0) || math.IsNaN(s) {
-		return float32(s)
-	}
-	bv := s - p
-	if e := (p - (s - bv)) + (c - bv); e != 0 {
-		if u := math.Float64bits(s); u&1 == 0 {
-			if (e > 0) == (s > 0) {
-				u++
-			} else {
-				u--
-			}
-			s = math.Float64frombits(u)
-		}
-	}
-	return float32(s)
 }
 
 // m2MaskDecided says, for each region (b·R + r) of feats, whether M²'s

@@ -34,6 +34,7 @@ import (
 	"math/bits"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/kernels"
 )
 
 const (
@@ -99,7 +100,7 @@ func torchLayerNorm(y, x, w, b []float32, eps float32) {
 	rstd := 1 / float32(math.Sqrt(float64(max(variance, 0)+eps)))
 	shift := float32(-rstd * mean)
 	for i, v := range x {
-		y[i] = torchFMA32(torchFMA32(v, rstd, shift), w[i], b[i])
+		y[i] = kernels.FMA32(kernels.FMA32(v, rstd, shift), w[i], b[i]) // _mm256_fmadd_ps twice
 	}
 }
 
@@ -266,30 +267,4 @@ func torchAddLanes(dst *torchLanes, x []float32) {
 	for l := range dst {
 		dst[l] += x[l]
 	}
-}
-
-// torchFMA32 returns x·y + z rounded once to float32, as _mm256_fmadd_ps does.
-// x·y is exact in float64; the float64 sum is rounded to odd (the sticky
-// bit of Boldo and Melquiond's method), which makes the final rounding to
-// float32 a single correct rounding.
-func torchFMA32(x, y, z float32) float32 {
-	p, c := float64(x)*float64(y), float64(z)
-	s := p + c
-	if s == 0 || math.IsInf(s, 0) || math.IsNaN(s) {
-		return float32(s)
-	}
-	// TwoSum: the exact error of s.
-	bv := s - p
-	e := (p - (s - bv)) + (c - bv)
-	if e != 0 {
-		if u := math.Float64bits(s); u&1 == 0 {
-			if (e > 0) == (s > 0) {
-				u++
-			} else {
-				u--
-			}
-			s = math.Float64frombits(u)
-		}
-	}
-	return float32(s)
 }

@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -231,35 +230,6 @@ func TestMaskRules(t *testing.T) {
 	e := &MemoryEncoder{Padding: PadNone}
 	if e.Mask(in, pre) != nil {
 		t.Fatal("PadNone gave a mask")
-	}
-}
-
-// torchFMA32 rounds once: compare with exact big.Float arithmetic, on random
-// operands and on sums built to land on float32 ties.
-func TestFMA32(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 9))
-	exact := func(x, y, z float32) float32 {
-		p := new(big.Float).SetPrec(200).Mul(big.NewFloat(float64(x)).SetPrec(200), big.NewFloat(float64(y)).SetPrec(200))
-		p.Add(p, big.NewFloat(float64(z)).SetPrec(200))
-		f, _ := p.Float32()
-		return f
-	}
-	for i := range 200000 {
-		x := float32(rng.NormFloat64())
-		y := float32(rng.NormFloat64() * math.Exp2(float64(rng.IntN(20)-10)))
-		z := float32(rng.NormFloat64())
-		if i%3 == 0 {
-			// z ≈ −x·y: heavy cancellation.
-			z = -float32(float64(x) * float64(y))
-		}
-		if i%5 == 0 {
-			// 2³⁰+2⁷ + (2⁶ − 2⁻³⁴): the float64 sum rounds onto a float32
-			// tie, which rounding to even would resolve upwards.
-			x, y, z = 1+float32(math.Exp2(-20)), 64*(1-float32(math.Exp2(-20))), float32(math.Exp2(30)+128)
-		}
-		if got, want := torchFMA32(x, y, z), exact(x, y, z); got != want {
-			t.Fatalf("torchFMA32(%g, %g, %g) = %g, want %g", x, y, z, got, want)
-		}
 	}
 }
 

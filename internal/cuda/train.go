@@ -434,7 +434,7 @@ func (e *Engine) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int)
 
 // AdamStep applies one Adam (AMSGrad when k.AMSGrad) update to n
 // parameters p with gradients g and moments m, v (and vmax with AMSGrad;
-// ignored otherwise), rounding for rounding as internal/accel.AdamUpdate:
+// ignored otherwise), rounding for rounding as internal/kernels.Adam:
 // two fused multiply-adds, every other operation rounded on its own.
 func (e *Engine) AdamStep(p, g, m, v, vmax Ptr, n int, k AdamConsts) error {
 	check(n >= 0 && (!k.AMSGrad || vmax != 0), "AdamStep: n=%d amsgrad=%v vmax=%#x", n, k.AMSGrad, vmax)
