@@ -3,8 +3,6 @@ package radgen
 import (
 	"fmt"
 	"runtime"
-
-	"github.com/radgen/radgen/internal/accel"
 )
 
 // To returns t on dev: t itself when it is already there, otherwise a copy
@@ -99,15 +97,5 @@ func ToDevice(m Module, dev Device) error {
 func (e *engine) must(op string, err error) {
 	if err != nil {
 		panic(fmt.Sprintf("radgen: %s on %v: %v", op, e.dev, err))
-	}
-}
-
-func init() {
-	accel.TensorBuffer = func(v any) (accel.Engine, accel.Ptr, bool) {
-		t, ok := v.(*Tensor)
-		if !ok || t == nil || t.buf == nil {
-			return nil, 0, false
-		}
-		return t.buf.e.e, t.buf.ptr, true
 	}
 }

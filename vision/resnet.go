@@ -13,13 +13,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/accel"
 )
 
 // BlockKind is the residual block of a ResNet.
@@ -168,31 +166,9 @@ func (bn *BatchNorm) Forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool)
 		return g.BatchNorm2d(x, bn.Weight, bn.Bias, bn.RunningMean, bn.RunningVar, bn.Eps)
 	}
 	y, m, v := g.BatchNorm2dTrain(x, bn.Weight, bn.Bias, bn.RunningMean, bn.RunningVar, bn.Eps, bn.Momentum)
-	copyValues(bn.RunningMean, m)
-	copyValues(bn.RunningVar, v)
+	bn.RunningMean.CopyFrom(m)
+	bn.RunningVar.CopyFrom(v)
 	return y
-}
-
-func copyValues(dst, src *radgen.Tensor) {
-	if dst.Device() != radgen.CPU || src.Device() != radgen.CPU {
-		// Running statistics on a device are copied there.
-		e, dp, ok1 := accel.TensorBuffer(dst)
-		_, sp, ok2 := accel.TensorBuffer(src)
-		if !ok1 || !ok2 || dst.Device() != src.Device() || dst.Len() != src.Len() {
-			panic(fmt.Sprintf("vision: running statistics %v on %v from %v on %v", dst, dst.Device(), src, src.Device()))
-		}
-		if err := e.CopyDevice(dp, sp, 4*int64(dst.Len())); err != nil {
-			panic(fmt.Sprintf("vision: running statistics on %v: %v", dst.Device(), err))
-		}
-		runtime.KeepAlive(dst)
-		runtime.KeepAlive(src)
-		return
-	}
-	if dst.Is64() {
-		copy(dst.Data64(), src.Data64())
-	} else {
-		copy(dst.Data(), src.Data())
-	}
 }
 
 // ConvBN is a bias-free convolution followed by batch normalisation, the

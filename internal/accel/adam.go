@@ -36,9 +36,3 @@ func (h *Host) Clamp(dst Ptr, c float32, n int) error {
 	}
 	return nil
 }
-
-// TensorBuffer is set by package radgen: it returns the engine and buffer
-// of a *radgen.Tensor on a device (ok false for a CPU tensor or another
-// value). Packages of the module that update tensors in place on their
-// device (the optimisers) reach the storage through it.
-var TensorBuffer func(t any) (e Engine, p Ptr, ok bool)

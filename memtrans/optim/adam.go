@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/accel"
 )
 
 // Errors returned by this package.
@@ -150,13 +149,11 @@ type slot struct {
 	name string
 	t    *radgen.Tensor
 	step int64
-	// m, v and vmax are exp_avg, exp_avg_sq and max_exp_avg_sq; nil before
-	// the first step (vmax stays nil without AMSGrad). For a parameter on
-	// a device they live in dm, dv and dvmax on its device instead (m, v
-	// and vmax then hold only a state set by SetState until the next Step
-	// moves it there).
-	m, v, vmax    []float32
-	dm, dv, dvmax *radgen.Tensor
+	// m, v and vmax are exp_avg, exp_avg_sq and max_exp_avg_sq, on the
+	// parameter's device; nil before the first step (vmax stays nil
+	// without AMSGrad). A state set by SetState is on the CPU until the
+	// next Step moves it to the parameter's device.
+	m, v, vmax *radgen.Tensor
 }
 
 // Compile-time check that Adam can be driven by schedulers.
@@ -282,28 +279,24 @@ func (a *Adam) Step() {
 			if grad.Is64() || !slices.Equal(grad.Shape(), s.t.Shape()) {
 				panic(fmt.Sprintf("optim: gradient %v of parameter %q does not match %v", grad, s.name, s.t))
 			}
-			if s.t.Device() != radgen.CPU || grad.Device() != radgen.CPU {
-				s.step++
-				a.deviceStep(s, grad, a.consts(g.lr, g.wd, s.step))
-				continue
+			dev := s.t.Device()
+			if grad.Device() != dev {
+				panic(fmt.Sprintf("optim: gradient of parameter %q on %v, the parameter on %v", s.name, grad.Device(), dev))
 			}
-			n := s.t.Len()
-			if s.m == nil {
-				s.m, s.v = make([]float32, n), make([]float32, n)
-			}
-			if a.cfg.amsgrad && s.vmax == nil {
-				s.vmax = make([]float32, n)
-			}
+			s.moments(a.cfg.amsgrad)
 			s.step++
 			k := a.consts(g.lr, g.wd, s.step)
-			p, gd := s.t.Data(), grad.Data()
-			for lo := 0; lo < n; lo += chunk {
-				hi := min(lo+chunk, n)
-				j := job{k: k, p: p[lo:hi], g: gd[lo:hi], m: s.m[lo:hi], v: s.v[lo:hi]}
-				if a.cfg.amsgrad {
-					j.vmax = s.vmax[lo:hi]
-				}
-				jobs = append(jobs, j)
+			var vmax *radgen.Tensor
+			if a.cfg.amsgrad {
+				vmax = s.vmax
+			}
+			if dev != radgen.CPU {
+				// One call of the device's engine for the whole tensor.
+				s.t.AdamUpdate(grad, s.m, s.v, vmax, k)
+				continue
+			}
+			for lo, n := 0, s.t.Len(); lo < n; lo += chunk {
+				jobs = append(jobs, job{s: s, grad: grad, vmax: vmax, k: k, lo: lo, hi: min(lo+chunk, n)})
 			}
 		}
 	}
@@ -312,53 +305,23 @@ func (a *Adam) Step() {
 	a.jobs = jobs[:0]
 }
 
-// deviceStep updates a parameter on a device with its engine's AdamStep.
-func (a *Adam) deviceStep(s *slot, grad *radgen.Tensor, k consts) {
+// moments allocates the moments of s at its first step, and moves them to
+// the parameter's device when they are elsewhere (a state set by SetState,
+// or a parameter moved since).
+func (s *slot) moments(amsgrad bool) {
 	dev := s.t.Device()
-	if grad.Device() != dev {
-		panic(fmt.Sprintf("optim: gradient of parameter %q on %v, the parameter on %v", s.name, grad.Device(), dev))
-	}
-	moment := func(host []float32) *radgen.Tensor {
-		if host == nil {
-			return radgen.Zeros(s.t.Shape()...).To(dev)
+	moment := func(t *radgen.Tensor) *radgen.Tensor {
+		if t == nil {
+			t = radgen.Zeros(s.t.Shape()...)
 		}
-		return radgen.FromFloat32(slices.Clone(host), s.t.Shape()...).To(dev)
+		return t.To(dev)
 	}
-	if s.dm == nil {
-		s.dm, s.dv = moment(s.m), moment(s.v)
-		s.m, s.v = nil, nil
+	if s.m == nil || s.m.Device() != dev || s.v.Device() != dev {
+		s.m, s.v = moment(s.m), moment(s.v)
 	}
-	if a.cfg.amsgrad && s.dvmax == nil {
-		s.dvmax = moment(s.vmax)
-		s.vmax = nil
+	if amsgrad && (s.vmax == nil || s.vmax.Device() != dev) {
+		s.vmax = moment(s.vmax)
 	}
-	ak := accel.AdamConsts{
-		WD: k.wd, Decay: k.decay, Decoupled: k.decoupled,
-		Beta1: k.beta1, OneMinusB1: k.omb1, Beta2: k.beta2, OneMinusB2: k.omb2,
-		BC2Sqrt: k.bc2sqrt, Eps: k.eps, NegStepLen: k.negStepLen, AMSGrad: a.cfg.amsgrad,
-	}
-	e, pp := deviceBuffer(s.t)
-	_, gp := deviceBuffer(grad)
-	_, mp := deviceBuffer(s.dm)
-	_, vp := deviceBuffer(s.dv)
-	var vmp accel.Ptr
-	if a.cfg.amsgrad {
-		_, vmp = deviceBuffer(s.dvmax)
-	}
-	if err := e.AdamStep(pp, gp, mp, vp, vmp, s.t.Len(), ak); err != nil {
-		panic(fmt.Sprintf("optim: Adam step of parameter %q on %v: %v", s.name, dev, err))
-	}
-	runtime.KeepAlive(s)
-	runtime.KeepAlive(grad)
-}
-
-// deviceBuffer returns the engine and storage of a tensor on a device.
-func deviceBuffer(t *radgen.Tensor) (accel.Engine, accel.Ptr) {
-	e, p, ok := accel.TensorBuffer(t)
-	if !ok {
-		panic(fmt.Sprintf("optim: tensor %v on %v has no device storage", t, t.Device()))
-	}
-	return e, p
 }
 
 // chunk is the number of elements one goroutine updates at a time; small
@@ -366,54 +329,46 @@ func deviceBuffer(t *radgen.Tensor) (accel.Engine, accel.Ptr) {
 // scheduling costs nothing next to the arithmetic.
 const chunk = 1 << 16
 
-// consts holds one parameter's scalars for a step, rounded to float32 where
-// ATen rounds a Python scalar to the tensor's dtype.
-type consts struct {
-	wd         float32 // grad.add(param, alpha=weight_decay)
-	decay      float32 // AdamW: param.mul_(1 - lr*weight_decay)
-	decoupled  bool
-	beta1      float32 // exp_avg.mul_(beta1)
-	omb1       float32 // .add_(grad, alpha=1-beta1)
-	beta2      float32 // exp_avg_sq.mul_(beta2)
-	omb2       float32 // .addcmul_(grad, grad, value=1-beta2)
-	bc2sqrt    float32 // denom = (sqrt(v) / bias_correction2_sqrt) ...
-	eps        float32 // ... .add_(eps)
-	negStepLen float32 // param.addcdiv_(exp_avg, denom, value=-step_size)
-}
-
-func (a *Adam) consts(lr, wd float64, step int64) consts {
+func (a *Adam) consts(lr, wd float64, step int64) radgen.AdamConsts {
 	c := a.cfg
-	// Python floats: beta**step, 1 - …, lr / …, math.sqrt(…), all in float64.
+	// Python floats: beta**step, 1 - …, lr / …, math.sqrt(…), all in float64,
+	// rounded to float32 where ATen rounds a Python scalar to the tensor's
+	// dtype.
 	if step != a.bcStep {
 		a.bcStep = step
 		a.bc1 = 1 - powInt(c.beta1, step)
 		a.bc2 = 1 - powInt(c.beta2, step)
 	}
 	bc1, bc2 := a.bc1, a.bc2
-	k := consts{
-		beta1:      float32(c.beta1),
-		omb1:       float32(1 - c.beta1),
-		beta2:      float32(c.beta2),
-		omb2:       float32(1 - c.beta2),
-		bc2sqrt:    float32(math.Sqrt(bc2)),
-		eps:        float32(c.eps),
-		negStepLen: float32(-(lr / bc1)),
-		decoupled:  c.decoupled,
+	k := radgen.AdamConsts{
+		Beta1:      float32(c.beta1),     // exp_avg.mul_(beta1)
+		OneMinusB1: float32(1 - c.beta1), // .add_(grad, alpha=1-beta1)
+		Beta2:      float32(c.beta2),     // exp_avg_sq.mul_(beta2)
+		OneMinusB2: float32(1 - c.beta2), // .addcmul_(grad, grad, value=1-beta2)
+		BC2Sqrt:    float32(math.Sqrt(bc2)),
+		Eps:        float32(c.eps),
+		NegStepLen: float32(-(lr / bc1)), // param.addcdiv_(exp_avg, denom, value=-step_size)
+		Decoupled:  c.decoupled,
+		AMSGrad:    c.amsgrad,
 	}
 	if c.decoupled {
-		k.decay = float32(1 - lr*wd)
+		k.Decay = float32(1 - lr*wd) // param.mul_(1 - lr*weight_decay)
 	} else {
-		k.wd = float32(wd)
+		k.WD = float32(wd) // grad.add(param, alpha=weight_decay)
 	}
 	return k
 }
 
-// job is one contiguous slice of one parameter.
+// job is one contiguous range of one parameter on the CPU.
 type job struct {
-	k          consts
-	p, g, m, v []float32
-	vmax       []float32 // nil without AMSGrad
+	s      *slot
+	grad   *radgen.Tensor
+	vmax   *radgen.Tensor // nil without AMSGrad
+	k      radgen.AdamConsts
+	lo, hi int
 }
+
+func (j *job) do() { j.s.t.AdamUpdateRange(j.lo, j.hi, j.grad, j.s.m, j.s.v, j.vmax, j.k) }
 
 // run executes jobs on up to workers goroutines. Each element is updated by
 // exactly one goroutine with the same arithmetic, so the result is
@@ -421,12 +376,12 @@ type job struct {
 func run(jobs []job, workers int) {
 	total := 0
 	for _, j := range jobs {
-		total += len(j.p)
+		total += j.hi - j.lo
 	}
 	workers = min(workers, len(jobs), (total+chunk-1)/chunk)
 	if workers <= 1 {
-		for _, j := range jobs {
-			adamKernel(&j)
+		for i := range jobs {
+			jobs[i].do()
 		}
 		return
 	}
@@ -447,57 +402,11 @@ func run(jobs []job, workers int) {
 				if i >= len(jobs) {
 					return
 				}
-				adamKernel(&jobs[i])
+				jobs[i].do()
 			}
 		}()
 	}
 	wg.Wait()
-}
-
-// adamKernel updates one slice. Every float32 operation is written with an
-// explicit conversion so that no compiler fuses a multiply and an add where
-// ATen does not (the Go spec allows fusion otherwise). The two places where
-// ATen's vectorised add(x, alpha) does fuse are fma32, written out so that
-// its fast path is inlined.
-func adamKernel(j *job) {
-	k := &j.k
-	n := len(j.p)
-	p, g, m, v := j.p, j.g[:n], j.m[:n], j.v[:n]
-	var vmax []float32
-	if j.vmax != nil {
-		vmax = j.vmax[:n]
-	}
-	wd, omb1 := float64(k.wd), float64(k.omb1)
-	for i := range p {
-		gi := g[i]
-		if k.decoupled {
-			p[i] = float32(p[i] * k.decay) // param.mul_(1 - lr*wd)
-		} else if k.wd != 0 {
-			// grad = grad.add(param, alpha=wd), fused: fma32(p[i], k.wd, gi)
-			x, z := float64(p[i])*wd, float64(gi)
-			if s := x + z; !fmaTie(s) {
-				gi = float32(s)
-			} else {
-				gi = fma32Slow(x, z, s)
-			}
-		}
-		// exp_avg.mul_(β1).add_(grad, alpha=1-β1), fused: fma32(gi, k.omb1, m[i]*β1)
-		var mi float32
-		x, z := float64(gi)*omb1, float64(float32(m[i]*k.beta1))
-		if s := x + z; !fmaTie(s) {
-			mi = float32(s)
-		} else {
-			mi = fma32Slow(x, z, s)
-		}
-		vi := float32(v[i]*k.beta2) + float32(float32(k.omb2*gi)*gi) // exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1-β2)
-		m[i], v[i] = mi, vi
-		if vmax != nil {
-			vi = max(vmax[i], vi) // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-			vmax[i] = vi
-		}
-		denom := float32(sqrt32(vi)/k.bc2sqrt) + k.eps // (sqrt(v̂) / bias_correction2_sqrt).add_(eps)
-		p[i] += float32(k.negStepLen*mi) / denom       // param.addcdiv_(exp_avg, denom, value=-step_size)
-	}
 }
 
 // powInt returns x^n for n ≥ 1 correctly rounded to float64 (256-bit
@@ -516,61 +425,4 @@ func powInt(x float64, n int64) float64 {
 	}
 	f, _ := r.Float64()
 	return f
-}
-
-// sqrt32 is the correctly rounded float32 square root (a float64 square
-// root rounded to float32 is correctly rounded: 53 ≥ 2·24+2).
-func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
-
-// fma32 returns x·y + z rounded once to float32, as a fused multiply-add
-// (_mm256_fmadd_ps) does. The product of two float32 values is exact in
-// float64, so s = x·y + z in float64 is rounded once. Rounding s again to
-// float32 gives the right answer unless s landed exactly on a float32 tie
-// (a value halfway between two float32s, which float64 represents): the
-// exact sum lies on one side of the tie, and rounding s cannot know which.
-// Only then, and for results in float32's subnormal range, does fma32Slow
-// recover the exact sum.
-func fma32(x, y, z float32) float32 {
-	p := float64(x) * float64(y) // exact: 24+24 bits ≤ 53
-	s := p + float64(z)
-	if !fmaTie(s) {
-		return float32(s)
-	}
-	return fma32Slow(p, float64(z), s)
-}
-
-// fmaTie reports whether the float64 s may round to float32 differently
-// from the exact value it approximates: a normal float32 keeps the top 23
-// of float64's 52 fraction bits, and s is a tie when the other 29 bits are
-// 1 followed by 28 zeros. Below 2^-126 (zero included) float32 keeps fewer
-// bits, so those values are reported too.
-func fmaTie(s float64) bool {
-	u := math.Float64bits(s)
-	return u&(1<<29-1) == 1<<28 || u&(0x7ff<<52) < (1023-126)<<52
-}
-
-// fma32Slow rounds p + c (float64, p + c ≈ s) to float32 correctly: it
-// first rounds the exact sum to odd in float64 (Boldo & Melquiond 2008:
-// rounding to odd with at least 24+2 bits and then to nearest at 24 bits
-// equals rounding to nearest once).
-func fma32Slow(p, c, s float64) float32 {
-	if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) {
-		return float32(s) // exact (or not a number)
-	}
-	// TwoSum (Knuth): e = (p + c) − s exactly.
-	b := s - p
-	e := (p - (s - b)) + (c - b)
-	if e != 0 {
-		// s is inexact. Round to odd: of the two float64 values around the
-		// exact sum, take the one whose last bit is 1.
-		if u := math.Float64bits(s); u&1 == 0 {
-			if (e > 0) == (s > 0) {
-				u++ // the exact sum lies farther from zero than s
-			} else {
-				u--
-			}
-			s = math.Float64frombits(u)
-		}
-	}
-	return float32(s)
 }

@@ -3,7 +3,6 @@ package optim
 import (
 	"fmt"
 	"math"
-	"runtime"
 
 	"github.com/radgen/radgen"
 )
@@ -19,28 +18,9 @@ func ClipGradValue(params []radgen.Named, clip float64) {
 		panic(fmt.Sprintf("optim: ClipGradValue with bound %v", clip))
 	}
 	for _, p := range params {
-		g := p.Tensor.Grad()
-		switch {
-		case g == nil:
-		case g.Device() != radgen.CPU:
-			e, ptr := deviceBuffer(g)
-			if err := e.Clamp(ptr, float32(clip), g.Len()); err != nil {
-				panic(fmt.Sprintf("optim: ClipGradValue of %q on %v: %v", p.Name, g.Device(), err))
-			}
-			runtime.KeepAlive(g)
-		case g.Is64():
-			clamp(g.Data64(), clip)
-		default:
-			clamp(g.Data(), float32(clip))
+		if g := p.Tensor.Grad(); g != nil {
+			g.ClampInPlace(clip)
 		}
-	}
-}
-
-// clamp sets x to min(max(x, −c), c); Go's min and max return NaN when an
-// argument is NaN, as torch.clamp does.
-func clamp[T float32 | float64](x []T, c T) {
-	for i, v := range x {
-		x[i] = min(max(v, -c), c)
 	}
 }
 
@@ -111,25 +91,9 @@ func ClipGradNorm(params []radgen.Named, maxNorm, normType float64) (float64, er
 		return total, nil
 	}
 	for _, g := range grads {
-		if g.Device() != radgen.CPU {
-			e, ptr := deviceBuffer(g)
-			if err := e.Scale(ptr, ptr, float32(coef), g.Len()); err != nil {
-				return total, fmt.Errorf("optim: ClipGradNorm on %v: %w", g.Device(), err)
-			}
-			runtime.KeepAlive(g)
-		} else if g.Is64() {
-			scale(g.Data64(), coef)
-		} else {
-			scale(g.Data(), float32(coef))
-		}
+		g.ScaleInPlace(coef) // in float32 for a float32 gradient
 	}
 	return total, nil
-}
-
-func scale[T float32 | float64](x []T, c T) {
-	for i := range x {
-		x[i] *= c
-	}
 }
 
 // pNorm returns the p-norm of x (the largest |x| for p = +Inf), accumulated

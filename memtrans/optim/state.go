@@ -58,9 +58,9 @@ func (a *Adam) State() *AdamState {
 				Name:        p.name,
 				Shape:       slices.Clone(p.t.Shape()),
 				Step:        p.step,
-				ExpAvg:      momentOf(p.m, p.dm),
-				ExpAvgSq:    momentOf(p.v, p.dv),
-				MaxExpAvgSq: momentOf(p.vmax, p.dvmax),
+				ExpAvg:      momentOf(p.m),
+				ExpAvgSq:    momentOf(p.v),
+				MaxExpAvgSq: momentOf(p.vmax),
 			})
 		}
 		s.Groups = append(s.Groups, gs)
@@ -68,12 +68,16 @@ func (a *Adam) State() *AdamState {
 	return s
 }
 
-// momentOf returns a copy of a moment held in host memory or on a device.
-func momentOf(host []float32, dev *radgen.Tensor) []float32 {
-	if dev != nil {
-		return dev.To(radgen.CPU).Data()
+// momentOf returns a copy of a moment's values (nil for none), on any
+// device.
+func momentOf(t *radgen.Tensor) []float32 {
+	switch {
+	case t == nil:
+		return nil
+	case t.Device() == radgen.CPU:
+		return slices.Clone(t.Data())
 	}
-	return slices.Clone(host)
+	return t.To(radgen.CPU).Data()
 }
 
 // SetState restores a state returned by State (possibly of another Adam
@@ -117,11 +121,20 @@ func (a *Adam) SetState(s *AdamState) error {
 		for pi, ps := range gs.Params {
 			p := g.params[pi]
 			p.step = ps.Step
-			p.m, p.v, p.vmax = slices.Clone(ps.ExpAvg), slices.Clone(ps.ExpAvgSq), slices.Clone(ps.MaxExpAvgSq)
-			p.dm, p.dv, p.dvmax = nil, nil, nil // a device parameter's next Step moves them there
+			// On the CPU; a device parameter's next Step moves them there.
+			p.m, p.v, p.vmax = hostMoment(ps.ExpAvg, ps.Shape), hostMoment(ps.ExpAvgSq, ps.Shape), hostMoment(ps.MaxExpAvgSq, ps.Shape)
 		}
 	}
 	return nil
+}
+
+// hostMoment returns a copy of a moment's values as a CPU tensor of shape
+// (nil for none).
+func hostMoment(x []float32, shape []int) *radgen.Tensor {
+	if x == nil {
+		return nil
+	}
+	return radgen.FromFloat32(slices.Clone(x), shape...)
 }
 
 // validate checks the state's internal consistency.
