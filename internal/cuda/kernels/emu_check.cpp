@@ -178,7 +178,7 @@ static void training() {
       snprintf(nm, 64, "maxpoolback/%dx%d k%d s%d p%d", g.H, g.W, g.KH, g.SH, g.PH); same(nm, dx, wd);
     }
   }
-  { // Adam, AMSGrad, AdamW, L2 decay: bitwise against accel.AdamUpdate's rounding, and
+  { // Adam, AMSGrad, AdamW, L2 decay: bitwise against internal/kernels.Adam's rounding, and
     // within 1e-5 of the same update in float64
     struct K { float wd, decay; int decoupled; float b1, omb1, b2, omb2, bc2, eps, neg; int ams; const char* name; };
     float lr = 1e-3f; int t = 3; double b1 = 0.9, b2 = 0.999;
