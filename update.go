@@ -27,9 +27,6 @@ import (
 //	v ← Beta2·v + OneMinusB2·g²
 //	v̂ ← max(v̂, v)                    (with AMSGrad; otherwise v̂ = v)
 //	θ ← θ + NegStepLen·m / (√v̂/BC2Sqrt + Eps)
-//
-// Its fields are those of the engines' own copy of the scalars
-// (internal/kernels.AdamConsts), to which it converts as it is.
 type AdamConsts struct {
 	// WD is the L2 penalty λ, added to the gradient as g + λ·θ with one
 	// rounding (torch's grad.add(param, alpha=weight_decay)); 0 for none.
@@ -70,7 +67,7 @@ type AdamConsts struct {
 // [AdamConsts] for the update; its arithmetic is torch.optim.Adam's
 // (PyTorch 1.13, single-tensor path) bit for bit on every device.
 //
-// The five tensors are float32, of one shape and on one device. On the
+// The tensors are float32, of one shape and on one device. On the
 // CPU the step runs on the calling goroutine (see [Tensor.AdamUpdateRange]
 // to spread it over cores); on any other device the device's engine runs
 // it. AdamUpdate panics, with a message starting "radgen: ", when a tensor
@@ -111,6 +108,9 @@ func (t *Tensor) AdamUpdateRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamCon
 	if !(0 <= lo && lo <= hi && hi <= t.Len()) {
 		panic(fmt.Sprintf("radgen: AdamUpdateRange of elements [%d, %d) of %v", lo, hi, t))
 	}
+	// The engines take their own copy of the scalars' type; the conversion
+	// compiles only while the two have the same fields, so they cannot drift
+	// apart.
 	kk := kernels.AdamConsts(k)
 	if t.device == CPU {
 		var vm []float32
