@@ -82,7 +82,7 @@ func (t *Tensor) AdamUpdate(grad, m, v, vmax *Tensor, k AdamConsts) {
 }
 
 // AdamUpdateRange is [Tensor.AdamUpdate] on the elements lo ≤ i < hi of
-// the five tensors only (row-major order); it panics as AdamUpdate does,
+// the tensors only (row-major order); it panics as AdamUpdate does,
 // and when the range does not lie within the tensors. On the CPU, calls on
 // disjoint ranges of the same tensors may run concurrently: this is how
 // memtrans/optim spreads an optimiser step over cores, balancing ranges of
