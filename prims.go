@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/internal/kernels"
 )
 
 // The engines' primitives. Every op of a Graph is written once, in its
@@ -152,6 +153,10 @@ type prims interface {
 	normalizeBackward(dx, dy, y, inv buffer, rows, cols int, eps float64, kind NormKind)
 	gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int)
 	permute(dst, src buffer, l layout)
+	clamp(dst buffer, c float64, n int)
+	// adam is one Adam step of n float32 parameters p (vmax unused
+	// without k.AMSGrad).
+	adam(p, g, m, v, vmax buffer, n int, k kernels.AdamConsts)
 	copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool)
 }
 
@@ -286,6 +291,14 @@ func (p cpuPrims[T]) gemm(transA, transB bool, batch, m, n, k int, alpha float64
 func (p cpuPrims[T]) permute(dst, src buffer, l layout) {
 	p.e.Permute(p.s(dst), p.s(src), l.dims(), l.stridesA())
 }
+func (p cpuPrims[T]) clamp(dst buffer, c float64, n int) { p.e.Clamp(p.s(dst)[:n], T(c)) }
+func (p cpuPrims[T]) adam(pr, g, m, v, vmax buffer, n int, k kernels.AdamConsts) {
+	var vm []float32
+	if k.AMSGrad {
+		vm = vmax.f32[:n]
+	}
+	kernels.Adam(&k, pr.f32[:n], g.f32[:n], m.f32[:n], v.f32[:n], vm)
+}
 func (p cpuPrims[T]) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {
 	p.e.CopyStrided(p.s(dst), ldd, p.s(src), lds, rows, cols, accumulate)
 }
@@ -385,6 +398,16 @@ func (p devPrims) gemm(transA, transB bool, batch, m, n, k int, alpha float64, a
 func (p devPrims) permute(dst, src buffer, l layout) {
 	if numel(l.dims()) > 0 {
 		p.must("Permute", p.e.e.Permute(dst.ptr, src.ptr, l.dims(), l.stridesA()))
+	}
+}
+func (p devPrims) clamp(dst buffer, c float64, n int) {
+	if n > 0 {
+		p.must("Clamp", p.e.e.Clamp(dst.ptr, float32(c), n))
+	}
+}
+func (p devPrims) adam(pr, g, m, v, vmax buffer, n int, k kernels.AdamConsts) {
+	if n > 0 {
+		p.must("AdamStep", p.e.e.AdamStep(pr.ptr, g.ptr, m.ptr, v.ptr, vmax.ptr, n, k))
 	}
 }
 func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {

@@ -2,10 +2,8 @@ package radgen
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 
-	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
@@ -112,24 +110,12 @@ func (t *Tensor) AdamUpdateRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamCon
 	// compiles only while the two have the same fields, so they cannot drift
 	// apart.
 	kk := kernels.AdamConsts(k)
-	if t.device == CPU {
-		var vm []float32
-		if vmax != nil {
-			vm = vmax.Data()[lo:hi]
-		}
-		kernels.Adam(&kk, t.Data()[lo:hi], grad.Data()[lo:hi], m.Data()[lo:hi], v.Data()[lo:hi], vm)
-		return
-	}
-	if lo == hi {
-		return
-	}
-	e := t.buf.e
-	var pvm accel.Ptr
+	var vm buffer
 	if vmax != nil {
-		pvm = vmax.buf.ptr.Add(lo)
+		vm = vmax.at(lo)
 	}
-	e.must(op, e.e.AdamStep(t.buf.ptr.Add(lo), grad.buf.ptr.Add(lo), m.buf.ptr.Add(lo), v.buf.ptr.Add(lo), pvm, hi-lo, kk))
-	runtime.KeepAlive(ts)
+	primsOf(op, t).adam(t.at(lo), grad.at(lo), m.at(lo), v.at(lo), vm, hi-lo, kk)
+	keep(ts[:]...)
 }
 
 // CopyFrom sets t's values to src's in place. The two tensors are on the
@@ -147,18 +133,9 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 	if t.device != src.device || t.Is64() != src.Is64() || t.Len() != src.Len() {
 		panic(fmt.Sprintf("radgen: CopyFrom of %v on %v into %v on %v (one device, one element type, as many elements)", src, src.device, t, t.device))
 	}
-	switch {
-	case t.device != CPU:
-		if n := t.Len(); n > 0 {
-			t.buf.e.must("CopyFrom", t.buf.e.e.CopyDevice(t.buf.ptr, src.buf.ptr, 4*int64(n)))
-		}
-		runtime.KeepAlive(t)
-		runtime.KeepAlive(src)
-	case t.Is64():
-		copy(t.Data64(), src.Data64())
-	default:
-		copy(t.Data(), src.Data())
-	}
+	n := t.Len()
+	primsOf("CopyFrom", t, src).copyStrided(t.at(0), n, src.at(0), n, 1, n, false)
+	keep(t, src)
 }
 
 // ClampInPlace sets every element x of t to min(max(x, −c), c) in place, as
@@ -171,25 +148,8 @@ func (t *Tensor) ClampInPlace(c float64) {
 		panic(fmt.Sprintf("radgen: ClampInPlace with bound %v", c))
 	}
 	checkInPlace("ClampInPlace", t)
-	switch {
-	case t.device != CPU:
-		if n := t.Len(); n > 0 {
-			t.buf.e.must("ClampInPlace", t.buf.e.e.Clamp(t.buf.ptr, float32(c), n))
-		}
-		runtime.KeepAlive(t)
-	case t.Is64():
-		clampSlice(t.Data64(), c)
-	default:
-		clampSlice(t.Data(), float32(c))
-	}
-}
-
-// clampSlice sets x to min(max(x, −c), c); Go's min and max return NaN
-// when an argument is NaN, as torch.clamp does.
-func clampSlice[T Float](x []T, c T) {
-	for i, v := range x {
-		x[i] = min(max(v, -c), c)
-	}
+	primsOf("ClampInPlace", t).clamp(t.at(0), c, t.Len())
+	keep(t)
 }
 
 // ScaleInPlace multiplies every element of t by s in place (for a float32
@@ -197,23 +157,8 @@ func clampSlice[T Float](x []T, c T) {
 // with a message starting "radgen: ", for a nil or half-precision tensor.
 func (t *Tensor) ScaleInPlace(s float64) {
 	checkInPlace("ScaleInPlace", t)
-	switch {
-	case t.device != CPU:
-		if n := t.Len(); n > 0 {
-			t.buf.e.must("ScaleInPlace", t.buf.e.e.Scale(t.buf.ptr, t.buf.ptr, float32(s), n))
-		}
-		runtime.KeepAlive(t)
-	case t.Is64():
-		scaleSlice(t.Data64(), s)
-	default:
-		scaleSlice(t.Data(), float32(s))
-	}
-}
-
-func scaleSlice[T Float](x []T, s T) {
-	for i := range x {
-		x[i] *= s
-	}
+	primsOf("ScaleInPlace", t).scale(t.at(0), t.at(0), s, t.Len())
+	keep(t)
 }
 
 // checkInPlace panics when t cannot be updated in place.

@@ -30,9 +30,6 @@ func (h *Host) AdamStep(p, g, m, v, vmax Ptr, n int, k AdamConsts) error {
 
 // Clamp implements Optimizer.
 func (h *Host) Clamp(dst Ptr, c float32, n int) error {
-	d := h.view(dst, n)
-	for i, x := range d {
-		d[i] = min(max(x, -c), c)
-	}
+	CPU[float32]{}.Clamp(h.view(dst, n), c)
 	return nil
 }

@@ -193,6 +193,13 @@ func (CPU[T]) NormalizeBackward(dx, dy, y, inv []T, cols int, eps float64, kind 
 	})
 }
 
+// Clamp sets each element x of dst to min(max(x, −c), c) (NaN stays NaN).
+func (CPU[T]) Clamp(dst []T, c T) {
+	for i, x := range dst {
+		dst[i] = min(max(x, -c), c)
+	}
+}
+
 // GemmStrided computes batch products C_i = α·op(A_i)·op(B_i) + β·C_i.
 func (CPU[T]) GemmStrided(transA, transB bool, batch, m, n, k int, alpha T, a []T, lda, strideA int, b []T, ldb, strideB int, beta T, c []T, ldc, strideC int) {
 	if batch == 1 {
