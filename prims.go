@@ -30,6 +30,9 @@ type buffer struct {
 	f64 []float64
 }
 
+// none reports whether b addresses nothing (an absent optional operand).
+func (b buffer) none() bool { return b.ptr == 0 && b.f32 == nil && b.f64 == nil }
+
 // at returns the buffer of t's storage from element off.
 func (t *Tensor) at(off int) buffer {
 	if t.buf != nil {
@@ -154,6 +157,28 @@ type prims interface {
 	gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int)
 	permute(dst, src buffer, l layout)
 	clamp(dst buffer, c float64, n int)
+
+	// The batch-norm family, over x laid out (B, C, plane) with n elements
+	// in all: fused primitives, each with its plain equivalent in its doc.
+	//
+	// channelAffine writes dst = src·scale_c + shift_c (scale or shift may
+	// be none: 1 or 0): a Binary Mul and a Binary Add with the vectors
+	// broadcast along (B, plane).
+	channelAffine(dst, src, scale, shift buffer, c, plane, n int)
+	// channelSums returns, in float64, Σ dy and (unless x is none) Σ dy·x
+	// per channel: ReduceSums to (C).
+	channelSums(dy, x buffer, c, plane, n int) (sdy, sdyx []float64)
+	// channelStats returns, in float64, the mean and the biased variance
+	// of each channel, the variance as the mean of (x − μ)².
+	channelStats(x buffer, c, plane, n int) (mean, variance []float64)
+	// batchNormBackward adds γ·inv·(dy − mean(dy) − x̂·mean(dy·x̂)) per
+	// channel to dx, given Σdy and Σdy·x̂ (channelSums); gamma nil is 1.
+	batchNormBackward(dx, dy, xhat buffer, gamma, inv, sdy, sdyx []float64, c, plane, n int)
+	// avgPlanes writes the mean of each of planes planes of plane values
+	// (summed in float64), and avgPlanesBackward spreads dy/plane back:
+	// a ReduceSum and a Scale, and their adjoint.
+	avgPlanes(dst, x buffer, planes, plane int)
+	avgPlanesBackward(dx, dy buffer, planes, plane int)
 	// adam is one Adam step of n float32 parameters p (vmax unused
 	// without k.AMSGrad).
 	adam(p, g, m, v, vmax buffer, n int, k kernels.AdamConsts)
@@ -299,6 +324,48 @@ func (p cpuPrims[T]) adam(pr, g, m, v, vmax buffer, n int, k kernels.AdamConsts)
 	}
 	kernels.Adam(&k, pr.f32[:n], g.f32[:n], m.f32[:n], v.f32[:n], vm)
 }
+func (p cpuPrims[T]) channelAffine(dst, src, scale, shift buffer, c, plane, n int) {
+	kernels.ChannelAffine(p.s(dst)[:n], p.s(src)[:n], p.opt(scale, c), p.opt(shift, c), c, plane)
+}
+func (p cpuPrims[T]) channelSums(dy, x buffer, c, plane, n int) (sdy, sdyx []float64) {
+	sdy = make([]float64, c)
+	var xs []T
+	if !x.none() {
+		sdyx, xs = make([]float64, c), p.s(x)[:n]
+	}
+	kernels.ChannelSums(sdy, sdyx, p.s(dy)[:n], xs, c, plane)
+	return sdy, sdyx
+}
+func (p cpuPrims[T]) channelStats(x buffer, c, plane, n int) (mean, variance []float64) {
+	mean, variance = make([]float64, c), make([]float64, c)
+	kernels.ChannelStats(mean, variance, p.s(x)[:n], c, plane)
+	return mean, variance
+}
+func (p cpuPrims[T]) batchNormBackward(dx, dy, xhat buffer, gamma, inv, sdy, sdyx []float64, c, plane, n int) {
+	var g []T
+	if gamma != nil {
+		g = make([]T, c)
+		for i, v := range gamma {
+			g[i] = T(v)
+		}
+	}
+	kernels.BatchNormTrainBackward(p.s(dx)[:n], p.s(dy)[:n], p.s(xhat)[:n], g, inv, sdy, sdyx, c, plane)
+}
+func (p cpuPrims[T]) avgPlanes(dst, x buffer, planes, plane int) {
+	kernels.AvgPlanes(p.s(dst)[:planes], p.s(x)[:planes*plane], plane)
+}
+func (p cpuPrims[T]) avgPlanesBackward(dx, dy buffer, planes, plane int) {
+	kernels.AvgPlanesBackward(p.s(dx)[:planes*plane], p.s(dy)[:planes], plane)
+}
+
+// opt returns the first n values of b, or nil for none.
+func (p cpuPrims[T]) opt(b buffer, n int) []T {
+	if b.none() {
+		return nil
+	}
+	return p.s(b)[:n]
+}
+
 func (p cpuPrims[T]) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {
 	p.e.CopyStrided(p.s(dst), ldd, p.s(src), lds, rows, cols, accumulate)
 }
@@ -410,6 +477,111 @@ func (p devPrims) adam(pr, g, m, v, vmax buffer, n int, k kernels.AdamConsts) {
 		p.must("AdamStep", p.e.e.AdamStep(pr.ptr, g.ptr, m.ptr, v.ptr, vmax.ptr, n, k))
 	}
 }
+
+// channels returns the layout of (B, C, plane) with a per-channel vector
+// as its second operand.
+func channels(c, plane, n int) layout {
+	shape := []int{n / max(c*plane, 1), c, plane}
+	return newLayout(shape, nil, []int{0, 1, 0})
+}
+
+// vec returns v on the device, in float32.
+func (p devPrims) vec(v []float64) *Tensor {
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	t := onDevice(p.e, nil, []int{len(v)})
+	t.writeHost(f)
+	return t
+}
+
+func (p devPrims) channelAffine(dst, src, scale, shift buffer, c, plane, n int) {
+	if n == 0 {
+		return
+	}
+	l := channels(c, plane, n)
+	from := src
+	if !scale.none() {
+		p.binary(accel.OpMul, dst, src, scale, l, 0)
+		from = dst
+	}
+	switch {
+	case !shift.none():
+		p.binary(accel.OpAdd, dst, from, shift, l, 0)
+	case from.ptr != dst.ptr:
+		p.must("CopyDevice", p.e.e.CopyDevice(dst.ptr, src.ptr, 4*int64(n)))
+	}
+}
+func (p devPrims) channelSums(dy, x buffer, c, plane, n int) (sdy, sdyx []float64) {
+	sums := onDevice(p.e, nil, []int{c})
+	to := newLayout([]int{n / max(c*plane, 1), c, plane}, []int{0, 1, 0}, []int{0, 1, 0})
+	p.fill(sums.at(0), 0, c)
+	p.reduceSum(sums.at(0), dy, to, false)
+	sdy = sums.Float64s()
+	if !x.none() {
+		prod := onDevice(p.e, nil, []int{max(n, 1)})
+		p.binary(accel.OpMul, prod.at(0), dy, x, newLayout([]int{n}, nil, nil), 0)
+		p.reduceSum(sums.at(0), prod.at(0), to, false)
+		sdyx = sums.Float64s()
+		keep(prod)
+	}
+	keep(sums)
+	return sdy, sdyx
+}
+func (p devPrims) channelStats(x buffer, c, plane, n int) (mean, variance []float64) {
+	s, _ := p.channelSums(x, buffer{}, c, plane, n)
+	m := float64(n / max(c, 1))
+	mean = make([]float64, c)
+	for ch := range c {
+		mean[ch] = s[ch] / m
+	}
+	d := onDevice(p.e, nil, []int{max(n, 1)})
+	mu := p.vec(mean)
+	p.binary(accel.OpSub, d.at(0), x, mu.at(0), channels(c, plane, n), 0)
+	_, ss := p.channelSums(d.at(0), d.at(0), c, plane, n)
+	keep(d, mu)
+	variance = make([]float64, c)
+	for ch := range c {
+		variance[ch] = ss[ch] / m
+	}
+	return mean, variance
+}
+func (p devPrims) batchNormBackward(dx, dy, xhat buffer, gamma, inv, sdy, sdyx []float64, c, plane, n int) {
+	m := float64(n / max(c, 1))
+	k, mdy, mdyx := make([]float64, c), make([]float64, c), make([]float64, c)
+	for ch := range c {
+		gm := 1.0
+		if gamma != nil {
+			gm = gamma[ch]
+		}
+		k[ch], mdy[ch], mdyx[ch] = gm*inv[ch], sdy[ch]/m, sdyx[ch]/m
+	}
+	kv, mdyv, mdyxv := p.vec(k), p.vec(mdy), p.vec(mdyx)
+	t := onDevice(p.e, nil, []int{max(n, 1)})
+	p.channelAffine(t.at(0), xhat, mdyxv.at(0), mdyv.at(0), c, plane, n) // x̂·mean(dy·x̂) + mean(dy)
+	p.binary(accel.OpSub, t.at(0), dy, t.at(0), newLayout([]int{n}, nil, nil), 0)
+	p.channelAffine(t.at(0), t.at(0), kv.at(0), buffer{}, c, plane, n)
+	p.axpy(dx, t.at(0), 1, n)
+	keep(t, kv, mdyv, mdyxv)
+}
+func (p devPrims) avgPlanes(dst, x buffer, planes, plane int) {
+	if planes == 0 {
+		return
+	}
+	p.reduceSum(dst, x, layout{rank: 2, shape: [maxRank]int{planes, plane}, a: [maxRank]int{1, 0}}, false)
+	p.scale(dst, dst, 1/float64(plane), planes)
+}
+func (p devPrims) avgPlanesBackward(dx, dy buffer, planes, plane int) {
+	if planes == 0 {
+		return
+	}
+	s := onDevice(p.e, nil, []int{planes})
+	p.scale(s.at(0), dy, 1/float64(plane), planes)
+	p.binary(accel.OpAdd, dx, dx, s.at(0), layout{rank: 2, shape: [maxRank]int{planes, plane}, a: [maxRank]int{plane, 1}, b: [maxRank]int{1, 0}}, 0)
+	keep(s)
+}
+
 func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {
 	if rows > 0 && cols > 0 {
 		p.must("CopyStrided", p.e.e.CopyStrided(dst.ptr, ldd, src.ptr, lds, rows, cols, accumulate))
