@@ -171,6 +171,25 @@ func (bn *BatchNorm) Forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool)
 	return y
 }
 
+// forwardAct is ReLU(Forward(x) + residual) (without the ReLU unless relu;
+// a nil residual adds nothing), with batch statistics as one fused op.
+func (bn *BatchNorm) forwardAct(g *radgen.Graph, x *radgen.Tensor, batchStats bool, residual *radgen.Tensor, relu bool) *radgen.Tensor {
+	if !batchStats {
+		y := bn.Forward(g, x, false)
+		if residual != nil {
+			y = g.Add(y, residual)
+		}
+		if relu {
+			y = g.ReLU(y)
+		}
+		return y
+	}
+	y, m, v := g.BatchNorm2dTrainAct(x, bn.Weight, bn.Bias, bn.RunningMean, bn.RunningVar, residual, relu, bn.Eps, bn.Momentum)
+	bn.RunningMean.CopyFrom(m)
+	bn.RunningVar.CopyFrom(v)
+	return y
+}
+
 // ConvBN is a bias-free convolution followed by batch normalisation, the
 // unit ResNets are made of. Weight is [Cout, Cin, k, k]; the padding is k/2.
 type ConvBN struct {
@@ -196,8 +215,10 @@ func newConvBN(cin, cout, k, stride int, rng *rand.Rand) *ConvBN {
 	return &ConvBN{Weight: w, Stride: stride, BN: newBatchNorm(cout)}
 }
 
-func (c *ConvBN) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *radgen.Tensor {
-	return c.BN.Forward(g, g.Conv2d(x, c.Weight, nil, c.params()), batchStats)
+// forward is the convolution and its batch norm, followed by the sum with
+// residual (nil for none) and ReLU where relu is set.
+func (c *ConvBN) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool, residual *radgen.Tensor, relu bool) *radgen.Tensor {
+	return c.BN.forwardAct(g, g.Conv2d(x, c.Weight, nil, c.params()), batchStats, residual, relu)
 }
 
 // Block is one residual block: BasicBlock (Conv1, Conv2) or Bottleneck
@@ -246,16 +267,16 @@ func (b *Block) VisitParams(visit func(string, *radgen.Tensor)) {
 }
 
 func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *radgen.Tensor {
-	y := g.ReLU(b.Conv1.forward(g, x, batchStats))
-	y = b.Conv2.forward(g, y, batchStats)
-	if b.Conv3 != nil {
-		y = b.Conv3.forward(g, g.ReLU(y), batchStats)
-	}
 	id := x
 	if b.Downsample != nil {
-		id = b.Downsample.forward(g, x, batchStats)
+		id = b.Downsample.forward(g, x, batchStats, nil, false)
 	}
-	return g.ReLU(g.Add(y, id))
+	y := b.Conv1.forward(g, x, batchStats, nil, true)
+	if b.Conv3 != nil {
+		y = b.Conv2.forward(g, y, batchStats, nil, true)
+		return b.Conv3.forward(g, y, batchStats, id, true)
+	}
+	return b.Conv2.forward(g, y, batchStats, id, true)
 }
 
 // ResNet is a torchvision ResNet without its classifier (avgpool and fc):
@@ -423,7 +444,7 @@ func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (
 	}
 	r.folded.Store(nil)
 	batchStats := g.Training() && !r.FreezeBatchNorm
-	y := g.ReLU(r.Stem.forward(g, x, batchStats))
+	y := r.Stem.forward(g, x, batchStats, nil, true)
 	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
 	for _, blocks := range r.Layers {
 		for _, b := range blocks {
