@@ -155,14 +155,14 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			}
 			// [Cout, nb·n] = W·col, then image i's block to out[b0+i].
 			kernels.Gemm(false, false, cout, ld, k, 1, wv, k, col, ld, 0, wide, ld)
-			for i := 0; i < nb; i++ {
+			parallelFor(nb, func(i int) {
 				dst := ov[(b0+i)*outSize:]
 				if bias != nil {
 					kernels.AddRows(dst, n, wide[i*n:], ld, cout, n)
 				} else {
 					kernels.CopyRows(dst, n, wide[i*n:], ld, cout, n)
 				}
-			}
+			})
 		}
 	}
 
@@ -206,9 +206,9 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			for b0 := 0; b0 < batch; b0 += group {
 				nb := min(group, batch-b0)
 				ld := nb * n
-				for i := 0; i < nb; i++ { // dY of the group side by side
+				parallelFor(nb, func(i int) { // dY of the group side by side
 					kernels.CopyRows(dyw[i*n:], ld, dy[(b0+i)*outSize:], n, cout, n)
-				}
+				})
 				if dw != nil { // dW += dY·colᵀ, col recomputed to save memory
 					unfold(col, b0, nb)
 					kernels.Gemm(false, true, cout, k, ld, 1, dyw, ld, col, ld, 1, dw, k)
@@ -352,9 +352,14 @@ func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
 	})
 	if g.needs(x) {
 		g.push(out, func() {
-			if out.grad != nil {
-				kernels.MaxPoolBackward(values[T](gradOf(x)), values[T](out.grad), arg, planes, planeIn, planeOut)
+			if out.grad == nil {
+				return
 			}
+			dx, dy := values[T](gradOf(x)), values[T](out.grad)
+			parallelFor(chunks, func(i int) {
+				lo, hi := i*planes/chunks, (i+1)*planes/chunks
+				kernels.MaxPoolBackward(dx[lo*planeIn:hi*planeIn], dy[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], hi-lo, planeIn, planeOut)
+			})
 		})
 	}
 	return out
