@@ -12,6 +12,10 @@ import "math"
 // share out the channels; each channel's B planes are read while they are
 // still in cache. x̂ is recomputed rather than stored: the backward pass
 // reads x, y and dy.
+//
+// The float64 sums run in 16 lanes (lane j adds the values i ≡ j mod 16 of
+// each plane, then the lanes are added in a fixed order), so that the
+// assembly and the Go loops give the same bits.
 type BatchNormAct[T Float] struct {
 	C, Plane int
 	X, Y, R  []T // input, output, residual (nil for none)
@@ -24,6 +28,13 @@ type BatchNormAct[T Float] struct {
 	Mean, Var, Inv64 []float64
 }
 
+// The flags of the assembly loops.
+const (
+	bnReLU  = 1 // mask by y (forward: apply ReLU)
+	bnRes   = 2 // forward: add r; backward: route dz to dr
+	bnFresh = 4 // overwrite the gradient instead of adding to it
+)
+
 func (p *BatchNormAct[T]) batch() int {
 	if p.C*p.Plane == 0 {
 		return 0
@@ -31,45 +42,31 @@ func (p *BatchNormAct[T]) batch() int {
 	return len(p.X) / (p.C * p.Plane)
 }
 
-// Forward computes the statistics of the channels [lo, hi) (in float64, two
-// passes, as ChannelStats) and writes their y.
+// lanes16 adds up 16 lanes in a fixed order.
+func lanes16(a *[16]float64) float64 {
+	var s [8]float64
+	for i := range s {
+		s[i] = a[i] + a[i+8]
+	}
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
+}
+
+// Forward computes the statistics of the channels [lo, hi) in float64 (the
+// mean, then the mean squared deviation from it) and writes their y.
 func (p *BatchNormAct[T]) Forward(eps float64, lo, hi int) {
 	batch, plane, c := p.batch(), p.Plane, p.C
 	m := float64(batch * plane)
 	for ch := lo; ch < hi; ch++ {
-		var s0, s1, s2, s3 float64
+		var acc [16]float64
 		for b := 0; b < batch; b++ {
-			x := p.X[(b*c+ch)*plane : (b*c+ch+1)*plane]
-			i := 0
-			for ; i+4 <= len(x); i += 4 {
-				s0 += float64(x[i])
-				s1 += float64(x[i+1])
-				s2 += float64(x[i+2])
-				s3 += float64(x[i+3])
-			}
-			for ; i < len(x); i++ {
-				s0 += float64(x[i])
-			}
+			sumLanes(&acc, p.X[(b*c+ch)*plane:(b*c+ch+1)*plane])
 		}
-		mu := (s0 + s1 + s2 + s3) / m
-		s0, s1, s2, s3 = 0, 0, 0, 0
+		mu := lanes16(&acc) / m
+		acc = [16]float64{}
 		for b := 0; b < batch; b++ {
-			x := p.X[(b*c+ch)*plane : (b*c+ch+1)*plane]
-			i := 0
-			for ; i+4 <= len(x); i += 4 {
-				d0, d1 := float64(x[i])-mu, float64(x[i+1])-mu
-				d2, d3 := float64(x[i+2])-mu, float64(x[i+3])-mu
-				s0 += d0 * d0
-				s1 += d1 * d1
-				s2 += d2 * d2
-				s3 += d3 * d3
-			}
-			for ; i < len(x); i++ {
-				d := float64(x[i]) - mu
-				s0 += d * d
-			}
+			sqDevLanes(&acc, p.X[(b*c+ch)*plane:(b*c+ch+1)*plane], mu)
 		}
-		vr := (s0 + s1 + s2 + s3) / m
+		vr := lanes16(&acc) / m
 		inv := 1 / math.Sqrt(vr+eps)
 		p.Mean[ch], p.Var[ch], p.Inv64[ch] = mu, vr, inv
 		is, sh := T(inv), T(-mu*inv)
@@ -92,73 +89,57 @@ func (p *BatchNormAct[T]) Forward(eps float64, lo, hi int) {
 	}
 }
 
+// sumLanes adds x[i] to acc[i%16].
+func sumLanes[T Float](acc *[16]float64, x []T) {
+	i := 0
+	if x32, ok := any(x).([]float32); ok {
+		i = sumHead32(acc, x32)
+	}
+	for ; i < len(x); i++ {
+		acc[i%16] += float64(x[i])
+	}
+}
+
+// sqDevLanes adds (x[i] − mu)² to acc[i%16].
+func sqDevLanes[T Float](acc *[16]float64, x []T, mu float64) {
+	i := 0
+	if x32, ok := any(x).([]float32); ok {
+		i = sqDevHead32(acc, x32, mu)
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mu
+		acc[i%16] += d * d
+	}
+}
+
 // normRow writes y = act((x·is + sh)·gm + bt + r) (r nil: no sum), where
-// act is ReLU (NaN becomes 0, as in ReLU) or the identity.
+// act is ReLU (NaN becomes +0, as in ReLU) or the identity.
 func normRow[T Float](y, x, r []T, is, sh, gm, bt T, relu bool) {
-	if y32, ok := any(y).([]float32); ok && relu {
-		x32, r32 := any(x).([]float32), any(r).([]float32)
-		normReLURow32(y32, x32, r32, float32(is), float32(sh), float32(gm), float32(bt))
-		return
-	}
-	y = y[:len(x)]
-	switch {
-	case r != nil && relu:
-		r = r[:len(x)]
-		for i, v := range x {
-			z := (v*is+sh)*gm + bt + r[i]
-			if !(z > 0) {
-				z = 0
-			}
-			y[i] = z
-		}
-	case r != nil:
-		r = r[:len(x)]
-		for i, v := range x {
-			y[i] = (v*is+sh)*gm + bt + r[i]
-		}
-	case relu:
-		for i, v := range x {
-			z := (v*is+sh)*gm + bt
-			if !(z > 0) {
-				z = 0
-			}
-			y[i] = z
-		}
-	default:
-		for i, v := range x {
-			y[i] = (v*is+sh)*gm + bt
-		}
-	}
-}
-
-// positive32 returns z where z > 0 and +0 otherwise (NaN included), without
-// a branch: half of a ReLU's inputs are negative, in no order a predictor
-// can learn. z > 0 exactly when its bits b lie in [1, 0x7f800000] (+Inf's).
-func positive32(z float32) float32 {
-	b := math.Float32bits(z)
-	keep := uint32((int64(b-1) - 0x7f800000) >> 63) // all ones when b−1 < 0x7f800000
-	return math.Float32frombits(b & keep)
-}
-
-// nonzero32 returns d where y ≠ 0 and +0 otherwise, without a branch: the
-// gradient through a ReLU whose output is y (never negative, never NaN).
-func nonzero32(d, y float32) float32 {
-	u := math.Float32bits(y) &^ (1 << 31)
-	keep := uint32(int32(u|-u) >> 31) // all ones when u ≠ 0
-	return math.Float32frombits(math.Float32bits(d) & keep)
-}
-
-func normReLURow32(y, x, r []float32, is, sh, gm, bt float32) {
 	y = y[:len(x)]
 	if r != nil {
 		r = r[:len(x)]
-		for i, v := range x {
-			y[i] = positive32((v*is+sh)*gm + bt + r[i])
-		}
-		return
 	}
-	for i, v := range x {
-		y[i] = positive32((v*is+sh)*gm + bt)
+	i := 0
+	if x32, ok := any(x).([]float32); ok {
+		flags := 0
+		if relu {
+			flags |= bnReLU
+		}
+		if r != nil {
+			flags |= bnRes
+		}
+		c := [4]float32{float32(is), float32(sh), float32(gm), float32(bt)}
+		i = normHead32(any(y).([]float32), x32, any(r).([]float32), &c, flags)
+	}
+	for ; i < len(x); i++ {
+		z := (x[i]*is+sh)*gm + bt
+		if r != nil {
+			z += r[i]
+		}
+		if relu && !(z > 0) {
+			z = 0
+		}
+		y[i] = z
 	}
 }
 
@@ -184,7 +165,7 @@ func (p *BatchNormAct[T]) Backward(gr *BatchNormActGrad[T], lo, hi int) {
 	m := float64(batch * plane)
 	for ch := lo; ch < hi; ch++ {
 		is, sh := p.Inv[ch], p.Shift[ch]
-		var sdy, sdyx float64
+		var s, sx [16]float64
 		for b := 0; b < batch; b++ {
 			off := (b*c + ch) * plane
 			var y, dr []T
@@ -194,10 +175,9 @@ func (p *BatchNormAct[T]) Backward(gr *BatchNormActGrad[T], lo, hi int) {
 			if gr.DR != nil {
 				dr = gr.DR[off : off+plane]
 			}
-			s, sx := sumsRow(p.X[off:off+plane], gr.DY[off:off+plane], y, dr, gr.FreshR, is, sh)
-			sdy += s
-			sdyx += sx
+			sumsRow(&s, &sx, p.X[off:off+plane], gr.DY[off:off+plane], y, dr, gr.FreshR, is, sh)
 		}
+		sdy, sdyx := lanes16(&s), lanes16(&sx)
 		gr.SumDY[ch], gr.SumDYXhat[ch] = sdy, sdyx
 		if gr.DX == nil {
 			continue
@@ -206,56 +186,24 @@ func (p *BatchNormAct[T]) Backward(gr *BatchNormActGrad[T], lo, hi int) {
 		if p.Gamma != nil {
 			g = float64(p.Gamma[ch])
 		}
-		k := g * p.Inv64[ch]
-		mdy, mdyx := sdy/m, sdyx/m
+		k := [3]float64{g * p.Inv64[ch], sdy / m, sdyx / m}
 		for b := 0; b < batch; b++ {
 			off := (b*c + ch) * plane
 			var y []T
 			if p.ReLU {
 				y = p.Y[off : off+plane]
 			}
-			dxRow(gr.DX[off:off+plane], p.X[off:off+plane], gr.DY[off:off+plane], y, gr.FreshX, is, sh, k, mdy, mdyx)
+			dxRow(gr.DX[off:off+plane], p.X[off:off+plane], gr.DY[off:off+plane], y, gr.FreshX, is, sh, &k)
 		}
 	}
 }
 
-// sumsRow returns Σdz and Σdz·x̂ over a row, x̂ = x·is + sh, dz = dy·[y > 0]
-// (dy where y is nil), and writes dz into dr (nil: not wanted; fresh: dr is
-// overwritten, else added to).
-func sumsRow[T Float](x, dy, y, dr []T, fresh bool, is, sh T) (s, sx float64) {
-	if x32, ok := any(x).([]float32); ok {
-		return sumsRow32(x32, any(dy).([]float32), any(y).([]float32), any(dr).([]float32), fresh, float32(is), float32(sh))
-	}
-	dy = dy[:len(x)]
-	for i, v := range x {
-		d := dy[i]
-		if y != nil && !(y[i] > 0) {
-			d = 0
-		}
-		if dr != nil {
-			if fresh {
-				dr[i] = d
-			} else {
-				dr[i] += d
-			}
-		}
-		s += float64(d)
-		sx += float64(d) * float64(v*is+sh)
-	}
-	return s, sx
-}
-
-func sumsRow32(x, dy, y, dr []float32, fresh bool, is, sh float32) (float64, float64) {
+// sumsRow adds dz into the lanes s and dz·x̂ into sx over a row, x̂ = x·is +
+// sh, dz = dy·[y > 0] (dy where y is nil), and writes dz into dr (nil: not
+// wanted; fresh: dr is overwritten, else added to).
+func sumsRow[T Float](s, sx *[16]float64, x, dy, y, dr []T, fresh bool, is, sh T) {
 	n := len(x)
 	dy = dy[:n]
-	var s0, s1, x0, x1 float64
-	// dz, by pairs: the two sums of each kind are independent chains.
-	dz := func(i int) float32 {
-		if y != nil {
-			return nonzero32(dy[i], y[i])
-		}
-		return dy[i]
-	}
 	if y != nil {
 		y = y[:n]
 	}
@@ -263,23 +211,15 @@ func sumsRow32(x, dy, y, dr []float32, fresh bool, is, sh float32) (float64, flo
 		dr = dr[:n]
 	}
 	i := 0
-	for ; i+2 <= n; i += 2 {
-		d0, d1 := dz(i), dz(i+1)
-		if dr != nil {
-			if fresh {
-				dr[i], dr[i+1] = d0, d1
-			} else {
-				dr[i] += d0
-				dr[i+1] += d1
-			}
-		}
-		s0 += float64(d0)
-		s1 += float64(d1)
-		x0 += float64(d0) * float64(x[i]*is+sh)
-		x1 += float64(d1) * float64(x[i+1]*is+sh)
+	if x32, ok := any(x).([]float32); ok {
+		c := [4]float32{float32(is), float32(sh)}
+		i = sumsHead32(s, sx, x32, any(dy).([]float32), any(y).([]float32), any(dr).([]float32), &c, bnFlags(y != nil, dr != nil, fresh))
 	}
 	for ; i < n; i++ {
-		d := dz(i)
+		d := dy[i]
+		if y != nil {
+			d = nonzero(d, y[i])
+		}
 		if dr != nil {
 			if fresh {
 				dr[i] = d
@@ -287,55 +227,58 @@ func sumsRow32(x, dy, y, dr []float32, fresh bool, is, sh float32) (float64, flo
 				dr[i] += d
 			}
 		}
-		s0 += float64(d)
-		x0 += float64(d) * float64(x[i]*is+sh)
+		s[i%16] += float64(d)
+		sx[i%16] += float64(d) * float64(x[i]*is+sh)
 	}
-	return s0 + s1, x0 + x1
 }
 
-// dxRow writes (fresh) or adds into dx k·(dz − mdy − x̂·mdyx) over a row,
-// with dz and x̂ as sumsRow has them.
-func dxRow[T Float](dx, x, dy, y []T, fresh bool, is, sh T, k, mdy, mdyx float64) {
-	if x32, ok := any(x).([]float32); ok {
-		dxRow32(any(dx).([]float32), x32, any(dy).([]float32), any(y).([]float32), fresh, float32(is), float32(sh), k, mdy, mdyx)
-		return
+func bnFlags(relu, res, fresh bool) int {
+	f := 0
+	if relu {
+		f |= bnReLU
 	}
-	dx, dy = dx[:len(x)], dy[:len(x)]
-	for i, v := range x {
+	if res {
+		f |= bnRes
+	}
+	if fresh {
+		f |= bnFresh
+	}
+	return f
+}
+
+// nonzero returns d where y ≠ 0 and +0 otherwise: the gradient through a
+// ReLU whose output is y (never negative; a NaN, which ReLU does not
+// output, would pass).
+func nonzero[T Float](d, y T) T {
+	if y == 0 {
+		return 0
+	}
+	return d
+}
+
+// dxRow writes (fresh) or adds into dx float32(k·((dz − mdy) − x̂·mdyx))
+// over a row, k = {k, mdy, mdyx}, with dz and x̂ as sumsRow has them.
+func dxRow[T Float](dx, x, dy, y []T, fresh bool, is, sh T, k *[3]float64) {
+	n := len(x)
+	dx, dy = dx[:n], dy[:n]
+	if y != nil {
+		y = y[:n]
+	}
+	i := 0
+	if x32, ok := any(x).([]float32); ok {
+		c := [4]float32{float32(is), float32(sh)}
+		i = dxHead32(any(dx).([]float32), x32, any(dy).([]float32), any(y).([]float32), &c, k, bnFlags(y != nil, false, fresh))
+	}
+	for ; i < n; i++ {
 		d := dy[i]
-		if y != nil && !(y[i] > 0) {
-			d = 0
+		if y != nil {
+			d = nonzero(d, y[i])
 		}
-		g := T(k * (float64(d) - mdy - float64(v*is+sh)*mdyx))
+		g := T(k[0] * (float64(d) - k[1] - float64(x[i]*is+sh)*k[2]))
 		if fresh {
 			dx[i] = g
 		} else {
 			dx[i] += g
-		}
-	}
-}
-
-func dxRow32(dx, x, dy, y []float32, fresh bool, is, sh float32, k, mdy, mdyx float64) {
-	n := len(x)
-	dx, dy = dx[:n], dy[:n]
-	switch {
-	case y != nil && fresh:
-		y = y[:n]
-		for i, v := range x {
-			dx[i] = float32(k * (float64(nonzero32(dy[i], y[i])) - mdy - float64(v*is+sh)*mdyx))
-		}
-	case y != nil:
-		y = y[:n]
-		for i, v := range x {
-			dx[i] += float32(k * (float64(nonzero32(dy[i], y[i])) - mdy - float64(v*is+sh)*mdyx))
-		}
-	case fresh:
-		for i, v := range x {
-			dx[i] = float32(k * (float64(dy[i]) - mdy - float64(v*is+sh)*mdyx))
-		}
-	default:
-		for i, v := range x {
-			dx[i] += float32(k * (float64(dy[i]) - mdy - float64(v*is+sh)*mdyx))
 		}
 	}
 }
