@@ -120,6 +120,8 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 	}
 	pointwise := geo.Pointwise()
 	direct := pointwise && (batch == 1 || n >= directPixels)
+	wino := winogradFits(xv, geo, cin, cout)
+	var u []float32 // wino's transformed filters
 	group := max(1, min(batch, colBudget/max(1, k*n)))
 	// unfold writes the column matrix of images b0..b0+nb−1 side by side
 	// into col (row stride nb·n).
@@ -134,10 +136,19 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			}
 		})
 	}
-	if direct {
+	switch {
+	case wino:
+		// The input's gradient reuses the transformed filters.
+		u = winogradFilters(any(wv).([]float32), cin, cout)
+		winogradConv(any(ov).([]float32), any(xv).([]float32), u, batch, cin, cout, h, wd, false, bias != nil)
+		if !g.needs(x) {
+			release(u)
+			u = nil
+		}
+	case direct:
 		// Y[b] = W·X[b]: the input planes are the column matrix.
 		kernels.GemmStrided(false, false, batch, cout, n, k, 1, wv, k, 0, xv, n, inSize, beta, ov, n, outSize)
-	} else {
+	default:
 		col := scratch[T](k * group * n)
 		defer release(col)
 		var wide []T
@@ -200,6 +211,14 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 				}
 				return
 			}
+			if wino && dx != nil { // dX += the adjoint convolution of dY
+				winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, true)
+				release(u)
+				u, dx = nil, nil
+			}
+			if dw == nil && dx == nil {
+				return
+			}
 			col, dyw := scratch[T](k*group*n), scratch[T](cout*group*n)
 			defer release(col)
 			defer release(dyw)
@@ -228,6 +247,59 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 		})
 	}
 	return out
+}
+
+// winogradFits reports whether Conv2d of x (values xv) runs by Winograd's
+// F(2×2, 3×3) (kernels/winograd.go): in float32, for a 3×3, stride-1,
+// padding-1, undilated window between at least winogradChannels channels.
+// It takes 2.25 times fewer multiplications than the product with the
+// column matrix, and its transforms and transposes are additions and
+// copies of the size of the input and the output; the error stays within a
+// few times that of the direct product.
+func winogradFits[T Float](xv []T, g kernels.ConvGeom, cin, cout int) bool {
+	if _, ok := any(xv).([]float32); !ok {
+		return false
+	}
+	return g.KH == 3 && g.KW == 3 && g.StrideH == 1 && g.StrideW == 1 && g.PadH == 1 && g.PadW == 1 &&
+		g.DilH == 1 && g.DilW == 1 && cin >= winogradChannels && cout >= winogradChannels
+}
+
+// winogradChannels is the fewest channels (in and out) of a convolution
+// that Conv2d runs by Winograd's algorithm.
+const winogradChannels = 4
+
+// winogradFilters returns the transformed filters (16, Cin, Cout) of w
+// (Cout, Cin, 3, 3), in a buffer from scratch.
+func winogradFilters(w []float32, cin, cout int) []float32 {
+	u := scratch[float32](16 * kernels.WinogradFilterStride(cin, cout))
+	channelChunks(cout, cin*64, func(lo, hi int) { kernels.WinogradFilters(u, w, cout, cin, lo, hi) })
+	return u
+}
+
+// winogradConv writes (add false) or adds (add true) into y (B, Cout, h, w)
+// the 3×3, stride-1, padding-1 convolution of x (B, Cin, h, w) whose
+// transformed filters are u (winogradFilters); with adjoint set, the
+// adjoint convolution instead, of x (B, Cout, h, w) into y (B, Cin, h, w):
+// the gradient of the input.
+func winogradConv(y, x, u []float32, batch, cin, cout, h, wd int, adjoint, add bool) {
+	kin, kout := cin, cout
+	if adjoint {
+		kin, kout = cout, cin
+	}
+	plane := h * wd
+	nt := kernels.WinogradTiles(batch, h, wd)
+	xh := scratch[float32](batch * plane * max(kin, kout))
+	defer release(xh)
+	parallelFor(batch, func(i int) { kernels.ToChannelsLast(xh, x, kin, plane, i, i+1) })
+	v := scratch[float32](16 * nt * kin)
+	defer release(v)
+	channelChunks(nt, 16*kin, func(lo, hi int) { kernels.WinogradInput(v, xh, batch, h, wd, kin, lo, hi) })
+	m := scratch[float32](16 * nt * kout)
+	defer release(m)
+	kernels.WinogradProducts(m, v, u, nt, cin, cout, adjoint)
+	yh := xh[:batch*plane*kout] // the input is transformed: its buffer is free
+	channelChunks(nt, 16*kout, func(lo, hi int) { kernels.WinogradOutput(yh, m, batch, h, wd, kout, nil, lo, hi) })
+	parallelFor(batch, func(i int) { kernels.FromChannelsLast(y, yh, kout, plane, add, i, i+1) })
 }
 
 // scratchPools recycle the column and product buffers of Conv2d (one pool

@@ -35,3 +35,17 @@ func BenchmarkBatchNormAct(b *testing.B) {
 		b.ReportMetric((cpuNS()-c0)/float64(b.N)/float64(n), "cpu-ns/elem")
 	})
 }
+
+func BenchmarkWinogradFilters(b *testing.B) {
+	const c = 256
+	w := make([]float32, c*c*9)
+	for i := range w {
+		w[i] = float32(i%13) - 6
+	}
+	u := make([]float32, 16*WinogradFilterStride(c, c))
+	c0 := cpuNS()
+	for range b.N {
+		WinogradFilters(u, w, c, c, 0, c)
+	}
+	b.ReportMetric((cpuNS()-c0)/float64(b.N)/float64(c*c), "cpu-ns/filter")
+}
