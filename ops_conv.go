@@ -199,20 +199,22 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			if w.requiresGrad {
 				dw = values[T](gradOf(w))
 			}
+			var dxBeta T = 1 // 0 where dx is made now: zeros not to be read
 			if x.requiresGrad {
-				dx = values[T](gradOf(x))
+				t, beta := gradTarget(x)
+				dx, dxBeta = values[T](t), T(beta)
 			}
 			if direct {
 				if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
 					kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
 				}
 				if dx != nil { // dX[b] += Wᵀ·dY[b]
-					kernels.GemmStrided(true, false, batch, k, n, cout, 1, wv, k, 0, dy, n, outSize, 1, dx, n, inSize)
+					kernels.GemmStrided(true, false, batch, k, n, cout, 1, wv, k, 0, dy, n, outSize, dxBeta, dx, n, inSize)
 				}
 				return
 			}
 			if wino && dx != nil { // dX += the adjoint convolution of dY
-				winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, true)
+				winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, dxBeta != 0)
 				release(u)
 				u, dx = nil, nil
 			}

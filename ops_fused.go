@@ -105,8 +105,15 @@ func batchNormAct[T Float](g *Graph, x, weight, bias, runMean, runVar, res *Tens
 			}
 			// A gradient buffer allocated here is zero: it is written, not
 			// added to. The residual's is taken first, so that when x is
-			// the residual too the second use adds to the first.
-			if res != nil && res.requiresGrad {
+			// the residual too the second use adds to the first. A residual
+			// without a gradient yet takes dY's storage, which the result
+			// gives up after this pass (see give): dz is written over dY,
+			// value by value, each read before it is written.
+			switch {
+			case res != nil && res.requiresGrad && res.grad == nil && res != x:
+				gr.DR, gr.FreshR = gr.DY, true
+				res.grad = out.grad
+			case res != nil && res.requiresGrad:
 				gr.FreshR = res.grad == nil
 				gr.DR = values[T](gradOf(res))
 			}
