@@ -238,9 +238,12 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 					kernels.Gemm(true, false, k, ld, cout, 1, wv, k, dyw, ld, 0, col, ld)
 					parallelFor(nb, func(i int) {
 						img := dx[(b0+i)*inSize : (b0+i+1)*inSize]
-						if pointwise {
+						switch {
+						case pointwise && dxBeta == 0: // a new gradient: copy, not add to zeros
+							kernels.CopyRows(img, n, col[i*n:], ld, cin, n)
+						case pointwise:
 							kernels.AddRows(img, n, col[i*n:], ld, cin, n)
-						} else {
+						default:
 							kernels.Col2im(img, col[i*n:], ld, cin, geo)
 						}
 					})
