@@ -71,43 +71,74 @@ const (
 // (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded convolution on
 // large planes multiplies each image's planes directly.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
-	if deviceOf("Conv2d", x, weight, bias) != CPU {
-		return devConv2d(g, x, weight, bias, p)
-	}
-	if x.Is64() {
-		return conv2d[float64](g, x, weight, bias, p)
-	}
-	return conv2d[float32](g, x, weight, bias, p)
-}
-
-func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
-	sameDevice("Conv2d", x, w)
+	pr := primsOf("Conv2d", x, weight, bias)
+	w := weight
 	if x.Rank() != 4 || w.Rank() != 4 || w.Dim(1) != x.Dim(1) {
 		panic(fmt.Sprintf("radgen: Conv2d of %v with weight %v", x.shape, w.shape))
 	}
-	if bias != nil {
-		sameDevice("Conv2d", x, bias)
-		if bias.Rank() != 1 || bias.Dim(0) != w.Dim(0) {
-			panic(fmt.Sprintf("radgen: Conv2d bias %v for weight %v", bias.shape, w.shape))
-		}
+	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != w.Dim(0)) {
+		panic(fmt.Sprintf("radgen: Conv2d bias %v for weight %v", bias.shape, w.shape))
 	}
-	batch, cin, h, wd := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
-	cout, kh, kw := w.Dim(0), w.Dim(2), w.Dim(3)
-	geo := p.geom(h, wd, kh, kw)
-	ho, wo := geo.OutH(), geo.OutW()
+	s := convShape{batch: x.Dim(0), cin: x.Dim(1), cout: w.Dim(0)}
+	s.geo = p.geom(x.Dim(2), x.Dim(3), w.Dim(2), w.Dim(3))
+	ho, wo := s.geo.OutH(), s.geo.OutW()
 	if ho == 0 || wo == 0 {
-		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", kh, kw, p, x.shape))
+		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", w.Dim(2), w.Dim(3), p, x.shape))
 	}
-	n := ho * wo           // output pixels per image
-	k := cin * kh * kw     // column height
-	inSize := cin * h * wd // one input image
-	outSize := cout * n    // one output image
-	out := like(x, []int{batch, cout, ho, wo})
-	xv, wv, ov := values[T](x), values[T](w), values[T](out)
+	out := g.empty(x, []int{s.batch, s.cout, ho, wo})
+	saved := pr.conv2d(out.at(0), x.at(0), w.at(0), optionalAt(bias), s, g.needs(x))
+	keep(x, w, bias, out)
+	if g.needs(x, w, bias) {
+		g.push(out, func() {
+			dy := out.grad
+			if dy == nil {
+				return
+			}
+			if bias != nil && bias.requiresGrad { // dBias = Σ over images and pixels of dY
+				pr.reduceSum(gradOf(bias).at(0), dy.at(0), newLayout([]int{s.batch, s.cout, ho * wo}, []int{0, 1, 0}, []int{0, 1, 0}), true)
+				keep(bias.grad)
+			}
+			var dx, dw buffer
+			dxBeta := 1.0
+			if w.requiresGrad {
+				dw = gradOf(w).at(0)
+			}
+			if x.requiresGrad {
+				t, beta := gradTarget(x)
+				dx, dxBeta = t.at(0), beta
+			}
+			pr.conv2dBackward(dx, dxBeta, dw, dy.at(0), x.at(0), w.at(0), s, saved)
+			keep(x, w, dy, x.grad, w.grad)
+		})
+	}
+	return out
+}
+
+// convShape is a convolution's sizes: batch images of cin channels
+// (geo's H×W planes) into cout channels.
+type convShape struct {
+	batch, cin, cout int
+	geo              kernels.ConvGeom
+}
+
+// The CPU engine's convolution (cpuPrims.conv2d and conv2dBackward): the
+// grouped im2col products, the direct products of 1×1 convolutions on
+// large planes, and Winograd's F(2×2, 3×3) for 3×3, stride-1 float32 ones.
+
+// convForward writes the convolution of x by w (plus bias, nil for none)
+// to out; it returns Winograd's transformed filters when keep asks for the
+// input's gradient to reuse them (nil otherwise).
+func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 {
+	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
+	h, wd := geo.H, geo.W
+	ho, wo := geo.OutH(), geo.OutW()
+	n := ho * wo               // output pixels per image
+	k := cin * geo.KH * geo.KW // column height
+	inSize := cin * h * wd     // one input image
+	outSize := cout * n        // one output image
 
 	var beta T
-	if bias != nil {
-		bv := values[T](bias)
+	if bv != nil {
 		for b := 0; b < batch; b++ {
 			for o := 0; o < cout; o++ {
 				row := ov[b*outSize+o*n : b*outSize+(o+1)*n]
@@ -140,8 +171,8 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 	case wino:
 		// The input's gradient reuses the transformed filters.
 		u = winogradFilters(any(wv).([]float32), cin, cout)
-		winogradConv(any(ov).([]float32), any(xv).([]float32), u, batch, cin, cout, h, wd, false, bias != nil)
-		if !g.needs(x) {
+		winogradConv(any(ov).([]float32), any(xv).([]float32), u, batch, cin, cout, h, wd, false, bv != nil)
+		if !keep {
 			release(u)
 			u = nil
 		}
@@ -168,7 +199,7 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 			kernels.Gemm(false, false, cout, ld, k, 1, wv, k, col, ld, 0, wide, ld)
 			parallelFor(nb, func(i int) {
 				dst := ov[(b0+i)*outSize:]
-				if bias != nil {
+				if bv != nil {
 					kernels.AddRows(dst, n, wide[i*n:], ld, cout, n)
 				} else {
 					kernels.CopyRows(dst, n, wide[i*n:], ld, cout, n)
@@ -177,81 +208,80 @@ func conv2d[T Float](g *Graph, x, w, bias *Tensor, p Conv2dParams) *Tensor {
 		}
 	}
 
-	if g.needs(x, w, bias) {
-		g.push(out, func() {
-			if out.grad == nil {
-				return
-			}
-			dy := values[T](out.grad)
-			if bias != nil && bias.requiresGrad {
-				db := values[T](gradOf(bias))
-				for b := 0; b < batch; b++ {
-					for o := 0; o < cout; o++ {
-						var s T
-						for _, v := range dy[b*outSize+o*n : b*outSize+(o+1)*n] {
-							s += v
-						}
-						db[o] += s
-					}
-				}
-			}
-			var dw, dx []T
-			if w.requiresGrad {
-				dw = values[T](gradOf(w))
-			}
-			var dxBeta T = 1 // 0 where dx is made now: zeros not to be read
-			if x.requiresGrad {
-				t, beta := gradTarget(x)
-				dx, dxBeta = values[T](t), T(beta)
-			}
-			if direct {
-				if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
-					kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
-				}
-				if dx != nil { // dX[b] += Wᵀ·dY[b]
-					kernels.GemmStrided(true, false, batch, k, n, cout, 1, wv, k, 0, dy, n, outSize, dxBeta, dx, n, inSize)
-				}
-				return
-			}
-			if wino && dx != nil { // dX += the adjoint convolution of dY
-				winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, dxBeta != 0)
-				release(u)
-				u, dx = nil, nil
-			}
-			if dw == nil && dx == nil {
-				return
-			}
-			col, dyw := scratch[T](k*group*n), scratch[T](cout*group*n)
-			defer release(col)
-			defer release(dyw)
-			for b0 := 0; b0 < batch; b0 += group {
-				nb := min(group, batch-b0)
-				ld := nb * n
-				parallelFor(nb, func(i int) { // dY of the group side by side
-					kernels.CopyRows(dyw[i*n:], ld, dy[(b0+i)*outSize:], n, cout, n)
-				})
-				if dw != nil { // dW += dY·colᵀ, col recomputed to save memory
-					unfold(col, b0, nb)
-					kernels.Gemm(false, true, cout, k, ld, 1, dyw, ld, col, ld, 1, dw, k)
-				}
-				if dx != nil { // dcol = Wᵀ·dY; dX[b] += col2im(dcol)
-					kernels.Gemm(true, false, k, ld, cout, 1, wv, k, dyw, ld, 0, col, ld)
-					parallelFor(nb, func(i int) {
-						img := dx[(b0+i)*inSize : (b0+i+1)*inSize]
-						switch {
-						case pointwise && dxBeta == 0: // a new gradient: copy, not add to zeros
-							kernels.CopyRows(img, n, col[i*n:], ld, cin, n)
-						case pointwise:
-							kernels.AddRows(img, n, col[i*n:], ld, cin, n)
-						default:
-							kernels.Col2im(img, col[i*n:], ld, cin, geo)
-						}
-					})
-				}
+	return u
+}
+
+// convBackward adds the convolution's gradients to dw and dx (nil for
+// none; dx's existing values scaled by dxBeta, 0 for a new gradient),
+// given dY; u is convForward's result.
+func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u []float32) {
+	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
+	h, wd := geo.H, geo.W
+	n := geo.OutH() * geo.OutW()
+	k := cin * geo.KH * geo.KW
+	inSize, outSize := cin*h*wd, cout*n
+	pointwise := geo.Pointwise()
+	direct := pointwise && (batch == 1 || n >= directPixels)
+	wino := u != nil
+	group := max(1, min(batch, colBudget/max(1, k*n)))
+	unfold := func(col []T, b0, nb int) {
+		ld := nb * n
+		parallelFor(nb, func(i int) {
+			img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
+			if pointwise {
+				kernels.CopyRows(col[i*n:], ld, img, n, cin, n)
+			} else {
+				kernels.Im2col(col[i*n:], ld, img, cin, geo)
 			}
 		})
 	}
-	return out
+	if direct {
+		if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
+			kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
+		}
+		if dx != nil { // dX[b] += Wᵀ·dY[b]
+			kernels.GemmStrided(true, false, batch, k, n, cout, 1, wv, k, 0, dy, n, outSize, dxBeta, dx, n, inSize)
+		}
+		return
+	}
+	if wino {
+		if dx != nil { // dX += the adjoint convolution of dY
+			winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, dxBeta != 0)
+			dx = nil
+		}
+		release(u)
+	}
+	if dw == nil && dx == nil {
+		return
+	}
+	col, dyw := scratch[T](k*group*n), scratch[T](cout*group*n)
+	defer release(col)
+	defer release(dyw)
+	for b0 := 0; b0 < batch; b0 += group {
+		nb := min(group, batch-b0)
+		ld := nb * n
+		parallelFor(nb, func(i int) { // dY of the group side by side
+			kernels.CopyRows(dyw[i*n:], ld, dy[(b0+i)*outSize:], n, cout, n)
+		})
+		if dw != nil { // dW += dY·colᵀ, col recomputed to save memory
+			unfold(col, b0, nb)
+			kernels.Gemm(false, true, cout, k, ld, 1, dyw, ld, col, ld, 1, dw, k)
+		}
+		if dx != nil { // dcol = Wᵀ·dY; dX[b] += col2im(dcol)
+			kernels.Gemm(true, false, k, ld, cout, 1, wv, k, dyw, ld, 0, col, ld)
+			parallelFor(nb, func(i int) {
+				img := dx[(b0+i)*inSize : (b0+i+1)*inSize]
+				switch {
+				case pointwise && dxBeta == 0: // a new gradient: copy, not add to zeros
+					kernels.CopyRows(img, n, col[i*n:], ld, cin, n)
+				case pointwise:
+					kernels.AddRows(img, n, col[i*n:], ld, cin, n)
+				default:
+					kernels.Col2im(img, col[i*n:], ld, cin, geo)
+				}
+			})
+		}
+	}
 }
 
 // winogradFits reports whether Conv2d of x (values xv) runs by Winograd's
@@ -388,13 +418,7 @@ func PoolSquare(kernel, stride, padding int) Pool2dParams {
 // and NaN propagates, as in torch. The gradient goes to the (first) maximum
 // of each window.
 func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
-	if x.Is64() {
-		return maxPool2d[float64](g, x, p)
-	}
-	return maxPool2d[float32](g, x, p)
-}
-
-func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
+	pr := primsOf("MaxPool2d", x)
 	if x.Rank() != 4 {
 		panic(fmt.Sprintf("radgen: MaxPool2d of %v", x.shape))
 	}
@@ -413,31 +437,45 @@ func maxPool2d[T Float](g *Graph, x *Tensor, p Pool2dParams) *Tensor {
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: MaxPool2d window %+v does not fit input %v", p, x.shape))
 	}
-	if x.device != CPU {
-		return devMaxPool(g, x, geo)
-	}
 	planes := x.Dim(0) * x.Dim(1)
-	out := like(x, []int{x.Dim(0), x.Dim(1), ho, wo})
-	arg := make([]int32, planes*ho*wo)
-	xv, ov := values[T](x), values[T](out)
-	planeIn, planeOut := geo.H*geo.W, ho*wo
-	// One chunk of planes per goroutine.
+	out := g.empty(x, []int{x.Dim(0), x.Dim(1), ho, wo})
+	arg := pr.maxPool(out.at(0), x.at(0), planes, geo)
+	keep(x, out)
+	if g.needs(x) {
+		g.push(out, func() {
+			if out.grad != nil {
+				pr.maxPoolBackward(gradOf(x).at(0), out.grad.at(0), arg, planes, geo)
+				keep(x.grad, out.grad)
+			}
+		})
+	}
+	return out
+}
+
+// poolArgs are the positions of a max pool's maxima in their planes
+// (int32s; −1 for a window of padding only), where the engine keeps them.
+type poolArgs struct {
+	host []int32
+	dev  *Tensor
+}
+
+// maxPoolPlanes runs the CPU's max pool over planes planes, one chunk of
+// planes per goroutine, writing the maxima's positions to arg.
+func maxPoolPlanes[T Float](ov []T, arg []int32, xv []T, planes int, geo kernels.ConvGeom) {
+	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
 	chunks := min(planes, 4*runtime.GOMAXPROCS(0))
 	parallelFor(chunks, func(i int) {
 		lo, hi := i*planes/chunks, (i+1)*planes/chunks
 		kernels.MaxPool(ov[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], xv[lo*planeIn:hi*planeIn], hi-lo, geo)
 	})
-	if g.needs(x) {
-		g.push(out, func() {
-			if out.grad == nil {
-				return
-			}
-			dx, dy := values[T](gradOf(x)), values[T](out.grad)
-			parallelFor(chunks, func(i int) {
-				lo, hi := i*planes/chunks, (i+1)*planes/chunks
-				kernels.MaxPoolBackward(dx[lo*planeIn:hi*planeIn], dy[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], hi-lo, planeIn, planeOut)
-			})
-		})
-	}
-	return out
+}
+
+// maxPoolPlanesBackward adds each dY to the element of dX that arg names.
+func maxPoolPlanesBackward[T Float](dx, dy []T, arg []int32, planes int, geo kernels.ConvGeom) {
+	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
+	chunks := min(planes, 4*runtime.GOMAXPROCS(0))
+	parallelFor(chunks, func(i int) {
+		lo, hi := i*planes/chunks, (i+1)*planes/chunks
+		kernels.MaxPoolBackward(dx[lo*planeIn:hi*planeIn], dy[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], hi-lo, planeIn, planeOut)
+	})
 }

@@ -179,6 +179,23 @@ type prims interface {
 	// a ReduceSum and a Scale, and their adjoint.
 	avgPlanes(dst, x buffer, planes, plane int)
 	avgPlanesBackward(dx, dy buffer, planes, plane int)
+
+	// conv2d writes the convolution of x by w plus bias (none: no bias)
+	// to out (Conv2d's contract); it returns what conv2dBackward needs
+	// kept (the CPU's Winograd filters, when keep says the input's
+	// gradient will be wanted), or nil. Its plain equivalent: Im2col and
+	// a product per image.
+	conv2d(out, x, w, bias buffer, s convShape, keep bool) any
+	// conv2dBackward adds the gradients of conv2d to dw and dx (either
+	// may be none; dx's values are first scaled by dxBeta, 0 for a new
+	// gradient of zeros), given dY and what conv2d kept. Its plain
+	// equivalent: Im2col, products and Col2im per image.
+	conv2dBackward(dx buffer, dxBeta float64, dw, dy, x, w buffer, s convShape, saved any)
+	// maxPool writes the maximum of each window of planes planes of x to
+	// dst and returns where each was; maxPoolBackward adds each dY to the
+	// element of dX it came from.
+	maxPool(dst, x buffer, planes int, geo kernels.ConvGeom) poolArgs
+	maxPoolBackward(dx, dy buffer, arg poolArgs, planes int, geo kernels.ConvGeom)
 	// adam is one Adam step of n float32 parameters p (vmax unused
 	// without k.AMSGrad).
 	adam(p, g, m, v, vmax buffer, n int, k kernels.AdamConsts)
@@ -356,6 +373,25 @@ func (p cpuPrims[T]) avgPlanes(dst, x buffer, planes, plane int) {
 }
 func (p cpuPrims[T]) avgPlanesBackward(dx, dy buffer, planes, plane int) {
 	kernels.AvgPlanesBackward(p.s(dx)[:planes*plane], p.s(dy)[:planes], plane)
+}
+
+func (p cpuPrims[T]) conv2d(out, x, w, bias buffer, s convShape, keep bool) any {
+	if u := convForward(p.s(out), p.s(x), p.s(w), p.opt(bias, s.cout), s, keep); u != nil {
+		return u
+	}
+	return nil
+}
+func (p cpuPrims[T]) conv2dBackward(dx buffer, dxBeta float64, dw, dy, x, w buffer, s convShape, saved any) {
+	u, _ := saved.([]float32)
+	convBackward(p.opt(dx, len(p.s(dx))), T(dxBeta), p.opt(dw, len(p.s(dw))), p.s(dy), p.s(x), p.s(w), s, u)
+}
+func (p cpuPrims[T]) maxPool(dst, x buffer, planes int, geo kernels.ConvGeom) poolArgs {
+	arg := make([]int32, planes*geo.OutH()*geo.OutW())
+	maxPoolPlanes(p.s(dst), arg, p.s(x), planes, geo)
+	return poolArgs{host: arg}
+}
+func (p cpuPrims[T]) maxPoolBackward(dx, dy buffer, arg poolArgs, planes int, geo kernels.ConvGeom) {
+	maxPoolPlanesBackward(p.s(dx), p.s(dy), arg.host, planes, geo)
 }
 
 // opt returns the first n values of b, or nil for none.
@@ -580,6 +616,56 @@ func (p devPrims) avgPlanesBackward(dx, dy buffer, planes, plane int) {
 	p.scale(s.at(0), dy, 1/float64(plane), planes)
 	p.binary(accel.OpAdd, dx, dx, s.at(0), layout{rank: 2, shape: [maxRank]int{planes, plane}, a: [maxRank]int{plane, 1}, b: [maxRank]int{1, 0}}, 0)
 	keep(s)
+}
+
+func (p devPrims) conv2d(out, x, w, bias buffer, s convShape, _ bool) any {
+	geo := s.geo
+	n, k := geo.OutH()*geo.OutW(), s.cin*geo.KH*geo.KW
+	inSize, outSize := s.cin*geo.H*geo.W, s.cout*n
+	col := onDevice(p.e, nil, []int{k, n})
+	for b := range s.batch { // Y[b] = W·im2col(X[b])
+		p.must("Im2col", p.e.e.Im2col(col.ptr(0), n, x.ptr.Add(b*inSize), s.cin, geo))
+		p.gemm(false, false, 1, s.cout, n, k, 1, w, k, 0, col.at(0), n, 0, 0, buffer{ptr: out.ptr.Add(b * outSize)}, n, 0)
+	}
+	if !bias.none() && s.batch > 0 {
+		p.binary(accel.OpAdd, out, out, bias, newLayout([]int{s.batch, s.cout, n}, nil, []int{0, 1, 0}), 0)
+	}
+	keep(col)
+	return nil
+}
+func (p devPrims) conv2dBackward(dx buffer, dxBeta float64, dw, dy, x, w buffer, s convShape, saved any) {
+	geo := s.geo
+	n, k := geo.OutH()*geo.OutW(), s.cin*geo.KH*geo.KW
+	inSize, outSize := s.cin*geo.H*geo.W, s.cout*n
+	if dxBeta == 0 && !dx.none() { // the gradient is new: zeros for Col2im to add to
+		p.fill(dx, 0, s.batch*inSize)
+	}
+	col := onDevice(p.e, nil, []int{k, n})
+	for b := range s.batch {
+		dyb := buffer{ptr: dy.ptr.Add(b * outSize)}
+		if !dw.none() { // dW += dY[b]·im2col(X[b])ᵀ
+			p.must("Im2col", p.e.e.Im2col(col.ptr(0), n, x.ptr.Add(b*inSize), s.cin, geo))
+			p.gemm(false, true, 1, s.cout, k, n, 1, dyb, n, 0, col.at(0), n, 0, 1, dw, k, 0)
+		}
+		if !dx.none() { // dX[b] += col2im(Wᵀ·dY[b])
+			p.gemm(true, false, 1, k, n, s.cout, 1, w, k, 0, dyb, n, 0, 0, col.at(0), n, 0)
+			p.must("Col2im", p.e.e.Col2im(dx.ptr.Add(b*inSize), col.ptr(0), n, s.cin, geo))
+		}
+	}
+	keep(col)
+}
+func (p devPrims) maxPool(dst, x buffer, planes int, geo kernels.ConvGeom) poolArgs {
+	arg := onDevice(p.e, nil, []int{max(planes*geo.OutH()*geo.OutW(), 1)})
+	if planes > 0 {
+		p.must("MaxPool", p.e.e.MaxPool(dst.ptr, arg.ptr(0), x.ptr, planes, geo))
+	}
+	return poolArgs{dev: arg}
+}
+func (p devPrims) maxPoolBackward(dx, dy buffer, arg poolArgs, planes int, geo kernels.ConvGeom) {
+	if planes > 0 {
+		p.must("MaxPoolBackward", p.e.e.MaxPoolBackward(dx.ptr, dy.ptr, arg.dev.ptr(0), planes, geo.H*geo.W, geo.OutH()*geo.OutW()))
+		keep(arg.dev)
+	}
 }
 
 func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols int, accumulate bool) {

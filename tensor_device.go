@@ -3,6 +3,8 @@ package radgen
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/radgen/radgen/internal/accel"
 )
 
 // To returns t on dev: t itself when it is already there, otherwise a copy
@@ -99,3 +101,71 @@ func (e *engine) must(op string, err error) {
 		panic(fmt.Sprintf("radgen: %s on %v: %v", op, e.dev, err))
 	}
 }
+
+// deviceOf returns the device of the non-nil operands of op; it panics when
+// they differ.
+func deviceOf(op string, ts ...*Tensor) Device {
+	var d Device
+	first := true
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if first {
+			d, first = t.device, false
+		} else if t.device != d {
+			panic(fmt.Sprintf("radgen: %s: operands on %v and %v", op, d, t.device))
+		}
+	}
+	return d
+}
+
+func keep(ts ...*Tensor) { runtime.KeepAlive(ts) }
+
+// ptr returns the device address of element off of t.
+func (t *Tensor) ptr(off int) accel.Ptr { return t.buf.ptr.Add(off) }
+
+func (t *Tensor) eng() *engine { return t.buf.e }
+
+// devNew returns an uninitialised tensor on t's device.
+func devNew(t *Tensor, shape []int) *Tensor { return onDevice(t.eng(), nil, shape) }
+
+// devFull returns a tensor on t's device filled with v.
+func devFull(t *Tensor, shape []int, v float32) *Tensor {
+	out := devNew(t, shape)
+	if n := out.Len(); n > 0 {
+		out.eng().must("Fill", out.eng().e.Fill(out.ptr(0), v, n))
+	}
+	keep(out)
+	return out
+}
+
+func devClone(t *Tensor) *Tensor {
+	out := devNew(t, t.shape)
+	if n := t.Len(); n > 0 {
+		t.eng().must("Clone", t.eng().e.CopyDevice(out.ptr(0), t.ptr(0), 4*int64(n)))
+	}
+	keep(t, out)
+	return out
+}
+
+// devView returns a tensor of shape sharing t's storage.
+func devView(t *Tensor, shape []int) *Tensor { return onDevice(t.eng(), t.buf, shape) }
+
+// devIDs copies ids to a new int32 buffer on t's device.
+func devIDs(t *Tensor, ids []int) *Tensor {
+	v := make([]int32, len(ids))
+	for i, id := range ids {
+		v[i] = int32(id)
+	}
+	b := devNew(t, []int{len(ids)})
+	if len(v) > 0 {
+		b.eng().must("ids", b.eng().e.CopyInInt32(b.ptr(0), v))
+	}
+	keep(b)
+	return b
+}
+
+// Batch norm on a device: the per-channel statistics and coefficients (C
+// values) are computed on the host in float64, as on the CPU; everything of
+// the input's size runs on the device.
