@@ -22,29 +22,15 @@ import (
 //		y = g.ReLU(y)
 //	}
 //
-// with the same values and gradients. On the CPU it runs on all cores, one
-// channel at a time, in one pass for the statistics and one for y forward,
-// and one for the sums and one for the gradient backward, keeping neither x̂
-// nor the intermediate results.
+// with the same values and gradients. It is one op on every engine: on the
+// CPU its primitive runs on all cores, one channel at a time, in one pass
+// for the statistics and one for y forward, and one for the sums and one
+// for the gradient backward, keeping neither x̂ nor the intermediate
+// results; a device runs the plain equivalent's primitives.
 func (g *Graph) BatchNorm2dTrainAct(x, weight, bias, runMean, runVar, residual *Tensor, relu bool, eps, momentum float64) (y, newMean, newVar *Tensor) {
-	if deviceOf("BatchNorm2dTrainAct", x, weight, bias, runMean, runVar, residual) != CPU {
-		y, newMean, newVar = g.BatchNorm2dTrain(x, weight, bias, runMean, runVar, eps, momentum)
-		if residual != nil {
-			y = g.Add(y, residual)
-		}
-		if relu {
-			y = g.ReLU(y)
-		}
-		return y, newMean, newVar
-	}
-	if x.Is64() {
-		return batchNormAct[float64](g, x, weight, bias, runMean, runVar, residual, relu, eps, momentum)
-	}
-	return batchNormAct[float32](g, x, weight, bias, runMean, runVar, residual, relu, eps, momentum)
-}
-
-func batchNormAct[T Float](g *Graph, x, weight, bias, runMean, runVar, res *Tensor, relu bool, eps, momentum float64) (*Tensor, *Tensor, *Tensor) {
 	const op = "BatchNorm2dTrainAct"
+	p := primsOf(op, x, weight, bias, runMean, runVar, residual)
+	res := residual
 	if x.Rank() < 2 {
 		panic(fmt.Sprintf("radgen: %s of %v", op, x.shape))
 	}
@@ -57,86 +43,81 @@ func batchNormAct[T Float](g *Graph, x, weight, bias, runMean, runVar, res *Tens
 	if (runMean == nil) != (runVar == nil) {
 		panic("radgen: " + op + " needs both running statistics or neither")
 	}
-	if res != nil {
-		if !slices.Equal(res.shape, x.shape) || res.Is64() != x.Is64() {
-			panic(fmt.Sprintf("radgen: %s residual %v for input %v", op, res.shape, x.shape))
-		}
+	if res != nil && !slices.Equal(res.shape, x.shape) {
+		panic(fmt.Sprintf("radgen: %s residual %v for input %v", op, res.shape, x.shape))
 	}
-	m := x.Len() / max(c, 1)
+	n := x.Len()
+	m := n / max(c, 1)
 	if m <= 1 {
 		panic(fmt.Sprintf("radgen: %s: expected more than 1 value per channel, got input %v", op, x.shape))
 	}
 	out := g.empty(x, x.shape)
-	p := &kernels.BatchNormAct[T]{
-		C: c, Plane: plane, X: values[T](x), Y: values[T](out), ReLU: relu,
-		Inv: make([]T, c), Shift: make([]T, c),
-		Mean: make([]float64, c), Var: make([]float64, c), Inv64: make([]float64, c),
-	}
-	if res != nil {
-		p.R = values[T](res)
-	}
-	if weight != nil {
-		p.Gamma = values[T](weight)
-	}
-	if bias != nil {
-		p.Beta = values[T](bias)
-	}
-	channelChunks(c, m, func(lo, hi int) { p.Forward(eps, lo, hi) })
-
-	var newMean, newVar *Tensor
+	state, mean, variance := p.batchNormAct(out.at(0), x.at(0), optionalAt(res), optionalAt(weight), optionalAt(bias), relu, eps, c, plane, n)
+	keep(x, res, weight, bias, out)
 	if runMean != nil {
-		newMean, newVar = like(runMean, runMean.shape), like(runVar, runVar.shape)
 		rm, rv := runMean.Float64s(), runVar.Float64s()
-		nm, nv := values[T](newMean), values[T](newVar)
+		nm, nv := make([]float64, c), make([]float64, c)
 		unbias := float64(m) / float64(m-1)
 		for ch := range c {
-			nm[ch] = T((1-momentum)*rm[ch] + momentum*p.Mean[ch])
-			nv[ch] = T((1-momentum)*rv[ch] + momentum*p.Var[ch]*unbias)
+			nm[ch] = (1-momentum)*rm[ch] + momentum*mean[ch]
+			nv[ch] = (1-momentum)*rv[ch] + momentum*variance[ch]*unbias
 		}
+		newMean, newVar = channelVec(runMean, nm), channelVec(runVar, nv)
 	}
-
 	if g.needs(x, weight, bias, res) {
 		g.push(out, func() {
-			if out.grad == nil {
+			dy := out.grad
+			if dy == nil {
 				return
 			}
-			gr := &kernels.BatchNormActGrad[T]{
-				DY: values[T](out.grad), SumDY: make([]float64, c), SumDYXhat: make([]float64, c),
-			}
-			// A gradient buffer allocated here is zero: it is written, not
-			// added to. The residual's is taken first, so that when x is
+			// A gradient made here holds zeros: it is written, not added
+			// to (fresh). The residual's is taken first, so that when x is
 			// the residual too the second use adds to the first. A residual
 			// without a gradient yet takes dY's storage, which the result
 			// gives up after this pass (see give): dz is written over dY,
 			// value by value, each read before it is written.
+			var dx, dres buffer
+			var freshX, freshR bool
 			switch {
 			case res != nil && res.requiresGrad && res.grad == nil && res != x:
-				gr.DR, gr.FreshR = gr.DY, true
-				res.grad = out.grad
+				res.grad, dres, freshR = dy, dy.at(0), true
 			case res != nil && res.requiresGrad:
-				gr.FreshR = res.grad == nil
-				gr.DR = values[T](gradOf(res))
+				freshR = res.grad == nil
+				dres = gradOf(res).at(0)
 			}
 			if x.requiresGrad {
-				gr.FreshX = x.grad == nil
-				gr.DX = values[T](gradOf(x))
+				freshX = x.grad == nil
+				dx = gradOf(x).at(0)
 			}
-			channelChunks(c, m, func(lo, hi int) { p.Backward(gr, lo, hi) })
-			if weight != nil && weight.requiresGrad {
-				dw := values[T](gradOf(weight))
-				for ch := range c {
-					dw[ch] += T(gr.SumDYXhat[ch])
-				}
-			}
-			if bias != nil && bias.requiresGrad {
-				db := values[T](gradOf(bias))
-				for ch := range c {
-					db[ch] += T(gr.SumDY[ch])
-				}
-			}
+			sdz, sdzx := p.batchNormActBackward(state, dy.at(0), dx, dres, freshX, freshR)
+			addChannelGrad(weight, sdzx)
+			addChannelGrad(bias, sdz)
+			keep(x, res, weight, out, dy, x.grad)
 		})
 	}
 	return out, newMean, newVar
+}
+
+// batchNormActCPU is the CPU engine's batchNormAct: the fused kernels of
+// internal/kernels on every core, a chunk of channels at a time.
+func batchNormActCPU[T Float](y, x, res, gamma, beta []T, relu bool, eps float64, c, plane int) (*kernels.BatchNormAct[T], []float64, []float64) {
+	k := &kernels.BatchNormAct[T]{
+		C: c, Plane: plane, X: x, Y: y, R: res, ReLU: relu, Gamma: gamma, Beta: beta,
+		Inv: make([]T, c), Shift: make([]T, c),
+		Mean: make([]float64, c), Var: make([]float64, c), Inv64: make([]float64, c),
+	}
+	channelChunks(c, len(x)/max(c, 1), func(lo, hi int) { k.Forward(eps, lo, hi) })
+	return k, k.Mean, k.Var
+}
+
+// batchNormActBackwardCPU is the CPU engine's batchNormActBackward.
+func batchNormActBackwardCPU[T Float](k *kernels.BatchNormAct[T], dy, dx, dres []T, freshX, freshR bool) ([]float64, []float64) {
+	gr := &kernels.BatchNormActGrad[T]{
+		DY: dy, DX: dx, DR: dres, FreshX: freshX, FreshR: freshR,
+		SumDY: make([]float64, k.C), SumDYXhat: make([]float64, k.C),
+	}
+	channelChunks(k.C, len(k.X)/max(k.C, 1), func(lo, hi int) { k.Backward(gr, lo, hi) })
+	return gr.SumDY, gr.SumDYXhat
 }
 
 // chunkWork is the number of elements from which a per-channel op is

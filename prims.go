@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -179,6 +180,18 @@ type prims interface {
 	// a ReduceSum and a Scale, and their adjoint.
 	avgPlanes(dst, x buffer, planes, plane int)
 	avgPlanesBackward(dx, dy buffer, planes, plane int)
+
+	// batchNormAct writes y = act(x̂·γ + β + res) (act ReLU or the
+	// identity; gamma, beta, res may be none) with x̂ normalised by the
+	// batch's statistics, and returns the state its backward needs and
+	// the batch mean and biased variance per channel: BatchNorm2dTrain,
+	// Add and ReLU's primitives in one.
+	batchNormAct(y, x, res, gamma, beta buffer, relu bool, eps float64, c, plane, n int) (state any, mean, variance []float64)
+	// batchNormActBackward, with dz = dy·[y > 0] (ReLU) or dy, adds dz to
+	// dres and batch norm's input gradient of dz to dx (either may be
+	// none; fresh: a gradient of zeros made for it, to be written, dres
+	// possibly dy's own storage), and returns Σdz and Σdz·x̂ per channel.
+	batchNormActBackward(state any, dy, dx, dres buffer, freshX, freshR bool) (sdz, sdzx []float64)
 
 	// conv2d writes the convolution of x by w plus bias (none: no bias)
 	// to out (Conv2d's contract); it returns what conv2dBackward needs
@@ -392,6 +405,15 @@ func (p cpuPrims[T]) maxPool(dst, x buffer, planes int, geo kernels.ConvGeom) po
 }
 func (p cpuPrims[T]) maxPoolBackward(dx, dy buffer, arg poolArgs, planes int, geo kernels.ConvGeom) {
 	maxPoolPlanesBackward(p.s(dx), p.s(dy), arg.host, planes, geo)
+}
+
+func (p cpuPrims[T]) batchNormAct(y, x, res, gamma, beta buffer, relu bool, eps float64, c, plane, n int) (any, []float64, []float64) {
+	return batchNormActCPU(p.s(y)[:n], p.s(x)[:n], p.opt(res, n), p.opt(gamma, c), p.opt(beta, c), relu, eps, c, plane)
+}
+func (p cpuPrims[T]) batchNormActBackward(state any, dy, dx, dres buffer, freshX, freshR bool) ([]float64, []float64) {
+	k := state.(*kernels.BatchNormAct[T])
+	n := len(k.X)
+	return batchNormActBackwardCPU(k, p.s(dy)[:n], p.opt(dx, n), p.opt(dres, n), freshX, freshR)
 }
 
 // opt returns the first n values of b, or nil for none.
@@ -616,6 +638,70 @@ func (p devPrims) avgPlanesBackward(dx, dy buffer, planes, plane int) {
 	p.scale(s.at(0), dy, 1/float64(plane), planes)
 	p.binary(accel.OpAdd, dx, dx, s.at(0), layout{rank: 2, shape: [maxRank]int{planes, plane}, a: [maxRank]int{plane, 1}, b: [maxRank]int{1, 0}}, 0)
 	keep(s)
+}
+
+// bnActState is what a device's batchNormAct keeps for its backward.
+type bnActState struct {
+	xhat        *Tensor
+	y           buffer
+	gamma, inv  []float64
+	relu        bool
+	c, plane, n int
+}
+
+func (p devPrims) batchNormAct(y, x, res, gamma, beta buffer, relu bool, eps float64, c, plane, n int) (any, []float64, []float64) {
+	mean, variance := p.channelStats(x, c, plane, n)
+	inv, shift := make([]float64, c), make([]float64, c)
+	for ch := range c {
+		inv[ch] = 1 / math.Sqrt(variance[ch]+eps)
+		shift[ch] = -mean[ch] * inv[ch]
+	}
+	invT, shiftT := p.vec(inv), p.vec(shift)
+	xhat := onDevice(p.e, nil, []int{max(n, 1)})
+	p.channelAffine(xhat.at(0), x, invT.at(0), shiftT.at(0), c, plane, n)
+	p.channelAffine(y, xhat.at(0), gamma, beta, c, plane, n)
+	flat := newLayout([]int{n}, nil, nil)
+	if !res.none() {
+		p.binary(accel.OpAdd, y, y, res, flat, 0)
+	}
+	if relu {
+		p.activation(accel.ActReLU, y, y, n)
+	}
+	var g []float64
+	if !gamma.none() {
+		gv := onDevice(p.e, nil, []int{c})
+		p.copyStrided(gv.at(0), c, gamma, c, 1, c, false)
+		g = gv.Float64s()
+	}
+	keep(invT, shiftT)
+	return &bnActState{xhat: xhat, y: y, gamma: g, inv: inv, relu: relu, c: c, plane: plane, n: n}, mean, variance
+}
+func (p devPrims) batchNormActBackward(state any, dy, dx, dres buffer, freshX, freshR bool) ([]float64, []float64) {
+	st := state.(*bnActState)
+	c, plane, n := st.c, st.plane, st.n
+	dz := dy
+	var mask *Tensor
+	if st.relu { // dz = dy·[y > 0]
+		mask = onDevice(p.e, nil, []int{max(n, 1)})
+		p.fill(mask.at(0), 0, n)
+		p.activationBackward(accel.ActReLU, mask.at(0), dy, st.y, n)
+		dz = mask.at(0)
+	}
+	switch {
+	case dres.none():
+	case freshR && dres.ptr == dy.ptr: // dY's own storage: dz over it
+		if dz.ptr != dres.ptr {
+			p.must("CopyDevice", p.e.e.CopyDevice(dres.ptr, dz.ptr, 4*int64(n)))
+		}
+	default: // a fresh gradient holds zeros: adding writes it
+		p.axpy(dres, dz, 1, n)
+	}
+	sdz, sdzx := p.channelSums(dz, st.xhat.at(0), c, plane, n)
+	if !dx.none() {
+		p.batchNormBackward(dx, dz, st.xhat.at(0), st.gamma, st.inv, sdz, sdzx, c, plane, n)
+	}
+	keep(mask, st.xhat)
+	return sdz, sdzx
 }
 
 func (p devPrims) conv2d(out, x, w, bias buffer, s convShape, _ bool) any {
