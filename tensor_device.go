@@ -102,24 +102,6 @@ func (e *engine) must(op string, err error) {
 	}
 }
 
-// deviceOf returns the device of the non-nil operands of op; it panics when
-// they differ.
-func deviceOf(op string, ts ...*Tensor) Device {
-	var d Device
-	first := true
-	for _, t := range ts {
-		if t == nil {
-			continue
-		}
-		if first {
-			d, first = t.device, false
-		} else if t.device != d {
-			panic(fmt.Sprintf("radgen: %s: operands on %v and %v", op, d, t.device))
-		}
-	}
-	return d
-}
-
 func keep(ts ...*Tensor) { runtime.KeepAlive(ts) }
 
 // ptr returns the device address of element off of t.
