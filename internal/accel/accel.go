@@ -1,14 +1,19 @@
-// Package accel is the device interface of radgen's ops: the primitives
+// Package accel holds the engines that run radgen's ops: the primitives
 // that the root package's forward and backward op bodies are written
-// against, over float32 buffers addressed by device pointers, queued in
-// order on one stream.
+// against (package radgen's prims.go), on every kind of memory.
 //
-// Two engines implement it. [Host] keeps its buffers in Go memory and runs
-// every operation with the CPU kernels: it is the reference that the device
+// [CPU] runs them on Go slices of float32 or float64 with the CPU kernels
+// of internal/kernels and internal/f32: it is the CPU's engine, and its
+// methods are the one host implementation of each primitive.
+//
+// [Engine] is the device interface: the same primitives over float32
+// buffers addressed by device pointers, queued in order on one stream. Two
+// engines implement it. [Host] keeps its buffers in Go memory and runs
+// every primitive on CPU[float32]: it is the reference that the device
 // code path is tested against on any machine. With the cuda build tag,
 // [OpenCUDA] returns the CUDA engine of internal/cuda (cuBLAS and the
 // embedded PTX kernels), whose methods this interface mirrors one for one.
-// Op code written against Engine therefore runs unchanged on either.
+// Op code written against the primitives therefore runs unchanged on all.
 //
 // Pointers are byte addresses: p + 4·i is element i of the buffer at p, on
 // both engines. Sizes are checked as in internal/cuda: a bad size is a
