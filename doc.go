@@ -64,6 +64,11 @@
 // [ToDevice] moves a module's parameters there; ops then run, forward and
 // backward, on the device of their operands, and operands on two devices
 // are a programmer error ("radgen: Add: operands on cpu and reference").
+// Each op is written once, against its device's engine: the CPU is an
+// engine like the others, so an op computes the same thing, forward and
+// backward, wherever it runs, and a fast path of the CPU (Winograd
+// convolutions, fused batch norm, skinny products) is that engine's way
+// of running a primitive, not a second version of the op.
 // Devices hold float32 only: float64 stays on the CPU for gradient checks.
 // A device tensor's storage is freed when the tensor becomes unreachable.
 // The tests run on the device RADGEN_DEVICE names (cpu, reference, cuda:N).
