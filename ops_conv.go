@@ -121,6 +121,40 @@ type convShape struct {
 	geo              kernels.ConvGeom
 }
 
+// pixels returns the output pixels of one image.
+func (s convShape) pixels() int { return s.geo.OutH() * s.geo.OutW() }
+
+// column returns the height of one image's column matrix.
+func (s convShape) column() int { return s.cin * s.geo.KH * s.geo.KW }
+
+// inSize returns the values of one input image.
+func (s convShape) inSize() int { return s.cin * s.geo.H * s.geo.W }
+
+// direct reports whether the CPU multiplies the input planes in place: a
+// 1×1, stride-1, unpadded convolution of one image or on large planes.
+func (s convShape) direct() bool {
+	return s.geo.Pointwise() && (s.batch == 1 || s.pixels() >= directPixels)
+}
+
+// group returns how many images the CPU unfolds into one column matrix.
+func (s convShape) group() int {
+	return max(1, min(s.batch, colBudget/max(1, s.column()*s.pixels())))
+}
+
+// unfold writes the column matrix of images b0 … b0+nb−1 of xv side by
+// side into col (row stride nb·pixels).
+func unfold[T Float](col, xv []T, s convShape, b0, nb int) {
+	n, inSize, ld := s.pixels(), s.inSize(), nb*s.pixels()
+	parallelFor(nb, func(i int) {
+		img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
+		if s.geo.Pointwise() {
+			kernels.CopyRows(col[i*n:], ld, img, n, s.cin, n)
+		} else {
+			kernels.Im2col(col[i*n:], ld, img, s.cin, s.geo)
+		}
+	})
+}
+
 // The CPU engine's convolution (cpuPrims.conv2d and conv2dBackward): the
 // grouped im2col products, the direct products of 1×1 convolutions on
 // large planes, and Winograd's F(2×2, 3×3) for 3×3, stride-1 float32 ones.
@@ -131,11 +165,8 @@ type convShape struct {
 func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 {
 	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
 	h, wd := geo.H, geo.W
-	ho, wo := geo.OutH(), geo.OutW()
-	n := ho * wo               // output pixels per image
-	k := cin * geo.KH * geo.KW // column height
-	inSize := cin * h * wd     // one input image
-	outSize := cout * n        // one output image
+	n, k, inSize := s.pixels(), s.column(), s.inSize()
+	outSize := cout * n // one output image
 
 	var beta T
 	if bv != nil {
@@ -149,26 +180,10 @@ func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 
 		}
 		beta = 1
 	}
-	pointwise := geo.Pointwise()
-	direct := pointwise && (batch == 1 || n >= directPixels)
-	wino := winogradFits(xv, geo, cin, cout)
-	var u []float32 // wino's transformed filters
-	group := max(1, min(batch, colBudget/max(1, k*n)))
-	// unfold writes the column matrix of images b0..b0+nb−1 side by side
-	// into col (row stride nb·n).
-	unfold := func(col []T, b0, nb int) {
-		ld := nb * n
-		parallelFor(nb, func(i int) {
-			img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
-			if pointwise {
-				kernels.CopyRows(col[i*n:], ld, img, n, cin, n)
-			} else {
-				kernels.Im2col(col[i*n:], ld, img, cin, geo)
-			}
-		})
-	}
+	var u []float32 // Winograd's transformed filters
+	group := s.group()
 	switch {
-	case wino:
+	case winogradFits(xv, geo, cin, cout):
 		// The input's gradient reuses the transformed filters.
 		u = winogradFilters(any(wv).([]float32), cin, cout)
 		winogradConv(any(ov).([]float32), any(xv).([]float32), u, batch, cin, cout, h, wd, false, bv != nil)
@@ -176,7 +191,7 @@ func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 
 			release(u)
 			u = nil
 		}
-	case direct:
+	case s.direct():
 		// Y[b] = W·X[b]: the input planes are the column matrix.
 		kernels.GemmStrided(false, false, batch, cout, n, k, 1, wv, k, 0, xv, n, inSize, beta, ov, n, outSize)
 	default:
@@ -190,7 +205,7 @@ func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 
 		for b0 := 0; b0 < batch; b0 += group {
 			nb := min(group, batch-b0)
 			ld := nb * n
-			unfold(col, b0, nb)
+			unfold(col, xv, s, b0, nb)
 			if nb == 1 {
 				kernels.Gemm(false, false, cout, n, k, 1, wv, k, col, n, beta, ov[b0*outSize:], n)
 				continue
@@ -217,25 +232,11 @@ func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 
 func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u []float32) {
 	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
 	h, wd := geo.H, geo.W
-	n := geo.OutH() * geo.OutW()
-	k := cin * geo.KH * geo.KW
-	inSize, outSize := cin*h*wd, cout*n
+	n, k, inSize := s.pixels(), s.column(), s.inSize()
+	outSize := cout * n
 	pointwise := geo.Pointwise()
-	direct := pointwise && (batch == 1 || n >= directPixels)
-	wino := u != nil
-	group := max(1, min(batch, colBudget/max(1, k*n)))
-	unfold := func(col []T, b0, nb int) {
-		ld := nb * n
-		parallelFor(nb, func(i int) {
-			img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
-			if pointwise {
-				kernels.CopyRows(col[i*n:], ld, img, n, cin, n)
-			} else {
-				kernels.Im2col(col[i*n:], ld, img, cin, geo)
-			}
-		})
-	}
-	if direct {
+	group := s.group()
+	if s.direct() {
 		if dw != nil { // dW += Σ_b dY[b]·X[b]ᵀ
 			kernels.GemmStrided(false, true, batch, cout, k, n, 1, dy, n, outSize, xv, n, inSize, 1, dw, k, 0)
 		}
@@ -244,7 +245,7 @@ func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u 
 		}
 		return
 	}
-	if wino {
+	if u != nil { // Winograd ran forward
 		if dx != nil { // dX += the adjoint convolution of dY
 			winogradConv(any(dx).([]float32), any(dy).([]float32), u, batch, cin, cout, h, wd, true, dxBeta != 0)
 			dx = nil
@@ -264,7 +265,7 @@ func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u 
 			kernels.CopyRows(dyw[i*n:], ld, dy[(b0+i)*outSize:], n, cout, n)
 		})
 		if dw != nil { // dW += dY·colᵀ, col recomputed to save memory
-			unfold(col, b0, nb)
+			unfold(col, xv, s, b0, nb)
 			kernels.Gemm(false, true, cout, k, ld, 1, dyw, ld, col, ld, 1, dw, k)
 		}
 		if dx != nil { // dcol = Wᵀ·dY; dX[b] += col2im(dcol)

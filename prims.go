@@ -706,8 +706,8 @@ func (p devPrims) batchNormActBackward(state any, dy, dx, dres buffer, freshX, f
 
 func (p devPrims) conv2d(out, x, w, bias buffer, s convShape, _ bool) any {
 	geo := s.geo
-	n, k := geo.OutH()*geo.OutW(), s.cin*geo.KH*geo.KW
-	inSize, outSize := s.cin*geo.H*geo.W, s.cout*n
+	n, k, inSize := s.pixels(), s.column(), s.inSize()
+	outSize := s.cout * n
 	col := onDevice(p.e, nil, []int{k, n})
 	for b := range s.batch { // Y[b] = W·im2col(X[b])
 		p.must("Im2col", p.e.e.Im2col(col.ptr(0), n, x.ptr.Add(b*inSize), s.cin, geo))
@@ -721,8 +721,8 @@ func (p devPrims) conv2d(out, x, w, bias buffer, s convShape, _ bool) any {
 }
 func (p devPrims) conv2dBackward(dx buffer, dxBeta float64, dw, dy, x, w buffer, s convShape, saved any) {
 	geo := s.geo
-	n, k := geo.OutH()*geo.OutW(), s.cin*geo.KH*geo.KW
-	inSize, outSize := s.cin*geo.H*geo.W, s.cout*n
+	n, k, inSize := s.pixels(), s.column(), s.inSize()
+	outSize := s.cout * n
 	if dxBeta == 0 && !dx.none() { // the gradient is new: zeros for Col2im to add to
 		p.fill(dx, 0, s.batch*inSize)
 	}
