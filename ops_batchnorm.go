@@ -108,23 +108,8 @@ func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64
 // nil. It panics, as torch does, when a channel has a single sample.
 func (g *Graph) BatchNorm2dTrain(x, weight, bias, runMean, runVar *Tensor, eps, momentum float64) (y, newMean, newVar *Tensor) {
 	p := primsOf("BatchNorm2dTrain", x, weight, bias, runMean, runVar)
-	if x.Rank() < 2 {
-		panic(fmt.Sprintf("radgen: BatchNorm2dTrain of %v", x.shape))
-	}
-	c := x.Dim(1)
-	plane := channelLayout("BatchNorm2dTrain", x, c)
-	checkChannelVec("BatchNorm2dTrain", "weight", weight, c)
-	checkChannelVec("BatchNorm2dTrain", "bias", bias, c)
-	checkChannelVec("BatchNorm2dTrain", "running mean", runMean, c)
-	checkChannelVec("BatchNorm2dTrain", "running variance", runVar, c)
-	if (runMean == nil) != (runVar == nil) {
-		panic("radgen: BatchNorm2dTrain needs both running statistics or neither")
-	}
+	c, plane, m := checkBatchNormTrain("BatchNorm2dTrain", x, weight, bias, runMean, runVar)
 	n := x.Len()
-	m := n / max(c, 1)
-	if m <= 1 {
-		panic(fmt.Sprintf("radgen: BatchNorm2dTrain: expected more than 1 value per channel, got input %v", x.shape))
-	}
 	mu, vr := p.channelStats(x.at(0), c, plane, n)
 	inv, shift := make([]float64, c), make([]float64, c)
 	for ch := range c {
@@ -138,16 +123,7 @@ func (g *Graph) BatchNorm2dTrain(x, weight, bias, runMean, runVar *Tensor, eps, 
 	out := g.empty(x, x.shape)
 	p.channelAffine(out.at(0), xhat.at(0), optionalAt(weight), optionalAt(bias), c, plane, n)
 	keep(x, xhat, out, invT, shiftT, weight, bias)
-	if runMean != nil {
-		rm, rv := runMean.Float64s(), runVar.Float64s()
-		nm, nv := make([]float64, c), make([]float64, c)
-		unbias := float64(m) / float64(m-1)
-		for ch := range c {
-			nm[ch] = (1-momentum)*rm[ch] + momentum*mu[ch]
-			nv[ch] = (1-momentum)*rv[ch] + momentum*vr[ch]*unbias
-		}
-		newMean, newVar = channelVec(runMean, nm), channelVec(runVar, nv)
-	}
+	newMean, newVar = runningStats(runMean, runVar, mu, vr, m, momentum)
 	if g.needs(x, weight, bias) {
 		g.push(out, func() {
 			dy := out.grad
@@ -196,6 +172,46 @@ func (g *Graph) GlobalAvgPool2d(x *Tensor) *Tensor {
 		})
 	}
 	return out
+}
+
+// checkBatchNormTrain checks the operands of a batch norm with batch
+// statistics (op names it in the panics) and returns the channels, the
+// size of a channel's plane and the values per channel.
+func checkBatchNormTrain(op string, x, weight, bias, runMean, runVar *Tensor) (c, plane, m int) {
+	if x.Rank() < 2 {
+		panic(fmt.Sprintf("radgen: %s of %v", op, x.shape))
+	}
+	c = x.Dim(1)
+	plane = channelLayout(op, x, c)
+	checkChannelVec(op, "weight", weight, c)
+	checkChannelVec(op, "bias", bias, c)
+	checkChannelVec(op, "running mean", runMean, c)
+	checkChannelVec(op, "running variance", runVar, c)
+	if (runMean == nil) != (runVar == nil) {
+		panic("radgen: " + op + " needs both running statistics or neither")
+	}
+	m = x.Len() / max(c, 1)
+	if m <= 1 {
+		panic(fmt.Sprintf("radgen: %s: expected more than 1 value per channel, got input %v", op, x.shape))
+	}
+	return c, plane, m
+}
+
+// runningStats returns the running statistics updated with a batch's
+// mean and biased variance over m values per channel, torch's way (the
+// variance unbiased), or nils without running statistics.
+func runningStats(runMean, runVar *Tensor, mean, variance []float64, m int, momentum float64) (newMean, newVar *Tensor) {
+	if runMean == nil {
+		return nil, nil
+	}
+	rm, rv := runMean.Float64s(), runVar.Float64s()
+	nm, nv := make([]float64, len(mean)), make([]float64, len(mean))
+	unbias := float64(m) / float64(m-1)
+	for ch := range mean {
+		nm[ch] = (1-momentum)*rm[ch] + momentum*mean[ch]
+		nv[ch] = (1-momentum)*rv[ch] + momentum*variance[ch]*unbias
+	}
+	return channelVec(runMean, nm), channelVec(runVar, nv)
 }
 
 // channelVec returns v, one value per channel, as a vector of t's element

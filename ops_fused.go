@@ -31,39 +31,15 @@ func (g *Graph) BatchNorm2dTrainAct(x, weight, bias, runMean, runVar, residual *
 	const op = "BatchNorm2dTrainAct"
 	p := primsOf(op, x, weight, bias, runMean, runVar, residual)
 	res := residual
-	if x.Rank() < 2 {
-		panic(fmt.Sprintf("radgen: %s of %v", op, x.shape))
-	}
-	c := x.Dim(1)
-	plane := channelLayout(op, x, c)
-	checkChannelVec(op, "weight", weight, c)
-	checkChannelVec(op, "bias", bias, c)
-	checkChannelVec(op, "running mean", runMean, c)
-	checkChannelVec(op, "running variance", runVar, c)
-	if (runMean == nil) != (runVar == nil) {
-		panic("radgen: " + op + " needs both running statistics or neither")
-	}
+	c, plane, m := checkBatchNormTrain(op, x, weight, bias, runMean, runVar)
 	if res != nil && !slices.Equal(res.shape, x.shape) {
 		panic(fmt.Sprintf("radgen: %s residual %v for input %v", op, res.shape, x.shape))
 	}
 	n := x.Len()
-	m := n / max(c, 1)
-	if m <= 1 {
-		panic(fmt.Sprintf("radgen: %s: expected more than 1 value per channel, got input %v", op, x.shape))
-	}
 	out := g.empty(x, x.shape)
 	state, mean, variance := p.batchNormAct(out.at(0), x.at(0), optionalAt(res), optionalAt(weight), optionalAt(bias), relu, eps, c, plane, n)
 	keep(x, res, weight, bias, out)
-	if runMean != nil {
-		rm, rv := runMean.Float64s(), runVar.Float64s()
-		nm, nv := make([]float64, c), make([]float64, c)
-		unbias := float64(m) / float64(m-1)
-		for ch := range c {
-			nm[ch] = (1-momentum)*rm[ch] + momentum*mean[ch]
-			nv[ch] = (1-momentum)*rv[ch] + momentum*variance[ch]*unbias
-		}
-		newMean, newVar = channelVec(runMean, nm), channelVec(runVar, nv)
-	}
+	newMean, newVar = runningStats(runMean, runVar, mean, variance, m, momentum)
 	if g.needs(x, weight, bias, res) {
 		g.push(out, func() {
 			dy := out.grad
