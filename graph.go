@@ -116,8 +116,7 @@ func (g *Graph) Backward(loss *Tensor) error {
 		return errors.New("radgen: graph already consumed by Backward")
 	}
 	seed := g.like(loss, loss.shape)
-	primsOf("Backward", seed).fill(seed.at(0), 1, 1)
-	keep(seed)
+	setAll(seed, 1)
 	accumulate(loss, seed)
 	for i := len(g.tape) - 1; i >= 0; i-- {
 		st := g.tape[i]

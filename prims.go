@@ -466,10 +466,8 @@ func (p devPrims) addBinary(op accel.BinaryOp, dst, a, b buffer, l layout, value
 	keep(t)
 }
 func (p devPrims) reduceSum(dst, src buffer, l layout, accumulate bool) {
-	if numel(l.dims()) > 0 {
+	if numel(l.dims()) > 0 { // an empty source has an empty destination
 		p.must("ReduceSum", p.e.e.ReduceSum(dst.ptr, src.ptr, l.dims(), l.stridesA(), accumulate))
-	} else if !accumulate {
-		p.fill(dst, 0, extentOf(l))
 	}
 }
 func (p devPrims) activation(act accel.Activation, dst, src buffer, n int) {
@@ -758,19 +756,6 @@ func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols i
 	if rows > 0 && cols > 0 {
 		p.must("CopyStrided", p.e.e.CopyStrided(dst.ptr, ldd, src.ptr, lds, rows, cols, accumulate))
 	}
-}
-
-// extentOf returns how many elements of the destination a reduction over
-// l writes.
-func extentOf(l layout) int {
-	n := 1
-	for i, s := range l.dims() {
-		if s == 0 {
-			return 0
-		}
-		n += (s - 1) * l.a[i]
-	}
-	return n
 }
 
 // sameDevice checks that op's operands share a device and an element type.
