@@ -3,12 +3,12 @@ package optim
 import (
 	"errors"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/kernels"
 )
 
 // param returns a named float32 parameter holding vals with gradient grad
@@ -162,14 +162,14 @@ func refStep(p, grad, m, v, vmax []float32, step int, lr, wd, b1, b2, eps float6
 		}
 	} else if wd != 0 {
 		for i := range n {
-			g[i] = exactFMA32(p[i], float32(wd), g[i])
+			g[i] = kernels.FMA32(p[i], float32(wd), g[i])
 		}
 	}
 	for i := range n {
 		m[i] = float32(m[i] * float32(b1))
 	}
 	for i := range n {
-		m[i] = exactFMA32(g[i], float32(1-b1), m[i])
+		m[i] = kernels.FMA32(g[i], float32(1-b1), m[i])
 	}
 	for i := range n {
 		v[i] = float32(v[i] * float32(b2))
@@ -200,21 +200,6 @@ func refStep(p, grad, m, v, vmax []float32, step int, lr, wd, b1, b2, eps float6
 	for i := range n {
 		p[i] += float32(s*m[i]) / denom[i]
 	}
-}
-
-// exactFMA32 computes x·y+z with big.Float and rounds once to float32.
-func exactFMA32(x, y, z float32) float32 {
-	if math.IsNaN(float64(x)) || math.IsNaN(float64(y)) || math.IsNaN(float64(z)) ||
-		math.IsInf(float64(x), 0) || math.IsInf(float64(y), 0) || math.IsInf(float64(z), 0) {
-		return float32(float64(x)*float64(y) + float64(z))
-	}
-	var a, b, c big.Float
-	a.SetPrec(400).SetFloat64(float64(x))
-	b.SetPrec(400).SetFloat64(float64(y))
-	c.SetPrec(400).SetFloat64(float64(z))
-	a.Mul(&a, &b).Add(&a, &c)
-	f, _ := a.Float32()
-	return f
 }
 
 // TestAdamMatchesTorchOpSequence compares the single-pass kernel, bit for
