@@ -117,7 +117,7 @@ func (g *Graph) Backward(loss *Tensor) error {
 	}
 	seed := g.like(loss, loss.shape)
 	setAll(seed, 1)
-	accumulate(loss, seed)
+	give(loss, seed) // a temporary: it becomes the loss's gradient
 	for i := len(g.tape) - 1; i >= 0; i-- {
 		st := g.tape[i]
 		st.backward()

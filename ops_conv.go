@@ -460,13 +460,11 @@ type poolArgs struct {
 	dev  *Tensor
 }
 
-// maxPoolPlanes runs the CPU's max pool over planes planes, one chunk of
-// planes per goroutine, writing the maxima's positions to arg.
+// maxPoolPlanes runs the CPU's max pool over planes planes, chunks of
+// planes on every core, writing the maxima's positions to arg.
 func maxPoolPlanes[T Float](ov []T, arg []int32, xv []T, planes int, geo kernels.ConvGeom) {
 	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
-	chunks := min(planes, 4*runtime.GOMAXPROCS(0))
-	parallelFor(chunks, func(i int) {
-		lo, hi := i*planes/chunks, (i+1)*planes/chunks
+	channelChunks(planes, planeIn, func(lo, hi int) {
 		kernels.MaxPool(ov[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], xv[lo*planeIn:hi*planeIn], hi-lo, geo)
 	})
 }
@@ -474,9 +472,7 @@ func maxPoolPlanes[T Float](ov []T, arg []int32, xv []T, planes int, geo kernels
 // maxPoolPlanesBackward adds each dY to the element of dX that arg names.
 func maxPoolPlanesBackward[T Float](dx, dy []T, arg []int32, planes int, geo kernels.ConvGeom) {
 	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
-	chunks := min(planes, 4*runtime.GOMAXPROCS(0))
-	parallelFor(chunks, func(i int) {
-		lo, hi := i*planes/chunks, (i+1)*planes/chunks
+	channelChunks(planes, planeIn, func(lo, hi int) {
 		kernels.MaxPoolBackward(dx[lo*planeIn:hi*planeIn], dy[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], hi-lo, planeIn, planeOut)
 	})
 }

@@ -757,6 +757,3 @@ func (p devPrims) copyStrided(dst buffer, ldd int, src buffer, lds, rows, cols i
 		p.must("CopyStrided", p.e.e.CopyStrided(dst.ptr, ldd, src.ptr, lds, rows, cols, accumulate))
 	}
 }
-
-// sameDevice checks that op's operands share a device and an element type.
-func sameDevice(op string, ts ...*Tensor) { primsOf(op, ts...) }
