@@ -46,10 +46,10 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 		// dy goes to out's inputs; out keeps no gradient after this pass,
 		// so the first input with none yet takes dy itself (give).
 		given := false
-		sendTo := func(t *Tensor, to layout, d *Tensor, sign float64, own bool) {
+		sendTo := func(t *Tensor, to layout, d *Tensor, sign float64) {
 			switch {
-			case t.Len() == n:
-				if send(t, d, sign, own && !(d == dy && given)) && d == dy {
+			case t.Len() == n: // d is dy, or a temporary: either may be given once
+				if send(t, d, sign, !(d == dy && given)) && d == dy {
 					given = true
 				}
 			case sign == 1:
@@ -72,13 +72,13 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 			}
 			d := g.empty(dy, dy.shape)
 			p.binary(accel.OpMul, d.at(0), dy.at(0), other.at(0), by, 0)
-			sendTo(t, to, d, 1, true)
+			sendTo(t, to, d, 1)
 		}
 		if a.requiresGrad {
 			if op == accel.OpMul {
 				product(a, b, byA, toA)
 			} else {
-				sendTo(a, toA, dy, 1, true)
+				sendTo(a, toA, dy, 1)
 			}
 		}
 		if b.requiresGrad {
@@ -86,9 +86,9 @@ func (g *Graph) binary(name string, a, b *Tensor, op accel.BinaryOp) *Tensor {
 			case accel.OpMul:
 				product(b, a, byB, toB)
 			case accel.OpSub:
-				sendTo(b, toB, dy, -1, true)
+				sendTo(b, toB, dy, -1)
 			default:
-				sendTo(b, toB, dy, 1, true)
+				sendTo(b, toB, dy, 1)
 			}
 		}
 		keep(a, b, dy)
