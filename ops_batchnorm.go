@@ -220,11 +220,16 @@ func channelVec(t *Tensor, v []float64) *Tensor {
 	if t.device == CPU && t.Is64() {
 		return FromFloat64(v, len(v))
 	}
+	return float32Vec(v).To(t.device)
+}
+
+// float32Vec returns v rounded to float32, as a CPU vector.
+func float32Vec(v []float64) *Tensor {
 	f := make([]float32, len(v))
 	for i, x := range v {
 		f[i] = float32(x)
 	}
-	return FromFloat32(f, len(f)).To(t.device)
+	return FromFloat32(f, len(f))
 }
 
 // addChannelGrad adds v, one value per channel, to t's gradient, if t

@@ -542,15 +542,7 @@ func channels(c, plane, n int) layout {
 }
 
 // vec returns v on the device, in float32.
-func (p devPrims) vec(v []float64) *Tensor {
-	f := make([]float32, len(v))
-	for i, x := range v {
-		f[i] = float32(x)
-	}
-	t := onDevice(p.e, nil, []int{len(v)})
-	t.writeHost(f)
-	return t
-}
+func (p devPrims) vec(v []float64) *Tensor { return float32Vec(v).To(p.e.dev) }
 
 func (p devPrims) channelAffine(dst, src, scale, shift buffer, c, plane, n int) {
 	if n == 0 {
