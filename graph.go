@@ -160,9 +160,6 @@ func zerosLike(t *Tensor, shape []int) *Tensor {
 	return like(t, shape)
 }
 
-// accumulate adds g into t's gradient.
-func accumulate(t *Tensor, g *Tensor) { send(t, g, 1, false) }
-
 // give adds g into t's gradient, g a tensor of t's size that no one else
 // holds or will write (a temporary, or the gradient of an op's result
 // during that op's backward pass): where t has no gradient yet, g becomes
