@@ -23,6 +23,7 @@ import (
 type Arena struct {
 	halves [2]arenaHalf
 	cur    int
+	graph  *Graph // the graph that uses it, whose ahead batch Next waits for
 }
 
 // arenaHalf is one half of an Arena: slabs for values, tensors, their
@@ -40,6 +41,9 @@ func NewArena() *Arena { return &Arena{} }
 // Next starts a step: results made from now on overwrite those of the step
 // before the previous one.
 func (a *Arena) Next() {
+	if a.graph != nil {
+		a.graph.waitAhead() // its products may write into the half Next clears
+	}
 	a.cur ^= 1
 	h := &a.halves[a.cur]
 	h.floats.reset()
@@ -107,6 +111,13 @@ func (g *Graph) SetArena(a *Arena) {
 	if g.record && a != nil {
 		panic("radgen: SetArena on a graph that records gradients")
 	}
+	g.waitAhead() // its products may write into the arena
+	if g.arena != nil {
+		g.arena.graph = nil
+	}
+	if a != nil {
+		a.graph = g
+	}
 	g.arena = a
 }
 
@@ -137,10 +148,14 @@ func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
 // view returns a CPU tensor of shape sharing x's values, from the graph's
 // arena where it has one.
 func (g *Graph) view(x *Tensor, shape []int) *Tensor {
+	var v *Tensor
 	if x.Is64() {
-		return FromFloat64(x.Data64(), shape...)
+		v = FromFloat64(hostValues[float64](x), shape...)
+	} else {
+		v = g.FromFloat32(hostValues[float32](x), shape...)
 	}
-	return g.FromFloat32(x.Data(), shape...)
+	v.pend = x.pend // a view of pending values is pending
+	return v
 }
 
 // FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,

@@ -61,22 +61,21 @@ func ExampleSubstituteWeights() {
 	// Output: [0.2999 0.7000] Tensor[2 2](float16, cpu)
 }
 
-// A Batch runs stages of products beside the goroutine that starts it:
-// here a two-layer MLP, whose second layer reads the first's result,
-// while the caller computes something else.
-func ExampleBatch() {
+// Ahead computes products beside the caller: here a two-layer MLP, whose
+// second layer reads the first's result, while the caller computes
+// something else. Reading a result waits for it.
+func ExampleGraph_Ahead() {
 	l0 := &radgen.Linear{Weight: radgen.FromFloat32([]float32{1, 0, 0, 1, 1, 1}, 3, 2)} // 2 → 3
 	l1 := &radgen.Linear{Weight: radgen.FromFloat32([]float32{1, 1, 1}, 1, 3)}          // 3 → 1
 	x := radgen.FromFloat32([]float32{2, -3}, 1, 2)
 	g := radgen.NoGrad()
-	var h, y [1]*radgen.Tensor
-	b := g.Batch()
-	b.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{l0}, true) // ReLU(l0·x)
-	b.Linears(y[:], h[:], []*radgen.Linear{l1}, false)               // l1·h
-	b.Start()
+	var h [1]*radgen.Tensor
+	var y *radgen.Tensor
+	g.Ahead(func() {
+		g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{l0}, true)  // ReLU(l0·x)
+		y = g.AddLinear(radgen.FromFloat32([]float32{0.5}, 1), h[0], l1) // 0.5 + l1·h
+	})
 	other := g.Scale(x, 10) // the caller's own work meanwhile
-	b.Wait(2)               // both stages done: h and y may be read
-	fmt.Println(h[0].Data(), y[0].Data(), other.Data())
-	b.Finish()
-	// Output: [2 0 0] [2] [20 -30]
+	fmt.Println(h[0].Data(), y.Data(), other.Data())
+	// Output: [2 0 0] [2.5] [20 -30]
 }

@@ -22,6 +22,7 @@ type Graph struct {
 	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
+	ahead  *aheadBatch         // Ahead; nil before the first
 }
 
 // GraphOption configures a Graph.

@@ -83,16 +83,17 @@ func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
 		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
 	}
 	r := getRunner()
-	out := g.addProduct(r, "Linear", x, w, *hw, bias, false)
+	out := g.addProduct(r, "Linear", x, w, *hw, bias, nil, false)
 	r.Run()
 	runners.Put(r)
 	return out
 }
 
-// addProduct adds act(x·Wᵀ + bias) to r, for the weight w stored as hw, and
-// returns the tensor the product will fill when r runs; op names the
-// calling op in panics.
-func (g *Graph) addProduct(r *half.Runner, op string, x, w *Tensor, hw half.Weights, bias *Tensor, relu bool) *Tensor {
+// addProduct adds addend + act(x·Wᵀ + bias) to r, for the weight w stored
+// as hw, and returns the tensor the product will fill when r runs; addend
+// (N), broadcast over the rows, may be nil. op names the calling op in
+// panics. x may be pending in r's earlier stages (an ahead batch's).
+func (g *Graph) addProduct(r *half.Runner, op string, x, w *Tensor, hw half.Weights, bias, addend *Tensor, relu bool) *Tensor {
 	if x.Dim(-1) != hw.K {
 		panic(fmt.Sprintf("radgen: %s of %v with weight %v", op, x.shape, w.shape))
 	}
@@ -103,10 +104,22 @@ func (g *Graph) addProduct(r *half.Runner, op string, x, w *Tensor, hw half.Weig
 		}
 		bv = bias.Data()
 	}
+	if m := x.pend; m.a == nil || m.a.r != r || m.gen != m.a.gen {
+		x.ready() // not a result of r's own earlier stages
+	}
 	var buf [8]int // on the stack for ranks up to 8
 	oshape := append(append(buf[:0], x.shape[:x.Rank()-1]...), hw.N)
 	out := g.empty(x, oshape)
-	r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: x.Data(), W: hw, Bias: bv, Y: out.Data(), ReLU: relu})
+	y := out.Data()
+	if addend != nil {
+		if addend.Rank() != 1 || addend.Dim(0) != hw.N || addend.Is64() || addend.device != CPU {
+			panic(fmt.Sprintf("radgen: %s adding %v to a product with weight %v", op, addend, w.shape))
+		}
+		for a, row := addend.Data(), y; len(row) > 0; row = row[hw.N:] {
+			copy(row, a)
+		}
+	}
+	r.Add(half.Op{M: x.Len() / max(hw.K, 1), X: hostValues[float32](x), W: hw, Bias: bv, Y: y, ReLU: relu, Add: addend != nil})
 	return out
 }
 
@@ -125,14 +138,56 @@ const maxBatchRows = 48
 // rows, the products run as one batch (internal/half's runner, with
 // internal/f32's dot kernels for float32 weights): every weight is read
 // once and the output columns of all of them are shared out among the
-// cores in one start, instead of one start per map. Elsewhere each map is
-// a Linear (and a ReLU). out, xs and ls must have the same length.
+// cores in one start, instead of one start per map; within Ahead they join
+// the graph's ahead batch. Elsewhere each map is a Linear (and a ReLU).
+// out, xs and ls must have the same length.
 func (g *Graph) Linears(out, xs []*Tensor, ls []*Linear, relu bool) {
-	r := getRunner()
-	if g.addLinears(r, "Linears", out, xs, ls, relu) {
-		r.Run()
+	g.linears(out, xs, ls, nil, relu)
+}
+
+// AddLinear returns a + x·Wᵀ + b for the linear map l: Add(l.Forward(g, x), a),
+// a (N) broadcast over the rows, with the same values. Where Linears batches
+// its products, the sum is the product's last step, so that within Ahead
+// a + l(x) is computed beside the caller whole (as a conditional norm's
+// γ̂ = γ + f_mlp(M) is).
+func (g *Graph) AddLinear(a, x *Tensor, l *Linear) *Tensor {
+	if a.Rank() != 1 || a.Dim(0) != l.Weight.Dim(0) {
+		panic(fmt.Sprintf("radgen: AddLinear of %v to a map of weight %v", a, l.Weight.shape))
 	}
-	runners.Put(r)
+	var out [1]*Tensor
+	g.linears(out[:], []*Tensor{x}, []*Linear{l}, []*Tensor{a}, false)
+	return out[0]
+}
+
+// linears is Linears with addends (nil, or one per map: AddLinear's a).
+func (g *Graph) linears(out, xs []*Tensor, ls []*Linear, addends []*Tensor, relu bool) {
+	const op = "Linears"
+	if len(out) != len(ls) || len(xs) != len(ls) || addends != nil && len(addends) != len(ls) {
+		panic(fmt.Sprintf("radgen: %s of %d inputs and %d maps into %d results", op, len(xs), len(ls), len(out)))
+	}
+	if !g.batchable(xs) {
+		for i, l := range ls {
+			out[i] = l.Forward(g, xs[i])
+			if relu {
+				out[i] = g.ReLU(out[i])
+			}
+			if addends != nil {
+				out[i] = g.Add(out[i], addends[i])
+			}
+		}
+		return
+	}
+	a := g.ahead
+	if a == nil || !a.open {
+		r := getRunner()
+		g.addLinears(r, out, xs, ls, addends, relu)
+		r.Run()
+		runners.Put(r)
+		return
+	}
+	a.join(xs...)
+	g.addLinears(a.r, out, xs, ls, addends, relu)
+	a.mark(out)
 }
 
 // batchable reports whether Linears batches maps of xs.
@@ -144,21 +199,8 @@ func (g *Graph) batchable(xs []*Tensor) bool {
 	return ok
 }
 
-// addLinears adds the maps of Linears to r and reports true, or, where
-// Linears does not batch them, computes them at once and reports false.
-func (g *Graph) addLinears(r *half.Runner, op string, out, xs []*Tensor, ls []*Linear, relu bool) bool {
-	if len(out) != len(ls) || len(xs) != len(ls) {
-		panic(fmt.Sprintf("radgen: %s of %d inputs and %d maps into %d results", op, len(xs), len(ls), len(out)))
-	}
-	if !g.batchable(xs) {
-		for i, l := range ls {
-			out[i] = l.Forward(g, xs[i])
-			if relu {
-				out[i] = g.ReLU(out[i])
-			}
-		}
-		return false
-	}
+// addLinears adds the maps of Linears, with their addends, to r.
+func (g *Graph) addLinears(r *half.Runner, out, xs []*Tensor, ls []*Linear, addends []*Tensor, relu bool) {
 	for i, l := range ls {
 		x, w := xs[i], l.Weight
 		if s, ok := g.stored[w]; ok {
@@ -171,9 +213,12 @@ func (g *Graph) addLinears(r *half.Runner, op string, out, xs []*Tensor, ls []*L
 		case w.device == CPU && !w.Is64() && w.Rank() == 2:
 			hw = half.Float32(w.Dim(0), w.Dim(1), w.Data())
 		default:
-			panic(fmt.Sprintf("radgen: %s with weight %v", op, w))
+			panic(fmt.Sprintf("radgen: Linears with weight %v", w))
 		}
-		out[i] = g.addProduct(r, op, x, w, hw, l.Bias, relu)
+		var addend *Tensor
+		if addends != nil {
+			addend = addends[i]
+		}
+		out[i] = g.addProduct(r, "Linears", x, w, hw, l.Bias, addend, relu)
 	}
-	return true
 }

@@ -36,6 +36,7 @@ func (b buffer) none() bool { return b.ptr == 0 && b.f32 == nil && b.f64 == nil 
 
 // at returns the buffer of t's storage from element off.
 func (t *Tensor) at(off int) buffer {
+	t.ready()
 	if t.buf != nil {
 		return buffer{ptr: t.buf.ptr.Add(off)}
 	}

@@ -44,6 +44,9 @@ type Tensor struct {
 	buf          *devBuf // device storage; nil on the CPU
 	requiresGrad bool
 	grad         *Tensor
+	// pend marks values that an ahead batch is still computing
+	// (Graph.Ahead); every access to them waits first (ready).
+	pend pendMark
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor
@@ -214,6 +217,7 @@ func (t *Tensor) Dense() *tensor.Dense {
 	if len(ds) == 0 {
 		ds = []int{1}
 	}
+	t.ready()
 	backing := t.host
 	if p, ok := backing.(*[]float32); ok {
 		backing = *p
@@ -358,6 +362,13 @@ func (t *Tensor) String() string {
 }
 
 func values[T Float](t *Tensor) []T {
+	t.ready()
+	return hostValues[T](t)
+}
+
+// hostValues is values without the wait for an ahead batch: the slice that
+// a pending product writes into.
+func hostValues[T Float](t *Tensor) []T {
 	if t.device != CPU {
 		panic("radgen: host access to a tensor on " + t.device.String() + " (copy it to the CPU with To(radgen.CPU), or the op does not run on devices yet)")
 	}

@@ -26,42 +26,24 @@ func ExampleConditional() {
 }
 
 // A decoding step computes every sublayer norm's γ̂ and β̂ from the memory
-// at once; each norm then applies its own.
-func ExampleGroup() {
+// ahead, beside its other work; each norm then applies its own, waiting
+// for them if they are not there yet.
+func ExampleConditional_Deltas() {
 	rng := rand.New(rand.NewPCG(1, 1))
 	norms := []*mcln.Conditional{mcln.NewConditional(8, 24, rng), mcln.NewConditional(8, 24, rng)}
-	group := mcln.NewGroup(norms...)
 	g := radgen.NoGrad()
 	memory := radgen.Zeros(3, 24) // three rows' memory (R, S·D)
-	gammas, betas := group.Deltas(g, memory)
-	y := norms[1].Apply(g, radgen.Zeros(3, 8), gammas[1], betas[1])
-	fmt.Println(len(gammas), gammas[0].Shape(), y.Shape())
-	// The same values as the norm's own Deltas.
-	_, beta := norms[0].Deltas(g, memory)
-	fmt.Printf("%.4f\n%.4f\n", betas[0].Data()[:3], beta.Data()[:3])
-	// Output:
-	// 2 [3 8] [3 8]
-	// [0.2052 0.0804 0.1355]
-	// [0.2052 0.0804 0.1355]
-}
-
-// Started beside the caller, a group's products run while the caller
-// works; Ready returns the first norms' γ̂ and β̂ as soon as they are
-// there, and the last Ready ends the group's products.
-func ExampleGroup_Start() {
-	rng := rand.New(rand.NewPCG(1, 1))
-	norms := []*mcln.Conditional{mcln.NewConditional(8, 24, rng), mcln.NewConditional(8, 24, rng)}
-	group := mcln.NewGroup(norms...)
-	g := radgen.NoGrad()
-	memory := radgen.Zeros(3, 24)
-	group.Start(g, memory)
-	gammas, betas := group.Ready(1) // the first norm's, for the first sublayer
+	gammas, betas := make([]*radgen.Tensor, 2), make([]*radgen.Tensor, 2)
+	g.Ahead(func() {
+		for i, c := range norms {
+			gammas[i], betas[i] = c.Deltas(g, memory)
+		}
+	})
 	x := norms[0].Apply(g, radgen.Zeros(3, 8), gammas[0], betas[0])
-	gammas, betas = group.Ready(2) // every norm's: the group's products are done
 	x = norms[1].Apply(g, x, gammas[1], betas[1])
-	fmt.Println(len(gammas), x.Shape())
+	fmt.Println(gammas[0].Shape(), x.Shape())
 	fmt.Printf("%.4f\n", betas[0].Data()[:3])
 	// Output:
-	// 2 [3 8]
+	// [3 8] [3 8]
 	// [0.2052 0.0804 0.1355]
 }

@@ -3,6 +3,7 @@ package mcln
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -40,108 +41,75 @@ func TestGradients(t *testing.T) {
 	gradcheck.Check(t, "LayerNorm", 1e-6, func(g *radgen.Graph) *radgen.Tensor { return ln.Forward(g, x) }, x, ln.Gamma, ln.Beta)
 }
 
-// A Group's batched deltas equal each norm's own, for every row count the
-// decoding uses and beyond the batched products' limit.
-func TestGroupMatchesDeltas(t *testing.T) {
+// Deltas computed ahead for every norm of a decoder, from one memory,
+// equal each norm's own, for every row count the decoding uses and beyond
+// the batched products' limit, whatever the caller computes meanwhile;
+// and the next Ahead waits for the deltas before.
+func TestDeltasAhead(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
 	rng := rand.New(rand.NewPCG(2, 3))
-	norms := []*Conditional{NewConditional(12, 20, rng), NewConditional(12, 20, rng), NewConditional(12, 20, rng)}
-	gr := NewGroup(norms...)
-	for _, rows := range []int{1, 3, 7, 60} {
-		mem := radgen.Zeros(rows, 20)
-		radgen.Uniform(mem, rng, 1)
-		g := radgen.NoGrad()
-		gammas, betas := gr.Deltas(g, mem)
-		for i, c := range norms {
-			wantG, wantB := c.Deltas(g, mem)
-			for _, pair := range [][2]*radgen.Tensor{{gammas[i], wantG}, {betas[i], wantB}} {
-				for j, v := range pair[1].Data() {
-					if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
-						t.Fatalf("%d rows, norm %d: value %d = %v, want %v", rows, i, j, pair[0].Data()[j], v)
-					}
-				}
-			}
-		}
-	}
-}
-
-// Started in the background, a Group gives the norms' own deltas norm by
-// norm, whatever the caller does between Start and Ready, and a Start
-// before the last Ready finishes the earlier products first.
-func TestGroupStartReady(t *testing.T) {
-	rng := rand.New(rand.NewPCG(4, 5))
 	var norms []*Conditional
 	for range 4 {
 		norms = append(norms, NewConditional(256, 768, rng))
 	}
-	gr := NewGroup(norms...)
-	g := radgen.NoGrad()
 	side := radgen.NewLinear(768, 512, true, rng)
-	check := func(mem *radgen.Tensor, i int, gamma, beta *radgen.Tensor) {
-		t.Helper()
-		wantG, wantB := norms[i].Deltas(radgen.NoGrad(), mem)
-		for _, pair := range [][2]*radgen.Tensor{{gamma, wantG}, {beta, wantB}} {
-			for j, v := range pair[1].Data() {
-				if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
-					t.Fatalf("norm %d: value %d = %v, want %v", i, j, pair[0].Data()[j], v)
-				}
-			}
-		}
-	}
-	for round := range 4 {
-		mem := radgen.Zeros(3, 768)
+	g := radgen.NoGrad()
+	gammas, betas := make([]*radgen.Tensor, len(norms)), make([]*radgen.Tensor, len(norms))
+	for round, rows := range []int{1, 3, 7, 60, 3} {
+		mem := radgen.Zeros(rows, 768)
 		radgen.Uniform(mem, rng, 1)
-		gr.Start(g, mem)
-		for n := 1; n <= len(norms); n++ {
-			side.Forward(g, mem) // the caller's own products meanwhile
-			gammas, betas := gr.Ready(n)
-			if len(gammas) != n || len(betas) != n {
-				t.Fatalf("Ready(%d): %d and %d deltas", n, len(gammas), len(betas))
+		g.Ahead(func() {
+			for i, c := range norms {
+				gammas[i], betas[i] = c.Deltas(g, mem)
 			}
-			check(mem, n-1, gammas[n-1], betas[n-1])
-			if round%2 == 1 && n == 2 {
-				break // the next Start finishes these products
+		})
+		for i, c := range norms {
+			side.Forward(g, mem) // the caller's own products meanwhile
+			wantG, wantB := c.Deltas(radgen.NoGrad(), mem)
+			sameBits(t, rows, i, gammas[i], wantG)
+			sameBits(t, rows, i, betas[i], wantB)
+			if round == 2 && i == 1 {
+				break // the next Ahead waits for the rest
 			}
 		}
-	}
-	gammas, betas := gr.Ready(len(norms))
-	if len(gammas) != len(norms) || len(betas) != len(norms) {
-		t.Fatalf("%d and %d deltas after the last Ready", len(gammas), len(betas))
 	}
 }
 
-// Added to a batch after a stage of the caller's that computes the memory
-// itself, a Group's products read that stage's results: its first stage
-// is a stage of its own, and its deltas are the norms' own.
-func TestGroupAddAfterStage(t *testing.T) {
+// Within one Ahead, deltas of a memory that is itself a pending product
+// read it once it is computed.
+func TestDeltasAheadOfPendingMemory(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 7))
 	var norms []*Conditional
 	for range 3 {
 		norms = append(norms, NewConditional(256, 768, rng))
 	}
-	gr := NewGroup(norms...)
 	project := radgen.NewLinear(512, 768, true, rng)
 	x := radgen.Zeros(3, 512)
 	radgen.Uniform(x, rng, 1)
 	g := radgen.NoGrad()
-	b := g.Batch()
-	var mem [1]*radgen.Tensor
-	b.Linears(mem[:], []*radgen.Tensor{x}, []*radgen.Linear{project}, false)
-	gr.Add(g, b, mem[0])
-	if got, want := b.Stages(), 1+len(norms)+1; got != want {
-		t.Fatalf("%d stages, want %d", got, want)
-	}
-	b.Start()
-	gammas, betas := gr.Ready(len(norms))
-	b.Finish()
-	want := project.Forward(radgen.NoGrad(), x)
+	gammas, betas := make([]*radgen.Tensor, len(norms)), make([]*radgen.Tensor, len(norms))
+	g.Ahead(func() {
+		var mem [1]*radgen.Tensor
+		g.Linears(mem[:], []*radgen.Tensor{x}, []*radgen.Linear{project}, false)
+		for i, c := range norms {
+			gammas[i], betas[i] = c.Deltas(g, mem[0])
+		}
+	})
+	var want [1]*radgen.Tensor
+	radgen.NoGrad().Linears(want[:], []*radgen.Tensor{x}, []*radgen.Linear{project}, false)
 	for i, c := range norms {
-		wantG, wantB := c.Deltas(radgen.NoGrad(), want)
-		for _, pair := range [][2]*radgen.Tensor{{gammas[i], wantG}, {betas[i], wantB}} {
-			for j, v := range pair[1].Data() {
-				if d := math.Abs(float64(pair[0].Data()[j] - v)); d > 1e-5*(1+math.Abs(float64(v))) {
-					t.Fatalf("norm %d: value %d = %v, want %v", i, j, pair[0].Data()[j], v)
-				}
-			}
+		wantG, wantB := c.Deltas(radgen.NoGrad(), want[0])
+		sameBits(t, 3, i, gammas[i], wantG)
+		sameBits(t, 3, i, betas[i], wantB)
+	}
+}
+
+// sameBits fails unless got and want hold the same float32 values.
+func sameBits(t *testing.T, rows, norm int, got, want *radgen.Tensor) {
+	t.Helper()
+	for j, v := range want.Data() {
+		if got.Data()[j] != v {
+			t.Fatalf("%d rows, norm %d: value %d = %v, want %v", rows, norm, j, got.Data()[j], v)
 		}
 	}
 }

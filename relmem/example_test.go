@@ -19,17 +19,14 @@ func ExampleRelational_Forward() {
 	// Output: [2 5 48]
 }
 
-// A decoding prepares the memory's next step in a batch that runs beside
-// its other work, then steps from the prepared memory once the batch is
-// done.
+// A decoding prepares the memory's next step ahead, beside its other work,
+// then steps from the prepared memory.
 func ExampleRelational_Prepare() {
 	rm := relmem.New(3, 16, 4, 0, rand.New(rand.NewPCG(1, 2)))
 	g := radgen.NoGrad()
-	b := g.Batch()
-	next := rm.Prepare(g, b, rm.InitMemory(2)) // M W_q, M W_k, M W_v and U·tanh(M)
-	b.Start()
+	var next relmem.Prepared
+	g.Ahead(func() { next = rm.Prepare(g, rm.InitMemory(2)) }) // M W_q, M W_k, M W_v and U·tanh(M)
 	// ... other work on g ...
-	b.Finish()
 	memory := rm.StepPrepared(g, radgen.Zeros(2, 16), next)
 	fmt.Println(memory.Shape())
 	// Output: [2 3 16]

@@ -75,30 +75,25 @@ func (r *Relational) InitMemory(b int) *radgen.Tensor {
 //
 // It is StepPrepared of the memory prepared at once.
 func (r *Relational) Step(g *radgen.Graph, input, memory *radgen.Tensor) *radgen.Tensor {
-	return r.StepPrepared(g, input, r.Prepare(g, nil, memory))
+	return r.StepPrepared(g, input, r.Prepare(g, memory))
 }
 
 // Prepared is a memory M_{t−1} (B, Slots, D) with the products of its next
 // step that read it alone: its rows' queries, keys and values (Eq. 6) and
-// U·tanh(M) (Eqs. 8–9). A decoding prepares them beside the work of a step
-// (in a radgen.Batch), for the step after it.
+// U·tanh(M) (Eqs. 8–9). A decoding prepares them as soon as the memory is
+// known, within the graph's Ahead, so that they are computed beside the
+// rest of its step.
 type Prepared struct {
 	Memory     *radgen.Tensor // M_{t−1}
 	q, k, v, u *radgen.Tensor // M W_q, M W_k, M W_v, U·tanh(M)
 }
 
-// Prepare returns memory prepared for its next step. With a batch, the
-// products are b's next stage, to be read once b is done with it
-// (its Wait or Finish); with a nil b they are computed at once.
-func (r *Relational) Prepare(g *radgen.Graph, b *radgen.Batch, memory *radgen.Tensor) Prepared {
+// Prepare returns memory prepared for its next step.
+func (r *Relational) Prepare(g *radgen.Graph, memory *radgen.Tensor) Prepared {
 	var out [4]*radgen.Tensor
 	xs := []*radgen.Tensor{memory, memory, memory, g.Tanh(memory)}
 	ls := []*radgen.Linear{r.Attn.Linears[0], r.Attn.Linears[1], r.Attn.Linears[2], r.U}
-	if b == nil {
-		g.Linears(out[:], xs, ls, false)
-	} else {
-		b.Linears(out[:], xs, ls, false)
-	}
+	g.Linears(out[:], xs, ls, false)
 	return Prepared{Memory: memory, q: out[0], k: out[1], v: out[2], u: out[3]}
 }
 
@@ -116,16 +111,14 @@ func (p Prepared) Reorder(g *radgen.Graph, src []int) Prepared {
 
 // StepPrepared is Step from a prepared memory: it consumes one input y_{t−1}
 // (B, D) and returns M_t (B, Slots, D). The input's terms, W·y and its keys
-// and values, are the products left to it; W·y runs beside the attention
-// and the MLP.
+// and values, are the products left to it; W·y is computed ahead
+// (Graph.Ahead), beside the attention and the MLP.
 func (r *Relational) StepPrepared(g *radgen.Graph, input *radgen.Tensor, p Prepared) *radgen.Tensor {
 	b, d := input.Dim(0), input.Dim(1)
 	memory := p.Memory
 	y := g.Reshape(input, b, 1, d)
 	var wy [1]*radgen.Tensor
-	terms := g.Batch()
-	terms.Linears(wy[:], []*radgen.Tensor{y}, []*radgen.Linear{r.W}, false)
-	terms.Start()
+	g.Ahead(func() { g.Linears(wy[:], []*radgen.Tensor{y}, []*radgen.Linear{r.W}, false) })
 	var kv [2]*radgen.Tensor
 	g.Linears(kv[:], []*radgen.Tensor{y, y}, r.Attn.Linears[1:3], false)
 	k, v := g.Concat(1, p.k, kv[0]), g.Concat(1, p.v, kv[1])         // [M; y] W_k, [M; y] W_v
@@ -134,7 +127,6 @@ func (r *Relational) StepPrepared(g *radgen.Graph, input *radgen.Tensor, p Prepa
 	g.Linears(mlp[:], []*radgen.Tensor{next}, []*radgen.Linear{r.MLP0}, true)
 	g.Linears(mlp[:], mlp[:], []*radgen.Linear{r.MLP2}, true)
 	next = g.Add(next, mlp[0]) // Eq. 7
-	terms.Finish()
 	gates := g.Add(wy[0], p.u) // Eqs. 8–9: W·y + U·tanh(M), (B, S, 2D)
 	in, forget := g.Sigmoid(g.Slice(gates, 2, 0, d)), g.Sigmoid(g.Slice(gates, 2, d, 2*d))
 	return g.Add(g.Mul(in, g.Tanh(next)), g.Mul(forget, memory)) // Eq. 10

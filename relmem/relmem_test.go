@@ -74,7 +74,7 @@ func TestStepGradients(t *testing.T) {
 	}, wrt...)
 }
 
-// A memory prepared in a batch and reordered, as a beam search's decoding
+// A memory prepared ahead and reordered, as a beam search's decoding
 // prepares it a step ahead, steps to the same bits as Step on the memory
 // reordered.
 func TestStepPreparedMatchesStep(t *testing.T) {
@@ -86,10 +86,8 @@ func TestStepPreparedMatchesStep(t *testing.T) {
 	y := gradcheck.Rand(rng, 1, 3, 32).To32()
 	want := r.Step(g, y, g.IndexSelect(m, 0, src)).Data()
 
-	b := g.Batch()
-	p := r.Prepare(g, b, m)
-	b.Start()
-	b.Finish()
+	var p Prepared
+	g.Ahead(func() { p = r.Prepare(g, m) })
 	got := r.StepPrepared(g, y, p.Reorder(g, src)).Data()
 	for i := range want {
 		if got[i] != want[i] {

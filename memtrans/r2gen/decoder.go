@@ -84,8 +84,9 @@ func (l *DecoderLayer) body(g *radgen.Graph, x *radgen.Tensor, norm func(int, *r
 // input, self caches the rows' earlier positions (keys and values of
 // SelfAttn), src is SrcAttn's source projected once per study and
 // study[i] the study of row i. norms gives γ̂ and β̂ (R, D) of the
-// sublayer norms as the layer reaches them, computed from the rows' memory
-// for all layers at once (mcln.Group); BASE norms have none. It returns
+// sublayer norms, computed from the rows' memory for all layers at once
+// (ahead: each is waited for when the layer reaches its norm); BASE norms
+// have none. It returns
 // the layer's output (R, D) and, if record is true, the source attention's
 // probabilities (R, h, N).
 func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
@@ -100,22 +101,14 @@ func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas
 	return out, probs
 }
 
-// layerDeltas gives a decoder layer's step the γ̂ and β̂ of its sublayer
-// norms: those of norms first, first+1 and first+2 of group, which a
-// decoding started for the memory of the step (mcln.Group.Start). Each
-// is waited for only when the layer reaches its norm, so that the
-// products of the later norms run beside the layer's own work. The group
-// is nil in BASE models.
+// layerDeltas gives a decoder layer's step the γ̂ and β̂ of its three
+// sublayer norms, in order; nil in BASE models.
 type layerDeltas struct {
-	group *mcln.Group
-	first int
+	gammas, betas []*radgen.Tensor
 }
 
 // get returns γ̂ and β̂ of the layer's sublayer norm k.
-func (d layerDeltas) get(k int) (gamma, beta *radgen.Tensor) {
-	gs, bs := d.group.Ready(d.first + k + 1)
-	return gs[d.first+k], bs[d.first+k]
-}
+func (d layerDeltas) get(k int) (gamma, beta *radgen.Tensor) { return d.gammas[k], d.betas[k] }
 
 // conditionals returns the MCLNs of the decoder's sublayer norms, layer by
 // layer (none in BASE models), in the order Step takes their γ̂ and β̂.

@@ -41,16 +41,9 @@ type Decoding struct {
 	memory  *radgen.Tensor // (rows, S, D); nil in BASE
 
 	// prep is the relational memory prepared for the next step (its
-	// products computed in the batch of the step before); its Memory is
-	// nil before the first step and without a relational memory.
+	// products computed ahead in the step before); its Memory is nil
+	// before the first step and without a relational memory.
 	prep relmem.Prepared
-
-	// pending is the batch of the step before, still computing prep's
-	// products while the strategy picks tokens; the next step finishes it
-	// (settle) and then takes prep's rows in the order lazy, the reorders
-	// since (nil: unchanged). lazySpare is the other buffer of lazy.
-	pending         *radgen.Batch
-	lazy, lazySpare []int
 
 	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
 	// W_k H (B, N, d_a).
@@ -58,9 +51,11 @@ type Decoding struct {
 
 	probs *radgen.Tensor // the last step's last-layer source attention (rows, h, N); nil after Reorder
 
-	// norms computes every MCLN's γ̂ and β̂ from the memory at once; nil
-	// in BASE models.
-	norms *mcln.Group
+	// norms are the MCLNs of the decoder's sublayers, layer by layer (none
+	// in BASE models); gammas and betas their γ̂ and β̂ for the step's
+	// memory.
+	norms         []*mcln.Conditional
+	gammas, betas []*radgen.Tensor
 
 	// space holds each step's results on the CPU, in its arena: a step's
 	// tensors (the memory, the attention) stay valid through the next
@@ -116,7 +111,7 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
 	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
-		s.norms = mcln.NewGroup(cs...)
+		s.norms, s.gammas, s.betas = cs, make([]*radgen.Tensor, len(cs)), make([]*radgen.Tensor, len(cs))
 	}
 	g.SetArena(s.space.Arena)
 	return s, nil
@@ -128,8 +123,6 @@ func (s *Decoding) Len() int { return s.t }
 // Release implements arch.Releaser: it gives the decoding's step space back for later decodings, once
 // the strategy is done with it: the decoding steps no more.
 func (s *Decoding) Release() {
-	s.lazy = nil // no step reads prep again: settle only finishes the batch
-	s.settle()
 	if s.space != nil {
 		s.space.Put(s.g)
 		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
@@ -188,17 +181,8 @@ func (s *Decoding) Reorder(src []int) error {
 		}
 	}
 	if s.prep.Memory != nil {
-		// prep's products may still be computing (pending): compose the
-		// orders, row i of the result being row lazy[src[i]] of prep, for
-		// the next step's settle.
-		next := s.lazySpare[:0]
-		for _, r := range src {
-			if s.lazy != nil {
-				r = s.lazy[r]
-			}
-			next = append(next, r)
-		}
-		s.lazy, s.lazySpare = next, s.lazy
+		s.prep = s.prep.Reorder(s.g, src)
+		s.memory = s.prep.Memory
 	} else if s.memory != nil {
 		s.memory = s.g.IndexSelect(s.memory, 0, src)
 	}
@@ -211,18 +195,12 @@ func (s *Decoding) Reorder(src []int) error {
 	return nil
 }
 
-// settle finishes the batch of the step before, if it is still
-// computing, and takes prep's rows in the order of the reorders since.
-func (s *Decoding) settle() {
-	if s.pending != nil {
-		s.pending.Finish()
-		s.pending = nil
+// layerDeltas returns the γ̂ and β̂ of decoder layer i's norms.
+func (s *Decoding) layerDeltas(i int) layerDeltas {
+	if s.norms == nil {
+		return layerDeltas{}
 	}
-	if s.lazy != nil {
-		s.prep = s.prep.Reorder(s.g, s.lazy)
-		s.memory = s.prep.Memory
-		s.lazy, s.lazySpare = nil, s.lazy[:0]
-	}
+	return layerDeltas{s.gammas[3*i : 3*i+3], s.betas[3*i : 3*i+3]}
 }
 
 // Step implements decode.Model: it consumes one token per row and writes
@@ -238,13 +216,12 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 		return arch.ErrReleased
 	}
 	s.space.Arena.Next()
-	s.settle()
 	x := g.Reshape(m.Embed.Forward(g, tokens, R, 1, s.t), R, d) // lut(y)·√D + PE(t)
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
 	case m.Memory != nil:
 		if s.prep.Memory == nil {
-			s.prep = m.Memory.Prepare(g, nil, s.memory)
+			s.prep = m.Memory.Prepare(g, s.memory)
 		}
 		s.memory = m.Memory.StepPrepared(g, x, s.prep) // R2Gen Eqs. 6–10
 		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
@@ -258,33 +235,22 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor
-	// The products that read the new memory alone run beside the
-	// layers' work, in one batch: R2Gen Eqs. 11–14, every sublayer norm's
-	// γ̂ and β̂, in the order the layers reach them; then the relational
-	// memory's for the next step.
+	// The products that read the new memory alone are computed ahead,
+	// beside the layers' work: every sublayer norm's γ̂ and β̂, in the
+	// order the layers reach them, then the relational memory's for the
+	// next step.
 	if s.norms != nil || m.Memory != nil {
-		batch := g.Batch()
-		if s.norms != nil {
-			s.norms.Add(g, batch, memory)
-		}
-		if m.Memory != nil {
-			s.prep = m.Memory.Prepare(g, batch, s.memory)
-		}
-		batch.Start()
-		if m.Memory != nil {
-			// The relational memory's products, the batch's last stage,
-			// go on computing beside the rest of this step and the
-			// strategy's choice of tokens; the next step finishes them.
-			s.pending = batch
-		} else {
-			defer batch.Finish() // deferred first, so it runs after the group's last Ready
-		}
-		if s.norms != nil {
-			defer s.norms.Ready(s.norms.Len())
-		}
+		g.Ahead(func() {
+			for i, c := range s.norms {
+				s.gammas[i], s.betas[i] = c.Deltas(g, memory)
+			}
+			if m.Memory != nil {
+				s.prep = m.Memory.Prepare(g, s.memory)
+			}
+		})
 	}
 	for i, l := range m.Decoder.Layers {
-		x, probs = l.Step(g, x, layerDeltas{s.norms, 3 * i}, s.self[i], s.cross[i], s.study, i == last)
+		x, probs = l.Step(g, x, s.layerDeltas(i), s.self[i], s.cross[i], s.study, i == last)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
