@@ -85,7 +85,7 @@ func (sc *scorer) build(ctx context.Context, c ScoreConfig) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := referenceMaker(ann, c.Refs, data.Corpus(c.Corpus))
+	refOf, err := ann.ReferenceFunc(c.Refs, data.Corpus(c.Corpus))
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	refOf, err := referenceMaker(ann, o.refs, data.Corpus(o.corpus))
+	refOf, err := ann.ReferenceFunc(o.refs, data.Corpus(o.corpus))
 	if err != nil {
 		return err
 	}

@@ -119,3 +119,25 @@ func ExampleRenderFilm() {
 // vision64 is R2Gen's training transform scaled to 64-pixel films:
 // Resize(64) on the shorter side, RandomCrop(56), flip.
 func vision64() vision.Transform { return vision.TrainTransform(64, 56) }
+
+// R2Gen scores generated text against references cleaned and passed
+// through the tokenizer of the train split: words it does not know read
+// <unk>.
+func ExampleAnnotation_ReferenceFunc() {
+	var train []data.Study
+	for range 3 {
+		train = append(train, data.Study{ID: "s", Report: "The heart is normal. No pleural effusion."})
+	}
+	ann := data.NewAnnotation(map[string][]data.Study{"train": train})
+	for _, mode := range []string{"as-is", "clean", "r2gen"} {
+		ref, err := ann.ReferenceFunc(mode, data.IUXray)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %q\n", mode, ref("The heart is enlarged. No effusion."))
+	}
+	// Output:
+	// as-is: "The heart is enlarged. No effusion."
+	// clean: "the heart is enlarged . no effusion ."
+	// r2gen: "the heart is <unk> . no effusion ."
+}
