@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/radgen/radgen/internal/testutil"
 )
 
 func randFloats(rng *rand.Rand, n int, scale float64) []float32 {
@@ -185,19 +187,7 @@ func TestDeviceLiveBytes(t *testing.T) {
 		t.Fatalf("CPU.LiveBytes() = %d, want 0", got)
 	}
 	dev := Reference()
-	settle := func() int64 { // let the cleanups of earlier garbage run
-		prev := int64(-1)
-		for range 50 {
-			runtime.GC()
-			n := dev.LiveBytes()
-			if n == prev {
-				return n
-			}
-			prev = n
-			runtime.Gosched()
-		}
-		return prev
-	}
+	settle := func() int64 { return testutil.Settled(dev.LiveBytes) } // the cleanups of earlier garbage run
 	before := settle()
 	func() {
 		x := Zeros(250).To(dev)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/testdevice"
+	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/optim"
@@ -348,19 +349,7 @@ func TestDeviceTrainingMemoryIsFlat(t *testing.T) {
 	if err := radgen.ToDevice(m, dev); err != nil {
 		t.Fatal(err)
 	}
-	settle := func() int64 {
-		prev := int64(-1)
-		for range 50 {
-			runtime.GC()
-			n := dev.LiveBytes()
-			if n == prev {
-				return n
-			}
-			prev = n
-			runtime.Gosched()
-		}
-		return prev
-	}
+	settle := func() int64 { return testutil.Settled(dev.LiveBytes) }
 	tt := newTinyTrainer(t, m, newTinyBatch(cfg.Vocab, cfg.DVisual), dev)
 	var first, last, base float64
 	var baseBytes int64

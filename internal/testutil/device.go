@@ -3,6 +3,7 @@ package testutil
 import (
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -31,4 +32,21 @@ func DeviceName(t testing.TB) string {
 	}
 	t.Logf("device: %s (RADGEN_DEVICE)", v)
 	return v
+}
+
+// Settled returns count (a device's live bytes, which cleanups lower
+// after a collection) once collections stop changing it, trying at most
+// 50 times.
+func Settled(count func() int64) int64 {
+	prev := int64(-1)
+	for range 50 {
+		runtime.GC()
+		n := count()
+		if n == prev {
+			return n
+		}
+		prev = n
+		runtime.Gosched()
+	}
+	return prev
 }
