@@ -71,22 +71,19 @@ func getRunner() *half.Runner {
 	return new(half.Runner)
 }
 
-// halfLinear is Linear with a half-precision weight: x·Wᵀ + bias for float32
-// x on the CPU, through internal/half's kernels, which stream the weight
-// once for all rows and share its output columns out among the cores.
-func halfLinear(g *Graph, x, w, bias *Tensor) *Tensor {
-	hw := w.host.(*half.Weights)
-	if x.device != CPU || x.Is64() || x.IsHalf() || x.Rank() < 1 || x.Dim(-1) != hw.K {
-		panic(fmt.Sprintf("radgen: Linear of %v with half-precision weight %v", x, w.shape))
-	}
-	if g.needs(x, bias) {
-		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
+// halfGemm is the CPU's gemm with a half-precision right operand w (the
+// weight of Linear: C = A·Wᵀ, or C += A·Wᵀ with beta 1, for float32 A),
+// through internal/half's kernels, which stream the weight once for all
+// rows and share its output columns out among the cores. Other products
+// of a half-precision matrix panic: it is a weight storage.
+func halfGemm(transA, transB bool, batch, m, n, k int, alpha float64, a []float32, lda int, w half.Weights, beta float64, c []float32, ldc int) {
+	if transA || !transB || batch != 1 || alpha != 1 || beta != 0 && beta != 1 || a == nil || w.N != n || w.K != k {
+		panic(fmt.Sprintf("radgen: a product of a half-precision %d×%d matrix other than Linear's x·Wᵀ", w.N, w.K))
 	}
 	r := getRunner()
-	out := g.addProduct(r, "Linear", x, w, *hw, bias, nil, false)
+	r.Add(half.Op{M: m, X: a, LDX: lda, W: w, Y: c, LDY: ldc, Add: beta == 1})
 	r.Run()
 	runners.Put(r)
-	return out
 }
 
 // addProduct adds addend + act(x·Wᵀ + bias) to r, for the weight w stored

@@ -78,8 +78,8 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 	if s, ok := g.stored[w]; ok {
 		w = s
 	}
-	if w.IsHalf() {
-		return halfLinear(g, x, w, bias)
+	if w.IsHalf() && g.needs(x, bias) {
+		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
 	}
 	p := primsOf("Linear", x, w, bias)
 	in, outDim := w.Dim(1), w.Dim(0)

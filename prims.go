@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/radgen/radgen/internal/accel"
+	"github.com/radgen/radgen/internal/half"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
@@ -24,11 +25,14 @@ import (
 // Devices hold float32 only; an op on a float64 tensor off the CPU panics.
 
 // buffer addresses the elements of a tensor's storage from some element
-// on: a slice of the CPU's values (f32 or f64), or an engine's pointer.
+// on: a slice of the CPU's values (f32 or f64), an engine's pointer, or,
+// for a half-precision weight matrix (Tensor.ToHalf), the CPU's packed
+// binary16 copy, which only gemm reads.
 type buffer struct {
 	ptr accel.Ptr
 	f32 []float32
 	f64 []float64
+	h16 *half.Weights
 }
 
 // none reports whether b addresses nothing (an absent optional operand).
@@ -47,8 +51,12 @@ func (t *Tensor) at(off int) buffer {
 		return buffer{f32: (*h)[off:]}
 	case []float64:
 		return buffer{f64: h[off:]}
+	case *half.Weights:
+		if off == 0 {
+			return buffer{h16: h}
+		}
 	}
-	panic(fmt.Sprintf("radgen: %v has no buffer for ops (a half-precision tensor is read only as Linear's weight)", t))
+	panic(fmt.Sprintf("radgen: %v has no buffer for ops from element %d (a half-precision tensor is read only whole, as Linear's weight)", t, off))
 }
 
 // maxRank is the largest rank of a layout once its dimensions are merged
@@ -342,6 +350,10 @@ func (p cpuPrims[T]) normalizeBackward(dx, dy, y, inv buffer, rows, cols int, ep
 	p.e.NormalizeBackward(p.s(dx)[:rows*cols], p.s(dy), p.s(y), p.s(inv), cols, eps, accel.NormKind(kind))
 }
 func (p cpuPrims[T]) gemm(transA, transB bool, batch, m, n, k int, alpha float64, a buffer, lda, sa int, b buffer, ldb, sb int, beta float64, c buffer, ldc, sc int) {
+	if b.h16 != nil {
+		halfGemm(transA, transB, batch, m, n, k, alpha, a.f32, lda, *b.h16, beta, c.f32, ldc)
+		return
+	}
 	p.e.GemmStrided(transA, transB, batch, m, n, k, T(alpha), p.s(a), lda, sa, p.s(b), ldb, sb, T(beta), p.s(c), ldc, sc)
 }
 func (p cpuPrims[T]) permute(dst, src buffer, l layout) {
