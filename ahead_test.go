@@ -211,3 +211,52 @@ func TestAheadArena(t *testing.T) {
 	}
 	g.SetArena(nil)
 }
+
+// Random chains of products within Ahead — each reading the input or any
+// earlier result, through a view or not, some as AddLinear, with a read
+// within f now and then — give what they give outside it, bit for bit.
+func TestAheadRandomChains(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
+	r := rand.New(rand.NewPCG(11, 12))
+	const d = 96
+	maps := make([]*Linear, 6)
+	for i := range maps {
+		maps[i] = NewLinear(d, d, true, r)
+	}
+	offset := Zeros(d)
+	Uniform(offset, r, 1)
+	for trial := range 20 {
+		seed := uint64(trial)
+		x := Zeros(4, d)
+		Uniform(x, r, 1)
+		run := func(g *Graph) []*Tensor {
+			pick := rand.New(rand.NewPCG(seed, 1))
+			ts := []*Tensor{x}
+			for range 12 {
+				in := ts[pick.IntN(len(ts))]
+				if pick.IntN(3) == 0 {
+					in = g.Reshape(in, 2, 2, d) // a view
+				}
+				l := maps[pick.IntN(len(maps))]
+				switch pick.IntN(5) {
+				case 0:
+					ts = append(ts, g.AddLinear(offset, in, l))
+				case 1:
+					ts = append(ts, g.Scale(in, 0.5)) // a read within f
+				default:
+					var o [2]*Tensor
+					g.Linears(o[:], []*Tensor{in, x}, []*Linear{l, maps[0]}, pick.IntN(2) == 0)
+					ts = append(ts, o[0], o[1])
+				}
+			}
+			return ts
+		}
+		want := run(NoGrad())
+		g := NoGrad()
+		var got []*Tensor
+		g.Ahead(func() { got = run(g) })
+		for i := len(got) - 1; i >= 0; i-- { // the last first: the batch waits stage by stage
+			sameValues(t, "chain", got[i], want[i])
+		}
+	}
+}
