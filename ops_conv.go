@@ -252,6 +252,10 @@ func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u 
 		}
 		release(u)
 	}
+	if dw != nil && winogradFits(xv, geo, cin, cout) { // dW += Winograd's sums of dY ⋆ X
+		winogradWeightGrad(any(dw).([]float32), any(dy).([]float32), any(xv).([]float32), batch, cin, cout, h, wd, colBudget)
+		dw = nil
+	}
 	if dw == nil && dx == nil {
 		return
 	}
@@ -336,6 +340,45 @@ func winogradConv(y, x, u []float32, batch, cin, cout, h, wd int, adjoint, add b
 	yh := xh[:batch*plane*kout] // the input is transformed: its buffer is free
 	channelChunks(nt, 16*kout, func(lo, hi int) { kernels.WinogradOutput(yh, m, batch, h, wd, kout, nil, lo, hi) })
 	parallelFor(batch, func(i int) { kernels.FromChannelsLast(y, yh, kout, plane, add, i, i+1) })
+}
+
+// winogradWeightGrad adds to dw (Cout, Cin, 3, 3) the weight's gradient of
+// the 3×3, stride-1, padding-1 convolution of x (B, Cin, h, w) given the
+// output's gradient dy (B, Cout, h, w), by Winograd's F(2×2, 3×3) in its
+// transposed form (kernels/winograd.go): dW[o][c] = Gᵀ·M[o][c]·G with the
+// 16 sums M_ξ = Σ_t Ŷ_ξ[t]ᵀ·V_ξ[t] of the transformed output-gradient
+// tiles Ŷ = A·dY·Aᵀ and input tiles V = Bᵀ·d·B. The images are transformed
+// in blocks whose tiles (16·T·(Cin + Cout) values) fit in budget, one
+// image at least, and the blocks' products are added to M in order, so the
+// result does not depend on the number of goroutines.
+func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int) {
+	plane := h * wd
+	per := kernels.WinogradTiles(1, h, wd)
+	nb := max(1, min(batch, budget/(16*per*(cin+cout))))
+	xh, yh := scratch[float32](nb*plane*cin), scratch[float32](nb*plane*cout)
+	defer release(xh)
+	defer release(yh)
+	vx, vy := scratch[float32](16*nb*per*cin), scratch[float32](16*nb*per*cout)
+	defer release(vx)
+	defer release(vy)
+	m := scratch[float32](16 * kernels.WinogradFilterStride(cin, cout))
+	defer release(m)
+	for b0 := 0; b0 < batch; b0 += nb {
+		n := min(nb, batch-b0)
+		nt := n * per
+		xs, ys := x[b0*cin*plane:(b0+n)*cin*plane], dy[b0*cout*plane:(b0+n)*cout*plane]
+		parallelFor(2*n, func(i int) {
+			if i < n {
+				kernels.ToChannelsLast(xh, xs, cin, plane, i, i+1)
+			} else {
+				kernels.ToChannelsLast(yh, ys, cout, plane, i-n, i-n+1)
+			}
+		})
+		channelChunks(nt, 16*cin, func(lo, hi int) { kernels.WinogradInput(vx, xh, n, h, wd, cin, lo, hi) })
+		channelChunks(nt, 16*cout, func(lo, hi int) { kernels.WinogradGradTiles(vy, yh, n, h, wd, cout, lo, hi) })
+		kernels.WinogradGradProducts(m, vy, vx, nt, cin, cout, b0 > 0)
+	}
+	channelChunks(cout, 16*cin, func(lo, hi int) { kernels.WinogradWeightGrad(dw, m, cout, cin, lo, hi) })
 }
 
 // scratchPools recycle the column and product buffers of Conv2d (one pool

@@ -91,6 +91,164 @@ func WinogradOutput(y, m []float32, b, h, w, c int, bias []float32, lo, hi int) 
 	f32.WinogradOutput(y, m, b, h, w, c, bias, 0, false, lo, hi)
 }
 
+// The weight's gradient by the same transforms. For one tile, the 2×2
+// output Y = Aᵀ·[(G·g·Gᵀ) ⊙ (Bᵀ·d·B)]·A is bilinear in the filter g and the
+// input patch d, so for the tile's output gradient dY
+//
+//	Σ_ab dY[a][b]·Y[a][b] = Σ_ij (A·dY·Aᵀ)[i][j]·(G·g·Gᵀ)[i][j]·(Bᵀ·d·B)[i][j]
+//	                      = Σ_kl g[k][l]·(Gᵀ·[(A·dY·Aᵀ) ⊙ (Bᵀ·d·B)]·G)[k][l],
+//
+// and the left side is Σ_kl g[k][l]·Σ_ab dY[a][b]·d[a+k][b+l] (Y is the
+// correlation of d with g). Both hold for every g, so the tile's share of
+// the weight's gradient, the correlation of d with dY, is
+//
+//	dW = Gᵀ·[(A·dY·Aᵀ) ⊙ (Bᵀ·d·B)]·G,   A = [1 0; 1 1; 1 −1; 0 −1] (4×2),
+//
+// exactly in exact arithmetic: F(3×3, 2×2), Winograd's transform of the
+// filter-gradient correlation, with the roles of F(2×2, 3×3)'s matrices
+// exchanged. Summed over the tiles t and the channels, with Ŷ_ξ (T, Cout)
+// the transformed output-gradient tiles and V_ξ (T, Cin) the transformed
+// input tiles (WinogradInput, as forward), the sums of the 16 positions are
+// 16 products
+//
+//	M_ξ (Cout, Cin) = Ŷ_ξᵀ·V_ξ,   dW[o][c] = Gᵀ·M[o][c]·G
+//
+// with 16 multiplications per tile and channel pair where the product with
+// the column matrix takes 36 (2.25 times fewer). Output positions past an
+// odd edge have no gradient: their dY is zero. The transforms are additions
+// and halvings (exact), so the error is that of the sums over tiles, of
+// terms a few times larger than the direct ones.
+
+// WinogradGradTiles writes the transformed output-gradient tiles
+// Ŷ_ξ = (A·dY·Aᵀ)[i][j], ξ = 4i + j, of the tiles [lo, hi) of dy (B, h, w,
+// C), channels last, into v (16, T, C): v[ξ·T·C + t·C + c], the layout of
+// WinogradInput. With dY = [p q; r s] (zero past the edges),
+//
+//	A·dY = [p q; p+r q+s; p−r q−s; −r −s],   and each row (u, v) times Aᵀ
+//	is (u, u+v, u−v, −v).
+func WinogradGradTiles(v, dy []float32, b, h, w, c, lo, hi int) {
+	th, tw := (h+1)/2, (w+1)/2
+	nt := b * th * tw
+	if hi > lo && (len(v) < 15*nt*c+hi*c || len(dy) < b*h*w*c) {
+		panic("kernels: WinogradGradTiles buffer too short")
+	}
+	ds := nt * c
+	for t := lo; t < hi; t++ {
+		bi, r := t/(th*tw), t%(th*tw)
+		oy, ox := 2*(r/tw), 2*(r%tw)
+		at := ((bi*h+oy)*w + ox) * c
+		p := dy[at : at+c]
+		var q, rr, s []float32 // nil past the edges
+		if ox+1 < w {
+			q = dy[at+c : at+2*c]
+		}
+		if oy+1 < h {
+			rr = dy[at+w*c : at+w*c+c]
+			if q != nil {
+				s = dy[at+w*c+c : at+w*c+2*c]
+			}
+		}
+		dst := v[t*c:]
+		if q != nil && rr != nil {
+			gradTile(dst, ds, p, q, rr, s)
+		} else {
+			gradTileEdge(dst, ds, p, q, rr, s)
+		}
+	}
+}
+
+// gradTile writes the 16 transformed values of one tile [p q; r s] (each
+// len(p) channels) to dst[ξ·ds + ch].
+func gradTile(dst []float32, ds int, p, q, r, s []float32) {
+	c := len(p)
+	q, r, s = q[:c], r[:c], s[:c]
+	_ = dst[15*ds+c-1]
+	for ch := range c {
+		P, Q, R, S := p[ch], q[ch], r[ch], s[ch]
+		gradRows(dst, ds, ch, P, Q, P+R, Q+S, P-R, Q-S, -R, -S)
+	}
+}
+
+// gradTileEdge is gradTile with q, r or s nil for zero (a tile cut off by
+// an odd edge).
+func gradTileEdge(dst []float32, ds int, p, q, r, s []float32) {
+	for ch := range p {
+		P := p[ch]
+		var Q, R, S float32
+		if q != nil {
+			Q = q[ch]
+		}
+		if r != nil {
+			R = r[ch]
+		}
+		if s != nil {
+			S = s[ch]
+		}
+		gradRows(dst, ds, ch, P, Q, P+R, Q+S, P-R, Q-S, -R, -S)
+	}
+}
+
+// gradRows writes the rows (u_i, v_i) of A·dY times Aᵀ.
+func gradRows(dst []float32, ds, ch int, u0, v0, u1, v1, u2, v2, u3, v3 float32) {
+	dst[ch], dst[ds+ch], dst[2*ds+ch], dst[3*ds+ch] = u0, u0+v0, u0-v0, -v0
+	dst[4*ds+ch], dst[5*ds+ch], dst[6*ds+ch], dst[7*ds+ch] = u1, u1+v1, u1-v1, -v1
+	dst[8*ds+ch], dst[9*ds+ch], dst[10*ds+ch], dst[11*ds+ch] = u2, u2+v2, u2-v2, -v2
+	dst[12*ds+ch], dst[13*ds+ch], dst[14*ds+ch], dst[15*ds+ch] = u3, u3+v3, u3-v3, -v3
+}
+
+// WinogradGradProducts computes the 16 sums M_ξ = Ŷ_ξᵀ·V_ξ over the t
+// tiles of the transformed output gradient vy (16, T, Cout) and the
+// transformed input vx (16, T, Cin), into m (16, Cout, Cin) with the stride
+// WinogradFilterStride(cin, cout) between the matrices, adding to m's
+// values when add is set. Each sum runs over the tiles in order, whatever
+// the number of goroutines.
+func WinogradGradProducts(m, vy, vx []float32, t, cin, cout int, add bool) {
+	var beta float32
+	if add {
+		beta = 1
+	}
+	f32.GemmStrided(true, false, 16, cout, cin, t, 1, vy, cout, t*cout, vx, cin, t*cin, beta, m, cin, WinogradFilterStride(cin, cout))
+}
+
+// WinogradWeightGrad adds to dw (Cout, Cin, 3, 3) the weight's gradient
+// dW[o][c] = Gᵀ·M[o][c]·G of the output channels [lo, hi) from the sums m
+// of WinogradGradProducts, M[o][c][i][j] = m[ξ·P + o·Cin + c], ξ = 4i + j,
+// P = WinogradFilterStride(cin, cout). Gᵀ takes (a, b, c, d) to
+// (a + ½(b + c), ½(b − c), ½(b + c) + d).
+func WinogradWeightGrad(dw, m []float32, cout, cin, lo, hi int) {
+	ps := WinogradFilterStride(cin, cout)
+	if len(dw) < cout*cin*9 || len(m) < 15*ps+cin*cout {
+		panic("kernels: WinogradWeightGrad buffer too short")
+	}
+	for o := lo; o < hi; o++ {
+		for ci := range cin {
+			at := o*cin + ci
+			var mm [16]float32
+			for xi := range mm {
+				mm[xi] = m[xi*ps+at]
+			}
+			// Gᵀ·M: the columns j, then each row of the result times G.
+			r00, r10, r20 := winoCol(mm[0], mm[4], mm[8], mm[12])
+			r01, r11, r21 := winoCol(mm[1], mm[5], mm[9], mm[13])
+			r02, r12, r22 := winoCol(mm[2], mm[6], mm[10], mm[14])
+			r03, r13, r23 := winoCol(mm[3], mm[7], mm[11], mm[15])
+			f := (*[9]float32)(dw[at*9:])
+			a, b, c := winoCol(r00, r01, r02, r03)
+			f[0], f[1], f[2] = f[0]+a, f[1]+b, f[2]+c
+			a, b, c = winoCol(r10, r11, r12, r13)
+			f[3], f[4], f[5] = f[3]+a, f[4]+b, f[5]+c
+			a, b, c = winoCol(r20, r21, r22, r23)
+			f[6], f[7], f[8] = f[6]+a, f[7]+b, f[8]+c
+		}
+	}
+}
+
+// winoCol returns Gᵀ·(a, b, c, d): a + ½(b + c), ½(b − c), ½(b + c) + d.
+func winoCol(a, b, c, d float32) (float32, float32, float32) {
+	s := 0.5 * (b + c)
+	return a + s, 0.5 * (b - c), s + d
+}
+
 // ToChannelsLast writes the images [lo, hi) of x (B, C, plane) into dst
 // (B, plane, C).
 func ToChannelsLast(dst, x []float32, c, plane, lo, hi int) {
