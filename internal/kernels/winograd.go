@@ -23,14 +23,29 @@ func WinogradFilterStride(cin, cout int) int { return cin*cout + 64 }
 // u (16, Cin, Cout), u[ξ·P + c·Cout + o] with P = WinogradFilterStride, in
 // float32: with G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1], each entry is one or ½
 // times a sum of up to nine taps, within a few roundings of the exact
-// value. w is read in order.
+// value.
 func WinogradFilters(u, w []float32, cout, cin int, lo, hi int) {
 	ps := WinogradFilterStride(cin, cout)
 	if len(w) < cout*cin*9 || len(u) < 15*ps+cin*cout {
 		panic("kernels: WinogradFilters buffer too short")
 	}
-	for o := lo; o < hi; o++ {
-		for ci := range cin {
+	// In blocks of 16×16 channel pairs, the output channels inside: the 16
+	// matrices are written in runs of 16 values, not one value a row
+	// apart, and the block's filters stay in cache.
+	const blk = 16
+	for o0 := lo; o0 < hi; o0 += blk {
+		o1 := min(hi, o0+blk)
+		for c0 := 0; c0 < cin; c0 += blk {
+			winogradFilterBlock(u, w, ps, cout, cin, o0, o1, c0, min(cin, c0+blk))
+		}
+	}
+}
+
+// winogradFilterBlock is WinogradFilters for the output channels [o0, o1)
+// and the input channels [c0, c1).
+func winogradFilterBlock(u, w []float32, ps, cout, cin, o0, o1, c0, c1 int) {
+	for ci := c0; ci < c1; ci++ {
+		for o := o0; o < o1; o++ {
 			f := (*[9]float32)(w[(o*cin+ci)*9:])
 			// The rows of G·f (columns j = 0, 1, 2), then each row times
 			// Gᵀ.
@@ -148,52 +163,74 @@ func WinogradGradTiles(v, dy []float32, b, h, w, c, lo, hi int) {
 				s = dy[at+w*c+c : at+w*c+2*c]
 			}
 		}
-		dst := v[t*c:]
-		if q != nil && rr != nil {
-			gradTile(dst, ds, p, q, rr, s)
-		} else {
-			gradTileEdge(dst, ds, p, q, rr, s)
-		}
+		gradTile(v[t*c:], ds, p, q, rr, s)
 	}
 }
 
 // gradTile writes the 16 transformed values of one tile [p q; r s] (each
-// len(p) channels) to dst[ξ·ds + ch].
+// len(p) channels; q, r or s nil for zero past an edge) to dst[ξ·ds + ch].
+// It writes one row of four matrices at a time: the 16 matrices are
+// usually a multiple of 4 KiB apart, in the same cache sets, and 16
+// interleaved streams would evict each other's lines.
 func gradTile(dst []float32, ds int, p, q, r, s []float32) {
 	c := len(p)
-	q, r, s = q[:c], r[:c], s[:c]
-	_ = dst[15*ds+c-1]
-	for ch := range c {
-		P, Q, R, S := p[ch], q[ch], r[ch], s[ch]
-		gradRows(dst, ds, ch, P, Q, P+R, Q+S, P-R, Q-S, -R, -S)
+	for i := range 4 {
+		d0, d1, d2, d3 := dst[4*i*ds:][:c], dst[(4*i+1)*ds:][:c], dst[(4*i+2)*ds:][:c], dst[(4*i+3)*ds:][:c]
+		// Row i of A·dY is (p, q), (p+r, q+s), (p−r, q−s) or (−r, −s).
+		switch {
+		case q == nil || r == nil:
+			gradRowEdge(d0, d1, d2, d3, i, p, q, r, s)
+		case i == 0:
+			for ch, u := range p {
+				v := q[ch]
+				d0[ch], d1[ch], d2[ch], d3[ch] = u, u+v, u-v, -v
+			}
+		case i == 1:
+			q, r, s := q[:c], r[:c], s[:c]
+			for ch := range c {
+				u, v := p[ch]+r[ch], q[ch]+s[ch]
+				d0[ch], d1[ch], d2[ch], d3[ch] = u, u+v, u-v, -v
+			}
+		case i == 2:
+			q, r, s := q[:c], r[:c], s[:c]
+			for ch := range c {
+				u, v := p[ch]-r[ch], q[ch]-s[ch]
+				d0[ch], d1[ch], d2[ch], d3[ch] = u, u+v, u-v, -v
+			}
+		default:
+			s := s[:c]
+			for ch, rv := range r[:c] {
+				u, v := -rv, -s[ch]
+				d0[ch], d1[ch], d2[ch], d3[ch] = u, u+v, u-v, -v
+			}
+		}
 	}
 }
 
-// gradTileEdge is gradTile with q, r or s nil for zero (a tile cut off by
-// an odd edge).
-func gradTileEdge(dst []float32, ds int, p, q, r, s []float32) {
-	for ch := range p {
-		P := p[ch]
-		var Q, R, S float32
+// gradRowEdge is gradTile's row i for a tile cut off by an edge.
+func gradRowEdge(d0, d1, d2, d3 []float32, i int, p, q, r, s []float32) {
+	for ch, pv := range p {
+		var qv, rv, sv float32
 		if q != nil {
-			Q = q[ch]
+			qv = q[ch]
 		}
 		if r != nil {
-			R = r[ch]
+			rv = r[ch]
 		}
 		if s != nil {
-			S = s[ch]
+			sv = s[ch]
 		}
-		gradRows(dst, ds, ch, P, Q, P+R, Q+S, P-R, Q-S, -R, -S)
+		u, v := pv, qv
+		switch i {
+		case 1:
+			u, v = pv+rv, qv+sv
+		case 2:
+			u, v = pv-rv, qv-sv
+		case 3:
+			u, v = -rv, -sv
+		}
+		d0[ch], d1[ch], d2[ch], d3[ch] = u, u+v, u-v, -v
 	}
-}
-
-// gradRows writes the rows (u_i, v_i) of A·dY times Aᵀ.
-func gradRows(dst []float32, ds, ch int, u0, v0, u1, v1, u2, v2, u3, v3 float32) {
-	dst[ch], dst[ds+ch], dst[2*ds+ch], dst[3*ds+ch] = u0, u0+v0, u0-v0, -v0
-	dst[4*ds+ch], dst[5*ds+ch], dst[6*ds+ch], dst[7*ds+ch] = u1, u1+v1, u1-v1, -v1
-	dst[8*ds+ch], dst[9*ds+ch], dst[10*ds+ch], dst[11*ds+ch] = u2, u2+v2, u2-v2, -v2
-	dst[12*ds+ch], dst[13*ds+ch], dst[14*ds+ch], dst[15*ds+ch] = u3, u3+v3, u3-v3, -v3
 }
 
 // WinogradGradProducts computes the 16 sums M_ξ = Ŷ_ξᵀ·V_ξ over the t
@@ -221,18 +258,18 @@ func WinogradWeightGrad(dw, m []float32, cout, cin, lo, hi int) {
 		panic("kernels: WinogradWeightGrad buffer too short")
 	}
 	for o := lo; o < hi; o++ {
+		var rows [16][]float32 // M_ξ[o][·]
+		for xi := range rows {
+			rows[xi] = m[xi*ps+o*cin:][:cin]
+		}
+		dwo := dw[o*cin*9:][:cin*9]
 		for ci := range cin {
-			at := o*cin + ci
-			var mm [16]float32
-			for xi := range mm {
-				mm[xi] = m[xi*ps+at]
-			}
 			// Gᵀ·M: the columns j, then each row of the result times G.
-			r00, r10, r20 := winoCol(mm[0], mm[4], mm[8], mm[12])
-			r01, r11, r21 := winoCol(mm[1], mm[5], mm[9], mm[13])
-			r02, r12, r22 := winoCol(mm[2], mm[6], mm[10], mm[14])
-			r03, r13, r23 := winoCol(mm[3], mm[7], mm[11], mm[15])
-			f := (*[9]float32)(dw[at*9:])
+			r00, r10, r20 := winoCol(rows[0][ci], rows[4][ci], rows[8][ci], rows[12][ci])
+			r01, r11, r21 := winoCol(rows[1][ci], rows[5][ci], rows[9][ci], rows[13][ci])
+			r02, r12, r22 := winoCol(rows[2][ci], rows[6][ci], rows[10][ci], rows[14][ci])
+			r03, r13, r23 := winoCol(rows[3][ci], rows[7][ci], rows[11][ci], rows[15][ci])
+			f := (*[9]float32)(dwo[ci*9:])
 			a, b, c := winoCol(r00, r01, r02, r03)
 			f[0], f[1], f[2] = f[0]+a, f[1]+b, f[2]+c
 			a, b, c = winoCol(r10, r11, r12, r13)

@@ -61,3 +61,34 @@ func TestWinogradWeightGradExact(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWinogradTransforms times the weight gradient's transforms on a
+// ResNet layer3 convolution (256 channels, 14×14, batch 4): the output
+// gradient's tiles and the final Gᵀ·M·G.
+func BenchmarkWinogradTransforms(b *testing.B) {
+	const n, h, c = 4, 14, 256
+	nt := WinogradTiles(n, h, h)
+	dy, vy := make([]float32, n*h*h*c), make([]float32, 16*nt*c)
+	m, dw := make([]float32, 16*WinogradFilterStride(c, c)), make([]float32, c*c*9)
+	w := make([]float32, c*c*9)
+	b.Run("GradTiles", func(b *testing.B) {
+		for range b.N {
+			WinogradGradTiles(vy, dy, n, h, h, c, 0, nt)
+		}
+	})
+	b.Run("Input", func(b *testing.B) {
+		for range b.N {
+			WinogradInput(vy, dy, n, h, h, c, 0, nt)
+		}
+	})
+	b.Run("WeightGrad", func(b *testing.B) {
+		for range b.N {
+			WinogradWeightGrad(dw, m, c, c, 0, c)
+		}
+	})
+	b.Run("Filters", func(b *testing.B) {
+		for range b.N {
+			WinogradFilters(m, w, c, c, 0, c)
+		}
+	})
+}
