@@ -252,7 +252,8 @@ func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u 
 		}
 		release(u)
 	}
-	if dw != nil && winogradFits(xv, geo, cin, cout) { // dW += Winograd's sums of dY ⋆ X
+	if dw != nil && winogradFits(xv, geo, cin, cout) && kernels.WinogradTiles(batch, h, wd) >= winogradGradTiles {
+		// dW += Winograd's sums of the correlation of X with dY
 		winogradWeightGrad(any(dw).([]float32), any(dy).([]float32), any(xv).([]float32), batch, cin, cout, h, wd, colBudget)
 		dw = nil
 	}
@@ -308,6 +309,15 @@ func winogradFits[T Float](xv []T, g kernels.ConvGeom, cin, cout int) bool {
 // that Conv2d runs by Winograd's algorithm.
 const winogradChannels = 4
 
+// winogradGradTiles is the fewest 2×2 tiles (over the batch) for which the
+// weight's gradient of a Winograd convolution is computed by Winograd's
+// algorithm too. Its cost per channel pair is 32 flops per tile plus a
+// fixed part (the transform back of 16 sums, and their trip through
+// memory) worth some hundreds of flops; the column matrix's is 18 flops
+// per pixel. On ResNet's last stage (7×7 planes, 16 tiles an image for 49
+// pixels), with a batch of four, the two were level.
+const winogradGradTiles = 128
+
 // winogradFilters returns the transformed filters (16, Cin, Cout) of w
 // (Cout, Cin, 3, 3), in a buffer from scratch.
 func winogradFilters(w []float32, cin, cout int) []float32 {
@@ -345,20 +355,19 @@ func winogradConv(y, x, u []float32, batch, cin, cout, h, wd int, adjoint, add b
 // winogradWeightGrad adds to dw (Cout, Cin, 3, 3) the weight's gradient of
 // the 3×3, stride-1, padding-1 convolution of x (B, Cin, h, w) given the
 // output's gradient dy (B, Cout, h, w), by Winograd's F(2×2, 3×3) in its
-// transposed form (kernels/winograd.go): dW[o][c] = Gᵀ·M[o][c]·G with the
-// 16 sums M_ξ = Σ_t Ŷ_ξ[t]ᵀ·V_ξ[t] of the transformed output-gradient
-// tiles Ŷ = A·dY·Aᵀ and input tiles V = Bᵀ·d·B. The images are transformed
-// in blocks whose tiles (16·T·(Cin + Cout) values) fit in budget, one
-// image at least, and the blocks' products are added to M in order, so the
-// result does not depend on the number of goroutines.
+// transposed form (kernels/winograd_grad.go): dW[o][c] = Gᵀ·M[o][c]·G with
+// the 16 sums M_ξ = Σ_t Ŷ_ξ[·][t]·V_ξ[·][t]ᵀ of the transformed
+// output-gradient tiles Ŷ = A·dY·Aᵀ and input tiles V = Bᵀ·d·B, both
+// transformed plane by plane. The images are transformed in blocks whose
+// tiles (16·T·(Cin + Cout) values) fit in budget, one image at least, and
+// the blocks' products are added to M in order, so the result does not
+// depend on the number of goroutines.
 func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int) {
 	plane := h * wd
 	per := kernels.WinogradTiles(1, h, wd)
 	nb := max(1, min(batch, budget/(16*per*(cin+cout))))
-	xh, yh := scratch[float32](nb*plane*cin), scratch[float32](nb*plane*cout)
-	defer release(xh)
-	defer release(yh)
-	vx, vy := scratch[float32](16*nb*per*cin), scratch[float32](16*nb*per*cout)
+	vx := scratch[float32](16 * kernels.WinogradGradStride(cin, nb*per))
+	vy := scratch[float32](16 * kernels.WinogradGradStride(cout, nb*per))
 	defer release(vx)
 	defer release(vy)
 	m := scratch[float32](16 * kernels.WinogradFilterStride(cin, cout))
@@ -366,16 +375,22 @@ func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int
 	for b0 := 0; b0 < batch; b0 += nb {
 		n := min(nb, batch-b0)
 		nt := n * per
-		xs, ys := x[b0*cin*plane:(b0+n)*cin*plane], dy[b0*cout*plane:(b0+n)*cout*plane]
-		parallelFor(2*n, func(i int) {
-			if i < n {
-				kernels.ToChannelsLast(xh, xs, cin, plane, i, i+1)
-			} else {
-				kernels.ToChannelsLast(yh, ys, cout, plane, i-n, i-n+1)
+		sx, sy := kernels.WinogradGradStride(cin, nt), kernels.WinogradGradStride(cout, nt)
+		// Plane p = i·C + c of the block (image b0 + i, channel c) goes to
+		// row c of each matrix, from column i·per.
+		channelChunks(n*(cin+cout), 4*plane, func(lo, hi int) {
+			zero := scratch[float32](wd)
+			defer release(zero)
+			for p := lo; p < hi; p++ {
+				if p < n*cin {
+					i, c := p/cin, p%cin
+					kernels.WinogradInputPlane(vx[c*nt+i*per:], sx, x[(b0*cin+p)*plane:][:plane], h, wd, zero)
+				} else {
+					i, o := (p-n*cin)/cout, (p-n*cin)%cout
+					kernels.WinogradGradPlane(vy[o*nt+i*per:], sy, dy[(b0*cout+p-n*cin)*plane:][:plane], h, wd, zero)
+				}
 			}
 		})
-		channelChunks(nt, 16*cin, func(lo, hi int) { kernels.WinogradInput(vx, xh, n, h, wd, cin, lo, hi) })
-		channelChunks(nt, 16*cout, func(lo, hi int) { kernels.WinogradGradTiles(vy, yh, n, h, wd, cout, lo, hi) })
 		kernels.WinogradGradProducts(m, vy, vx, nt, cin, cout, b0 > 0)
 	}
 	channelChunks(cout, 16*cin, func(lo, hi int) { kernels.WinogradWeightGrad(dw, m, cout, cin, lo, hi) })

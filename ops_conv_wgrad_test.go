@@ -185,30 +185,59 @@ func TestWinogradWeightGradThreads(t *testing.T) {
 	}
 }
 
-// Conv2d's backward adds the Winograd weight gradient to the one already
-// there and leaves the input's gradient as before.
+// Conv2d's backward computes the weight's gradient by Winograd where the
+// batch has enough tiles, agreeing with float64's product with the column
+// matrix, and adds it to the gradient already there.
 func TestConv2dWinogradWeightGradAdds(t *testing.T) {
 	r := rand.New(rand.NewPCG(30, 5))
-	x, w := rnd(r, 2, 6, 5, 7).To32(), rnd(r, 5, 6, 3, 3).To32()
-	wt := rnd(r, 2, 5, 5, 7).To32()
-	x.SetRequiresGrad(true)
-	w.SetRequiresGrad(true)
-	var first []float32
-	for pass := range 2 {
+	const batch, cin, cout, h, w = 2, 6, 5, 16, 15
+	if n := kernels.WinogradTiles(batch, h, w); n < winogradGradTiles {
+		t.Fatalf("%d tiles: the weight's gradient would not run by Winograd", n)
+	}
+	x, wt, w64 := rnd(r, batch, cin, h, w), rnd(r, batch, cout, h, w), rnd(r, cout, cin, 3, 3)
+	grad := func(x, w, wt *Tensor) *Tensor {
 		g := NewGraph()
 		y := g.Conv2d(x, w, nil, ConvSquare(1, 1))
 		if err := g.Backward(g.Sum(g.Mul(y, wt))); err != nil {
 			t.Fatal(err)
 		}
-		got := w.Grad().Data()
-		if pass == 0 {
-			first = append([]float32(nil), got...)
-			continue
-		}
-		for i, v := range got {
-			if d := math.Abs(float64(v - 2*first[i])); d > 1e-6*math.Abs(float64(first[i]))+1e-6 {
-				t.Fatalf("dW[%d] after two passes %v, after one %v", i, v, first[i])
+		return w.Grad()
+	}
+	want := grad(x, w64, wt).Float64s()
+	w32 := w64.To32().SetRequiresGrad(true)
+	x32, wt32 := x.To32(), wt.To32()
+	first := grad(x32, w32, wt32).Float64s()
+	if e := relErr(first, want); e > 2e-6 {
+		t.Errorf("dW relative error %.3g", e)
+	}
+	second := grad(x32, w32, wt32).Float64s()
+	for i := range want {
+		want[i] *= 2
+	}
+	if e := relErr(second, want); e > 2e-6 {
+		t.Errorf("dW after two passes: relative error %.3g", e)
+	}
+}
+
+// BenchmarkConvWeightGrad times the weight gradient of ResNet-101's 3×3,
+// stride-1 convolutions (batch 4 of 224² images) by the column matrix and
+// by Winograd.
+func BenchmarkConvWeightGrad(b *testing.B) {
+	r := rand.New(rand.NewPCG(30, 6))
+	for _, l := range []struct {
+		name  string
+		c, hw int
+	}{{"layer1", 64, 56}, {"layer2", 128, 28}, {"layer3", 256, 14}, {"layer4", 512, 7}} {
+		wc := newWgradCase(r, 4, l.c, l.c, l.hw, l.hw)
+		b.Run(l.name+"/im2col", func(b *testing.B) {
+			for range b.N {
+				wc.im2col()
 			}
-		}
+		})
+		b.Run(l.name+"/winograd", func(b *testing.B) {
+			for range b.N {
+				wc.winograd(colBudget)
+			}
+		})
 	}
 }

@@ -24,13 +24,21 @@ func TestWinogradWeightGradExact(t *testing.T) {
 			}
 			return s
 		}
-		// Channels last, as the transforms read them.
-		x, dy := small(c.b*c.h*c.w*c.cin), small(c.b*c.h*c.w*c.cout)
-		nt := WinogradTiles(c.b, c.h, c.w)
-		vx, vy := make([]float32, 16*nt*c.cin), make([]float32, 16*nt*c.cout)
-		WinogradInput(vx, x, c.b, c.h, c.w, c.cin, 0, nt)
-		WinogradGradTiles(vy, dy, c.b, c.h, c.w, c.cout, 0, nt/2) // in two ranges
-		WinogradGradTiles(vy, dy, c.b, c.h, c.w, c.cout, nt/2, nt)
+		// Channels first, as the graph's tensors are.
+		x, dy := small(c.b*c.cin*c.h*c.w), small(c.b*c.cout*c.h*c.w)
+		plane, per := c.h*c.w, WinogradTiles(1, c.h, c.w)
+		nt := c.b * per
+		dx, dy1 := WinogradGradStride(c.cin, nt), WinogradGradStride(c.cout, nt)
+		vx, vy := make([]float32, 16*dx), make([]float32, 16*dy1)
+		tmp := make([]float32, c.w)
+		for b := range c.b {
+			for ci := range c.cin {
+				WinogradInputPlane(vx[ci*nt+b*per:], dx, x[(b*c.cin+ci)*plane:][:plane], c.h, c.w, tmp)
+			}
+			for o := range c.cout {
+				WinogradGradPlane(vy[o*nt+b*per:], dy1, dy[(b*c.cout+o)*plane:][:plane], c.h, c.w, tmp)
+			}
+		}
 		m := make([]float32, 16*WinogradFilterStride(c.cin, c.cout))
 		WinogradGradProducts(m, vy, vx, nt, c.cin, c.cout, false)
 		got := make([]float32, c.cout*c.cin*9)
@@ -49,7 +57,7 @@ func TestWinogradWeightGradExact(t *testing.T) {
 								if i+ky < 0 || i+ky >= c.h || j+kx < 0 || j+kx >= c.w {
 									continue
 								}
-								want += dy[((b*c.h+i)*c.w+j)*c.cout+o] * x[((b*c.h+i+ky)*c.w+j+kx)*c.cin+ci]
+								want += dy[(b*c.cout+o)*plane+i*c.w+j] * x[(b*c.cin+ci)*plane+(i+ky)*c.w+j+kx]
 							}
 						}
 					}
@@ -63,22 +71,28 @@ func TestWinogradWeightGradExact(t *testing.T) {
 }
 
 // BenchmarkWinogradTransforms times the weight gradient's transforms on a
-// ResNet layer3 convolution (256 channels, 14×14, batch 4): the output
-// gradient's tiles and the final Gᵀ·M·G.
+// ResNet layer3 convolution (256 channels, 14×14, batch 4): the input and
+// output-gradient planes, the final Gᵀ·M·G, and the forward's filters.
 func BenchmarkWinogradTransforms(b *testing.B) {
 	const n, h, c = 4, 14, 256
-	nt := WinogradTiles(n, h, h)
-	dy, vy := make([]float32, n*h*h*c), make([]float32, 16*nt*c)
+	plane, per := h*h, WinogradTiles(1, h, h)
+	nt := n * per
+	ds := WinogradGradStride(c, nt)
+	x, v := make([]float32, n*c*plane), make([]float32, 16*ds)
 	m, dw := make([]float32, 16*WinogradFilterStride(c, c)), make([]float32, c*c*9)
-	w := make([]float32, c*c*9)
-	b.Run("GradTiles", func(b *testing.B) {
+	w, tmp := make([]float32, c*c*9), make([]float32, h)
+	b.Run("InputPlanes", func(b *testing.B) {
 		for range b.N {
-			WinogradGradTiles(vy, dy, n, h, h, c, 0, nt)
+			for p := range n * c {
+				WinogradInputPlane(v[(p%c)*nt+(p/c)*per:], ds, x[p*plane:][:plane], h, h, tmp)
+			}
 		}
 	})
-	b.Run("Input", func(b *testing.B) {
+	b.Run("GradPlanes", func(b *testing.B) {
 		for range b.N {
-			WinogradInput(vy, dy, n, h, h, c, 0, nt)
+			for p := range n * c {
+				WinogradGradPlane(v[(p%c)*nt+(p/c)*per:], ds, x[p*plane:][:plane], h, h, tmp)
+			}
 		}
 	})
 	b.Run("WeightGrad", func(b *testing.B) {
