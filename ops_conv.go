@@ -379,8 +379,11 @@ func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int
 		// Plane p = i·C + c of the block (image b0 + i, channel c) goes to
 		// row c of each matrix, from column i·per.
 		channelChunks(n*(cin+cout), 4*plane, func(lo, hi int) {
-			zero := scratch[float32](wd)
-			defer release(zero)
+			var zbuf [512]float32 // a row of zeros for the padding
+			zero := zbuf[:]
+			if wd > len(zbuf) {
+				zero = make([]float32, wd)
+			}
 			for p := lo; p < hi; p++ {
 				if p < n*cin {
 					i, c := p/cin, p%cin

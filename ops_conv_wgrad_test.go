@@ -163,23 +163,26 @@ func TestWinogradWeightGrad(t *testing.T) {
 }
 
 // The weight's gradient by Winograd does not depend on the number of
-// goroutines: its sums run over the tiles in a fixed order.
+// goroutines: its sums run over the tiles in a fixed order, in one block
+// of images or in several.
 func TestWinogradWeightGradThreads(t *testing.T) {
 	// Large enough for the products and the transforms to be shared out
 	// (2·Cout·Cin·T ≥ 2²¹ with T = 2·32·32 tiles).
 	wc := newWgradCase(rand.New(rand.NewPCG(30, 4)), 2, 20, 36, 63, 64)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	var want []float32
-	for _, procs := range []int{1, 4, 2} {
-		runtime.GOMAXPROCS(procs)
-		got := wc.winograd(colBudget)
-		if want == nil {
-			want = got
-			continue
-		}
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("GOMAXPROCS %d: dW[%d] = %v, with one goroutine %v", procs, i, got[i], want[i])
+	for _, budget := range []int{colBudget, 16 * 32 * 32 * (20 + 36)} {
+		var want []float32
+		for _, procs := range []int{1, 4, 2} {
+			runtime.GOMAXPROCS(procs)
+			got := wc.winograd(budget)
+			if want == nil {
+				want = got
+				continue
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("budget %d, GOMAXPROCS %d: dW[%d] = %v, with one goroutine %v", budget, procs, i, got[i], want[i])
+				}
 			}
 		}
 	}
