@@ -223,15 +223,16 @@ func TestConv2dWinogradWeightGradAdds(t *testing.T) {
 }
 
 // BenchmarkConvWeightGrad times the weight gradient of ResNet-101's 3×3,
-// stride-1 convolutions (batch 4 of 224² images) by the column matrix and
-// by Winograd.
+// stride-1 convolutions (batch 4 of 224² images, and 8 for the last
+// stage, from which Winograd's takes over) by the column matrix and by
+// Winograd.
 func BenchmarkConvWeightGrad(b *testing.B) {
 	r := rand.New(rand.NewPCG(30, 6))
 	for _, l := range []struct {
-		name  string
-		c, hw int
-	}{{"layer1", 64, 56}, {"layer2", 128, 28}, {"layer3", 256, 14}, {"layer4", 512, 7}} {
-		wc := newWgradCase(r, 4, l.c, l.c, l.hw, l.hw)
+		name         string
+		batch, c, hw int
+	}{{"layer1", 4, 64, 56}, {"layer2", 4, 128, 28}, {"layer3", 4, 256, 14}, {"layer4", 4, 512, 7}, {"layer4-batch8", 8, 512, 7}} {
+		wc := newWgradCase(r, l.batch, l.c, l.c, l.hw, l.hw)
 		b.Run(l.name+"/im2col", func(b *testing.B) {
 			for range b.N {
 				wc.im2col()

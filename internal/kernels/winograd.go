@@ -9,7 +9,8 @@ import "github.com/radgen/radgen/internal/f32"
 // to channels last, transformed into 16 matrices V_ξ (T, Cin) over the T
 // tiles, multiplied by the transformed filters U_ξ (Cin, Cout), and the
 // 16 products M_ξ (T, Cout) transformed back and transposed to channels
-// first. float32 only.
+// first. float32 only. The weight's gradient by the same algorithm, which
+// works channels first throughout, is in winograd_grad.go.
 
 // WinogradFilterStride is the distance, in values, between the 16
 // transformed filters of a convolution from cin to cout channels in the
