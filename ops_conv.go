@@ -66,10 +66,13 @@ const (
 //	y[b][o][i][j] = bias[o] + Σ_{c,ky,kx} w[o][c][ky][kx]·x[b][c][i·s−p+ky·d][j·s−p+kx·d]
 //
 // with zeros outside x, Ho = ⌊(H + 2p − d(KH−1) − 1)/s⌋ + 1 (likewise Wo).
-// It runs as im2col and GEMM: the images of a group are unfolded side by side
-// into one column matrix (Cin·KH·KW, G·Ho·Wo) and multiplied by the weight
-// (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded convolution on
-// large planes multiplies each image's planes directly.
+// On the CPU it runs as im2col and GEMM: the images of a group are unfolded
+// side by side into one column matrix (Cin·KH·KW, G·Ho·Wo) and multiplied by
+// the weight (Cout, Cin·KH·KW) in one product; a 1×1, stride-1, unpadded
+// convolution on large planes multiplies each image's planes directly; a
+// float32 3×3, stride-1 one runs by Winograd's F(2×2, 3×3), forward, input
+// gradient and (on enough tiles) weight gradient. Devices run the plain
+// per-image im2col and product.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	pr := primsOf("Conv2d", x, weight, bias)
 	w := weight
