@@ -65,11 +65,6 @@ type pendMark struct {
 	stage int32
 }
 
-// accepts reports whether a's open batch takes the products of xs.
-func (a *aheadBatch) accepts(g *Graph, xs []*Tensor) bool {
-	return a != nil && a.open && g.batchable(xs)
-}
-
 // join readies a's batch for products of xs: a new stage if one of them
 // is pending in the last.
 func (a *aheadBatch) join(xs ...*Tensor) {
