@@ -23,8 +23,6 @@ import (
 
 func r2cfg(c ModelConfig) r2gen.Config { return c.EncoderDecoder.(r2gen.Config) }
 
-func m2cfg(c ModelConfig) m2.Config { return c.EncoderDecoder.(m2.Config) }
-
 func mtcfg(c ModelConfig) metrans.Config { return c.EncoderDecoder.(metrans.Config) }
 
 func editR2(c *ModelConfig, f func(*r2gen.Config)) {

@@ -1,7 +1,6 @@
 package accel
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/radgen/radgen/internal/kernels"
@@ -260,10 +259,4 @@ func (h *Host) MaxPoolBackward(dx, dy, arg Ptr, planes, planeIn, planeOut int) e
 	}
 	kernels.MaxPoolBackward(h.view(dx, planes*planeIn), h.view(dy, planes*planeOut), a, planes, planeIn, planeOut)
 	return nil
-}
-
-// errKernelMissing is what an engine without a kernel for a Trainer method
-// returns.
-func errKernelMissing(method string) error {
-	return fmt.Errorf("accel: %s: kernel missing on this engine", method)
 }

@@ -390,7 +390,7 @@ func gemm(ks *kernelSet, procs int, transA, transB bool, m, n, k int, alpha floa
 	j.done()
 }
 
-// offA is the offset in A of row i of op(A); offB that of column j of op(B).
+// offA is the offset in A of row i of op(A).
 func offA(transA bool, i, lda int) int {
 	if transA {
 		return i
@@ -401,13 +401,6 @@ func offA(transA bool, i, lda int) int {
 // elemA returns op(A)[i][p].
 func elemA(a []float32, transA bool, lda, i, p int) float32 {
 	return a[offA(transA, i, lda)+offA(!transA, p, lda)]
-}
-
-func offB(transB bool, j, ldb int) int {
-	if transB {
-		return j * ldb
-	}
-	return j
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }

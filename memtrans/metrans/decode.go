@@ -69,10 +69,6 @@ func (s *Decoding) VocabSize() int { return s.m.config.Vocab }
 // Rows implements decode.Model.
 func (s *Decoding) Rows() int { return len(s.stream) }
 
-// Streams returns the stream (study·M + expert) of each row; the slice is
-// the decoding's own and changes with the next Reorder.
-func (s *Decoding) streams() []int { return s.stream }
-
 // Step implements decode.Model: it consumes one token per row and writes
 // the log-probabilities of the next, (Rows() × V), into dst.
 func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {

@@ -131,7 +131,6 @@ type t1 struct {
 	w, h  int
 	mq    mqDecoder
 	raw   rawDecoder
-	buf   []byte
 }
 
 // decodeBlock decodes a code-block's segments. orient is the band

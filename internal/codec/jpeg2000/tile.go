@@ -74,9 +74,6 @@ type segment struct {
 	owned             bool // data was copied (appendable)
 }
 
-// gain is log2 of the nominal gain of each sub-band orientation (T.800 E.1.1).
-var gain = [4]int{0, 1, 1, 2}
-
 // buildTile computes a tile's geometry and allocates its structures, after
 // bounding the number of precincts and code-blocks by its sample count.
 func (d *decoder) buildTile(ti int, td *tileData) (*tile, error) {
