@@ -170,7 +170,7 @@ func (c *PreparedConv2d) Forward(g *Graph, x, shortcut *Tensor, relu bool) *Tens
 		if shortcut != nil {
 			res = shortcut.Data()
 		}
-		c.packed.apply(out.Data(), x.Data(), res, s, relu)
+		c.packed.apply(g, out.Data(), x.Data(), res, s, relu)
 	} else {
 		c.plain(pr, out, x, shortcut, s, relu)
 	}
@@ -214,18 +214,35 @@ func temporary(t *Tensor, shape []int) *Tensor {
 	return like(t, shape)
 }
 
+// workspace returns n float32 values with arbitrary contents for an op's
+// temporary use on the CPU: from gr's arena where it has one, so that they
+// cost nothing once the arena has grown (they live as long as the step's
+// results), and otherwise from the scratch pool, which the caller gives
+// them back to (release) when pooled.
+func (gr *Graph) workspace(n int) (buf []float32, pooled bool) {
+	if gr.arena != nil {
+		var shapeBuf [1]int
+		return gr.arena.zeros(append(shapeBuf[:0], n), true).Data(), false
+	}
+	return scratch[float32](n), true
+}
+
 // apply writes y = f(conv(x) + bias + res) for x (B, H, W, Cin), channels
 // last, into y (B, Ho, Wo, Cout), f the ReLU or the identity, res (y's
-// shape) nil for none.
-func (pc *packedConv) apply(y, x, res []float32, s convShape, relu bool) {
+// shape) nil for none, with temporaries from gr's workspace.
+func (pc *packedConv) apply(gr *Graph, y, x, res []float32, s convShape, relu bool) {
 	g := s.geo
 	bsz, h, w, cin, cout := s.batch, g.H, g.W, s.cin, s.cout
 	if pc.wino != nil {
 		nt := f32.WinogradTiles(bsz, h, w)
-		v := scratch[float32](16 * nt * cin) // V (16, T, Cin)
-		defer release(v)
-		m := scratch[float32](16 * nt * cout) // M (16, T, Cout)
-		defer release(m)
+		v, pooled := gr.workspace(16 * nt * cin) // V (16, T, Cin)
+		if pooled {
+			defer release(v)
+		}
+		m, pooled := gr.workspace(16 * nt * cout) // M (16, T, Cout)
+		if pooled {
+			defer release(m)
+		}
 		channelChunks(nt, 16*cin, func(lo, hi int) { f32.WinogradInput(v, x, bsz, h, w, cin, lo, hi) })
 		f32.GemmPackedBatch(nt, v, cin, nt*cin, pc.wino[:], m, cout, nt*cout)
 		channelChunks(nt, 16*cout, func(lo, hi int) {
@@ -242,8 +259,10 @@ func (pc *packedConv) apply(y, x, res []float32, s convShape, relu bool) {
 	a, lda := x, cin
 	if !g.Pointwise() {
 		k := g.KH * g.KW * cin
-		col := scratch[float32](rows * k)
-		defer release(col)
+		col, pooled := gr.workspace(rows * k)
+		if pooled {
+			defer release(col)
+		}
 		channelChunks(bsz*ho, wo*k, func(lo, hi int) { kernels.Im2colNHWC(col, x, cin, g, lo, hi) })
 		a, lda = col, k
 	}
