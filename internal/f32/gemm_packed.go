@@ -307,6 +307,9 @@ func (j *packedJob) tiles(w *workspace, ap []float32, depth, pc, kb, ic, mb, j0,
 	if depth == j.k {
 		off = pc
 	}
+	if pc == 0 && j.res != nil { // C starts as R, copied row by row over the block
+		copyTile(j.c[ic*j.ldc+j0:], j.ldc, j.res[ic*j.ldr+j0:], j.ldr, mb, j1-j0)
+	}
 	for jr := j0; jr < j1; jr += nr {
 		cols := min(nr, j1-jr)
 		bp := j.b[jr*j.k+pc*nr:]
@@ -323,9 +326,6 @@ func (j *packedJob) tiles(w *workspace, ap []float32, depth, pc, kb, ic, mb, j0,
 			rp := max(r, ks.seqRows) // the panel's rows as packed
 			a := ap[ir*depth+rp*off:]
 			cp := j.c[(ic+ir)*j.ldc+jr:]
-			if pc == 0 && j.res != nil { // C starts as R: the tile is in L1 for the kernel
-				copyTile(cp, j.ldc, j.res[(ic+ir)*j.ldr+jr:], j.ldr, r, cols)
-			}
 			if cols == nr && rp == r {
 				ks.kern[r-1](kb, a, bp, nr, cp, j.ldc, bet, 0, bias, relu)
 			} else {

@@ -4,11 +4,14 @@ import "runtime"
 
 // Products that add a residual read from its own matrix, for a residual
 // block whose sum must not overwrite its shortcut (a graph's op writes a
-// new result): each tile of the residual is copied into its tile of the
-// result just before the kernels add onto it, while both are in the
-// cache, so that the sum costs no pass over memory of its own. The results
-// equal those of copying the residual into C and running the product with
-// beta = 1, bit for bit.
+// new result). GemmPackedAdd copies each block of R into its block of C,
+// row by row, just before the kernels of that block first add onto it, so
+// that the copy streams and the kernels find C in the cache; the Winograd
+// output transform copies each tile. The results equal those of copying
+// the residual into C and running the product with beta = 1, bit for bit.
+// The copy is the price of the separate result: about 2.5% of a
+// ResNet-101 forward's CPU samples, against the in-place sum (C holding R,
+// beta = 1), whose reads the kernels' prefetches hide.
 
 // GemmPackedAdd computes, for A (m, k) with row stride lda, the packed
 // op(B) (k, n) and R (m, n) with row stride ldr,
