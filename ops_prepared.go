@@ -21,11 +21,13 @@ import (
 // product (two IU X-Ray views of a 7×7 grid are 98 rows). The weights are
 // packed once, in the layout the GEMM micro-kernels read (f32.PackB); each
 // product applies the bias and the ReLU to its tiles in registers
-// (f32.GemmPacked's epilogue) and adds the shortcut tile by tile as it goes
-// (f32.GemmPackedAdd), so that no pass over memory remains for the bias,
-// the ReLU or the residual sum. A 3×3, stride-1 convolution runs as
-// Winograd's F(2×2, 3×3) instead (f32.WinogradWeights, 2.25 times fewer
-// multiplications). Every other engine runs the plain equivalent's
+// (f32.GemmPacked's epilogue), so that no pass over memory remains for
+// them, and starts from the shortcut, copied into each block of the result
+// just before the kernels add onto it (f32.GemmPackedAdd). A 3×3,
+// stride-1 convolution runs as Winograd's F(2×2, 3×3) instead
+// (f32.WinogradWeights, 2.25 times fewer multiplications). Temporaries
+// (window matrices, Winograd's transforms) come from the graph's arena
+// where it has one. Every other engine runs the plain equivalent's
 // primitives.
 
 // PreparedConv2d is a convolution prepared once for inference on

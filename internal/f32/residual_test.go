@@ -63,8 +63,12 @@ func TestGemmPackedAdd(t *testing.T) {
 		t.Errorf("GemmPackedAdd = %v, want %v", c, want)
 	}
 	for name, f := range map[string]func(){
-		"nil residual":   func() { GemmPackedAdd(1, []float32{1}, 1, PackB(false, 1, 1, []float32{1}, 1), nil, 1, c, 1, nil, false) },
-		"short residual": func() { GemmPackedAdd(2, []float32{1, 1}, 1, PackB(false, 1, 2, []float32{1, 1}, 2), c[:3], 2, c, 2, nil, false) },
+		"nil residual": func() {
+			GemmPackedAdd(1, []float32{1}, 1, PackB(false, 1, 1, []float32{1}, 1), nil, 1, c, 1, nil, false)
+		},
+		"short residual": func() {
+			GemmPackedAdd(2, []float32{1, 1}, 1, PackB(false, 1, 2, []float32{1, 1}, 2), c[:3], 2, c, 2, nil, false)
+		},
 	} {
 		func() {
 			defer func() {
