@@ -32,9 +32,12 @@ func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tens
 		panic(fmt.Sprintf("vision: ResNet input %v for weights of another element type", x))
 	}
 	a := arenas.Get().(*radgen.Arena)
-	defer arenas.Put(a)
 	ga := radgen.NoGrad()
 	ga.SetArena(a)
+	defer func() {
+		ga.SetArena(nil) // the pooled arena keeps no graph
+		arenas.Put(a)
+	}()
 
 	// Stem: conv1 + bn1 + ReLU, then the max pool, on the images channels
 	// last.
