@@ -55,6 +55,10 @@ func WinogradOutputAdd(y, res, m []float32, b, h, w, c int, bias []float32, relu
 // copyTile copies rows×cols values of src (row stride lds) to dst (row
 // stride ldd).
 func copyTile(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	if ldd == cols && lds == cols { // contiguous rows: one copy
+		copy(dst[:rows*cols], src[:rows*cols])
+		return
+	}
 	for i := 0; i < rows; i++ {
 		copy(dst[i*ldd:][:cols], src[i*lds:][:cols])
 	}
