@@ -2,7 +2,9 @@ package radgen
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/f32"
@@ -26,9 +28,8 @@ import (
 // just before the kernels add onto it (f32.GemmPackedAdd). A 3×3,
 // stride-1 convolution runs as Winograd's F(2×2, 3×3) instead
 // (f32.WinogradWeights, 2.25 times fewer multiplications). Temporaries
-// (window matrices, Winograd's transforms) come from the graph's arena
-// where it has one. Every other engine runs the plain equivalent's
-// primitives.
+// (window matrices, Winograd's transforms) are recycled by size class
+// (getTemp). Every other engine runs the plain equivalent's primitives.
 
 // PreparedConv2d is a convolution prepared once for inference on
 // channels-last activations: its weight and bias read when it is made
@@ -172,7 +173,7 @@ func (c *PreparedConv2d) Forward(g *Graph, x, shortcut *Tensor, relu bool) *Tens
 		if shortcut != nil {
 			res = shortcut.Data()
 		}
-		c.packed.apply(g, out.Data(), x.Data(), res, s, relu)
+		c.packed.apply(out.Data(), x.Data(), res, s, relu)
 	} else {
 		c.plain(pr, out, x, shortcut, s, relu)
 	}
@@ -216,35 +217,43 @@ func temporary(t *Tensor, shape []int) *Tensor {
 	return like(t, shape)
 }
 
-// workspace returns n float32 values with arbitrary contents for an op's
-// temporary use on the CPU: from gr's arena where it has one, so that they
-// cost nothing once the arena has grown (they live as long as the step's
-// results), and otherwise from the scratch pool, which the caller gives
-// them back to (release) when pooled.
-func (gr *Graph) workspace(n int) (buf []float32, pooled bool) {
-	if gr.arena != nil {
-		var shapeBuf [1]int
-		return gr.arena.zeros(append(shapeBuf[:0], n), true).Data(), false
+// tempBuf holds an op's temporary values, recycled by size class
+// (getTemp, putTemp): the buffers of a steady stream of calls come back
+// warm from the cache and cost no allocation, whatever mix of sizes the
+// calls ask for, for at most twice the memory.
+type tempBuf struct{ v []float32 }
+
+// tempPools recycle tempBufs: class c holds capacities of 2^c values.
+var tempPools [48]sync.Pool
+
+// tempClass returns the smallest c with 2^c ≥ n.
+func tempClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
+// getTemp returns a buffer of n values with arbitrary contents; give it
+// back with putTemp.
+func getTemp(n int) *tempBuf {
+	c := tempClass(n)
+	if t, ok := tempPools[c].Get().(*tempBuf); ok {
+		t.v = t.v[:n]
+		return t
 	}
-	return scratch[float32](n), true
+	return &tempBuf{v: make([]float32, n, 1<<c)}
 }
+
+func putTemp(t *tempBuf) { tempPools[tempClass(cap(t.v))].Put(t) }
 
 // apply writes y = f(conv(x) + bias + res) for x (B, H, W, Cin), channels
 // last, into y (B, Ho, Wo, Cout), f the ReLU or the identity, res (y's
-// shape) nil for none, with temporaries from gr's workspace.
-func (pc *packedConv) apply(gr *Graph, y, x, res []float32, s convShape, relu bool) {
+// shape) nil for none.
+func (pc *packedConv) apply(y, x, res []float32, s convShape, relu bool) {
 	g := s.geo
 	bsz, h, w, cin, cout := s.batch, g.H, g.W, s.cin, s.cout
 	if pc.wino != nil {
 		nt := f32.WinogradTiles(bsz, h, w)
-		v, pooled := gr.workspace(16 * nt * cin) // V (16, T, Cin)
-		if pooled {
-			defer release(v)
-		}
-		m, pooled := gr.workspace(16 * nt * cout) // M (16, T, Cout)
-		if pooled {
-			defer release(m)
-		}
+		vt, mt := getTemp(16*nt*cin), getTemp(16*nt*cout) // V (16, T, Cin), M (16, T, Cout)
+		defer putTemp(vt)
+		defer putTemp(mt)
+		v, m := vt.v, mt.v
 		channelChunks(nt, 16*cin, func(lo, hi int) { f32.WinogradInput(v, x, bsz, h, w, cin, lo, hi) })
 		f32.GemmPackedBatch(nt, v, cin, nt*cin, pc.wino[:], m, cout, nt*cout)
 		channelChunks(nt, 16*cout, func(lo, hi int) {
@@ -261,10 +270,9 @@ func (pc *packedConv) apply(gr *Graph, y, x, res []float32, s convShape, relu bo
 	a, lda := x, cin
 	if !g.Pointwise() {
 		k := g.KH * g.KW * cin
-		col, pooled := gr.workspace(rows * k)
-		if pooled {
-			defer release(col)
-		}
+		ct := getTemp(rows * k)
+		defer putTemp(ct)
+		col := ct.v
 		channelChunks(bsz*ho, wo*k, func(lo, hi int) { kernels.Im2colNHWC(col, x, cin, g, lo, hi) })
 		a, lda = col, k
 	}

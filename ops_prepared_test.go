@@ -202,3 +202,20 @@ func TestMaxPool2dNHWC(t *testing.T) {
 	expectPanic(t, "radgen: MaxPool2dNHWC padding", func() { NoGrad().MaxPool2dNHWC(Zeros(1, 4, 4, 1), PoolSquare(2, 1, 2)) })
 	expectPanic(t, "radgen: MaxPool2dNHWC window", func() { NoGrad().MaxPool2dNHWC(Zeros(1, 2, 2, 1), PoolSquare(3, 1, 0)) })
 }
+
+// TestTempBuffers checks the size classes of the op's temporaries: each
+// buffer has the length asked for, a capacity of the next power of two,
+// and comes back for a request of its class.
+func TestTempBuffers(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 1000, 1024, 1025, 3 << 20} {
+		b := getTemp(n)
+		c := cap(b.v)
+		if len(b.v) != n || c < max(n, 1) || c&(c-1) != 0 || c >= 2*max(n, 1) {
+			t.Errorf("getTemp(%d): len %d cap %d", n, len(b.v), c)
+		}
+		putTemp(b)
+	}
+	if tempClass(1) != 0 || tempClass(2) != 1 || tempClass(3) != 2 || tempClass(1024) != 10 || tempClass(1025) != 11 {
+		t.Error("tempClass")
+	}
+}
