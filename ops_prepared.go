@@ -3,11 +3,13 @@ package radgen
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/f32"
+	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
@@ -223,8 +225,20 @@ func temporary(t *Tensor, shape []int) *Tensor {
 // calls ask for, for at most twice the memory.
 type tempBuf struct{ v []float32 }
 
-// tempPools recycle tempBufs: class c holds capacities of 2^c values.
-var tempPools [48]sync.Pool
+// tempPools recycle tempBufs, class c holding capacities of 2^c values: as
+// f32's workspaces are kept, a reserve of up to two per core in a free list
+// shared by all cores, which a garbage collection does not empty, and the
+// rest in a sync.Pool.
+var tempPools [48]struct {
+	reserve freelist.List[tempBuf]
+	pool    sync.Pool
+}
+
+func init() {
+	for i := range tempPools {
+		tempPools[i].reserve = freelist.New[tempBuf](2 * runtime.GOMAXPROCS(0))
+	}
+}
 
 // tempClass returns the smallest c with 2^c ≥ n.
 func tempClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
@@ -233,14 +247,23 @@ func tempClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
 // back with putTemp.
 func getTemp(n int) *tempBuf {
 	c := tempClass(n)
-	if t, ok := tempPools[c].Get().(*tempBuf); ok {
-		t.v = t.v[:n]
-		return t
+	t := tempPools[c].reserve.Get()
+	if t == nil {
+		t, _ = tempPools[c].pool.Get().(*tempBuf)
 	}
-	return &tempBuf{v: make([]float32, n, 1<<c)}
+	if t == nil {
+		return &tempBuf{v: make([]float32, n, 1<<c)}
+	}
+	t.v = t.v[:n]
+	return t
 }
 
-func putTemp(t *tempBuf) { tempPools[tempClass(cap(t.v))].Put(t) }
+func putTemp(t *tempBuf) {
+	p := &tempPools[tempClass(cap(t.v))]
+	if !p.reserve.Put(t) {
+		p.pool.Put(t)
+	}
+}
 
 // apply writes y = f(conv(x) + bias + res) for x (B, H, W, Cin), channels
 // last, into y (B, Ho, Wo, Cout), f the ReLU or the identity, res (y's

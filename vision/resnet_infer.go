@@ -10,7 +10,7 @@ package vision
 // same ops run their plain equivalents.
 //
 // The graph takes its results from an arena (radgen.Arena) drawn from a
-// pool, so that concurrent forwards never share one and a steady stream of
+// free list, so that concurrent forwards never share one and a steady stream of
 // them allocates only its result. Each residual block is a step of the
 // arena: a block reads only the output of the one before, so the arena's
 // two halves hold every buffer the network needs.
@@ -18,12 +18,37 @@ package vision
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/freelist"
 )
 
-var arenas = sync.Pool{New: func() any { return radgen.NewArena() }}
+// arenas keeps idle arenas: a reserve of up to one per core in a free list
+// shared by all cores, which a garbage collection does not empty, and the
+// rest in a sync.Pool (whose per-core slots would otherwise hand a forward
+// a new, empty arena when its goroutine changes cores).
+var arenas = struct {
+	reserve freelist.List[radgen.Arena]
+	pool    sync.Pool
+}{reserve: freelist.New[radgen.Arena](runtime.GOMAXPROCS(0))}
+
+func getArena() *radgen.Arena {
+	if a := arenas.reserve.Get(); a != nil {
+		return a
+	}
+	if a, ok := arenas.pool.Get().(*radgen.Arena); ok {
+		return a
+	}
+	return radgen.NewArena()
+}
+
+func putArena(a *radgen.Arena) {
+	if !arenas.reserve.Put(a) {
+		arenas.pool.Put(a)
+	}
+}
 
 // forward runs the folded network on images x [B, 3, H, W] and returns the
 // feature map [B, C, h, w], from g (the caller's graph).
@@ -31,12 +56,12 @@ func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tens
 	if x.Is64() != f.is64 {
 		panic(fmt.Sprintf("vision: ResNet input %v for weights of another element type", x))
 	}
-	a := arenas.Get().(*radgen.Arena)
+	a := getArena()
 	ga := radgen.NoGrad()
 	ga.SetArena(a)
 	defer func() {
 		ga.SetArena(nil) // the pooled arena keeps no graph
-		arenas.Put(a)
+		putArena(a)
 	}()
 
 	// Stem: conv1 + bn1 + ReLU, then the max pool, on the images channels
