@@ -441,7 +441,7 @@ func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (
 	// the convolutions, packed kernels); on a device, and in training, the
 	// graph's ops, which run on any engine.
 	if !g.Recording() && !g.Training() && r.Stem.Weight.Device() == radgen.CPU {
-		return r.fold().forward(ctx, g, x)
+		return r.fold().forward(ctx, x)
 	}
 	r.folded.Store(nil)
 	batchStats := g.Training() && !r.FreezeBatchNorm

@@ -51,8 +51,8 @@ func putArena(a *radgen.Arena) {
 }
 
 // forward runs the folded network on images x [B, 3, H, W] and returns the
-// feature map [B, C, h, w], from g (the caller's graph).
-func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (*radgen.Tensor, error) {
+// feature map [B, C, h, w], in storage of its own.
+func (f *foldedNet) forward(ctx context.Context, x *radgen.Tensor) (*radgen.Tensor, error) {
 	if x.Is64() != f.is64 {
 		panic(fmt.Sprintf("vision: ResNet input %v for weights of another element type", x))
 	}
@@ -76,8 +76,9 @@ func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tens
 		a.Next()
 		y = f.blocks[i].forward(ga, y)
 	}
-	// The feature map, channels first, out of the arena.
-	return g.Permute(y, 0, 3, 1, 2), nil
+	// The feature map, channels first, copied out of the arena (Permute
+	// returns a view where the grid is 1×1).
+	return ga.Permute(y, 0, 3, 1, 2).Clone(), nil
 }
 
 // forward runs the block on x (B, h, w, C): ReLU(F(x) + shortcut(x)), each
