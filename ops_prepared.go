@@ -225,18 +225,18 @@ func temporary(t *Tensor, shape []int) *Tensor {
 // calls ask for, for at most twice the memory.
 type tempBuf struct{ v []float32 }
 
-// tempPools recycle tempBufs, class c holding capacities of 2^c values: as
-// f32's workspaces are kept, a reserve of up to two per core in a free list
-// shared by all cores, which a garbage collection does not empty, and the
-// rest in a sync.Pool.
+// tempPools recycle tempBufs, class c holding capacities of 2^c values: a
+// stack of up to two per core, shared by all cores, which a garbage
+// collection does not empty and which gives back the buffer used last (the
+// warmest), and the rest in a sync.Pool.
 var tempPools [48]struct {
-	reserve freelist.List[tempBuf]
-	pool    sync.Pool
+	stack *freelist.Stack[tempBuf]
+	pool  sync.Pool
 }
 
 func init() {
 	for i := range tempPools {
-		tempPools[i].reserve = freelist.New[tempBuf](2 * runtime.GOMAXPROCS(0))
+		tempPools[i].stack = freelist.NewStack[tempBuf](2 * runtime.GOMAXPROCS(0))
 	}
 }
 
@@ -247,7 +247,7 @@ func tempClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
 // back with putTemp.
 func getTemp(n int) *tempBuf {
 	c := tempClass(n)
-	t := tempPools[c].reserve.Get()
+	t := tempPools[c].stack.Get()
 	if t == nil {
 		t, _ = tempPools[c].pool.Get().(*tempBuf)
 	}
@@ -260,7 +260,7 @@ func getTemp(n int) *tempBuf {
 
 func putTemp(t *tempBuf) {
 	p := &tempPools[tempClass(cap(t.v))]
-	if !p.reserve.Put(t) {
+	if !p.stack.Put(t) {
 		p.pool.Put(t)
 	}
 }

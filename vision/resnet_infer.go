@@ -25,17 +25,16 @@ import (
 	"github.com/radgen/radgen/internal/freelist"
 )
 
-// arenas keeps idle arenas: a reserve of up to one per core in a free list
-// shared by all cores, which a garbage collection does not empty, and the
-// rest in a sync.Pool (whose per-core slots would otherwise hand a forward
-// a new, empty arena when its goroutine changes cores).
+// arenas keeps idle arenas: a stack of up to one per core, shared by all
+// cores, which a garbage collection does not empty and which gives back the
+// arena used last (the warmest), and the rest in a sync.Pool.
 var arenas = struct {
-	reserve freelist.List[radgen.Arena]
-	pool    sync.Pool
-}{reserve: freelist.New[radgen.Arena](runtime.GOMAXPROCS(0))}
+	stack *freelist.Stack[radgen.Arena]
+	pool  sync.Pool
+}{stack: freelist.NewStack[radgen.Arena](runtime.GOMAXPROCS(0))}
 
 func getArena() *radgen.Arena {
-	if a := arenas.reserve.Get(); a != nil {
+	if a := arenas.stack.Get(); a != nil {
 		return a
 	}
 	if a, ok := arenas.pool.Get().(*radgen.Arena); ok {
@@ -45,7 +44,7 @@ func getArena() *radgen.Arena {
 }
 
 func putArena(a *radgen.Arena) {
-	if !arenas.reserve.Put(a) {
+	if !arenas.stack.Put(a) {
 		arenas.pool.Put(a)
 	}
 }
