@@ -76,6 +76,9 @@ func TestPreparedConv2d(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 30))
 	const tol = 2e-6
 	for _, c := range preparedCases {
+		if testing.Short() && c.b*c.h*c.w > 2000 {
+			continue // the large cases (products shared out between goroutines) run without -short
+		}
 		x, w, bias, sc := c.operands(rng)
 		p := c.params()
 		c64 := PrepareConv2d(w, bias, p)

@@ -52,10 +52,8 @@ func TestFoldedResultOwnsStorage(t *testing.T) {
 		t.Fatalf("feature map %v, want a 1×1 grid", a.Shape())
 	}
 	want := slices.Clone(a.Data())
-	for seed := range uint64(3) {
-		if _, err := r.trunk(ctx, radgen.NoGrad(), randImages(23+seed, 2, 3, 32, 32)); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := r.trunk(ctx, radgen.NoGrad(), randImages(23, 2, 3, 32, 32)); err != nil {
+		t.Fatal(err)
 	}
 	if !slices.Equal(a.Data(), want) {
 		t.Error("a later forward overwrote an earlier result")
