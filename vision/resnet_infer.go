@@ -5,15 +5,16 @@ package vision
 // on channels-last activations (B, H, W, C) on a graph that records
 // nothing. On the CPU in float32 every convolution is then one fused
 // product with packed weights, its bias and ReLU applied in registers and a
-// residual block's shortcut added tile by tile, 3×3, stride-1 ones by
-// Winograd's F(2×2, 3×3) (see radgen's ops_prepared.go); in float64 the
+// residual block's last one starting from the shortcut, 3×3, stride-1 ones
+// by Winograd's F(2×2, 3×3) (see radgen's ops_prepared.go); in float64 the
 // same ops run their plain equivalents.
 //
 // The graph takes its results from an arena (radgen.Arena) drawn from a
-// free list, so that concurrent forwards never share one and a steady stream of
-// them allocates only its result. Each residual block is a step of the
-// arena: a block reads only the output of the one before, so the arena's
-// two halves hold every buffer the network needs.
+// free list, so that concurrent forwards never share one and a steady
+// stream of them allocates only its result, the feature map copied out.
+// Each residual block is a step of the arena: a block reads only the
+// output of the one before, so the arena's two halves hold every buffer
+// the network needs.
 
 import (
 	"context"
