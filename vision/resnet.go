@@ -294,10 +294,11 @@ func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *rad
 // Forward picks its path from the graph:
 //   - a NoGrad graph that is not training runs the inference path: every batch
 //     norm is folded into the convolution before it (W' = W·γ/sqrt(σ²+eps),
-//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached. In float32 the
-//     folded network runs on its own engine (resnet_infer.go): channels last,
-//     weights packed once, bias, ReLU and residual sums fused into the
-//     products, 3×3 stride-1 convolutions by Winograd's F(2×2, 3×3);
+//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached, each
+//     convolution a radgen.PreparedConv2d on channels-last activations
+//     (resnet_infer.go): in float32, weights packed once, bias, ReLU and
+//     residual sums fused into the products, 3×3 stride-1 convolutions by
+//     Winograd's F(2×2, 3×3);
 //   - any other graph runs the differentiable path with explicit batch norms.
 //     They use the running statistics, unless the graph is training (built
 //     with radgen.Train) and FreezeBatchNorm is false, in which case they use
@@ -440,7 +441,7 @@ func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (
 	// the convolutions, packed kernels); on a device, and in training, the
 	// graph's ops, which run on any engine.
 	if !g.Recording() && !g.Training() && r.Stem.Weight.Device() == radgen.CPU {
-		return r.fold().forward(ctx, g, x)
+		return r.fold().forward(ctx, x)
 	}
 	r.folded.Store(nil)
 	batchStats := g.Training() && !r.FreezeBatchNorm
@@ -478,22 +479,16 @@ func features(g *radgen.Graph, fm *radgen.Tensor) (patches, avg *radgen.Tensor) 
 // weights other than through a training forward or [LoadResNet].
 func (r *ResNet) Refold() { r.folded.Store(nil) }
 
-// foldedConv is a convolution with its batch norm folded in: in float32 as
-// a packedConv for the inference engine, in float64 as the tensors of a
-// Conv2d.
-type foldedConv struct {
-	w, b   *radgen.Tensor // float64 only
-	p      radgen.Conv2dParams
-	packed *packedConv // float32 only
-}
-
+// foldedBlock is a residual block with its batch norms folded in.
 type foldedBlock struct {
-	conv []foldedConv // 2 or 3
-	down *foldedConv
+	conv []*radgen.PreparedConv2d // 2 or 3
+	down *radgen.PreparedConv2d   // nil for the identity
 }
 
+// foldedNet is the network with its batch norms folded in, prepared for
+// channels-last inference (resnet_infer.go).
 type foldedNet struct {
-	stem   foldedConv
+	stem   *radgen.PreparedConv2d
 	blocks []foldedBlock
 	is64   bool
 }
@@ -518,8 +513,7 @@ func (r *ResNet) fold() *foldedNet {
 				}
 			}
 			if b.Downsample != nil {
-				d := foldConvBN(b.Downsample)
-				fb.down = &d
+				fb.down = foldConvBN(b.Downsample)
 			}
 			f.blocks = append(f.blocks, fb)
 		}
@@ -529,8 +523,9 @@ func (r *ResNet) fold() *foldedNet {
 }
 
 // foldConvBN folds eval-mode batch norm into the convolution, in float64:
-// BN(W∗x) = s·(W∗x) + (β − μ·s) with s = γ/sqrt(σ² + eps).
-func foldConvBN(c *ConvBN) foldedConv {
+// BN(W∗x) = s·(W∗x) + (β − μ·s) with s = γ/sqrt(σ² + eps), prepared in the
+// weight's element type.
+func foldConvBN(c *ConvBN) *radgen.PreparedConv2d {
 	bn := c.BN
 	gamma, beta := bn.Weight.Float64s(), bn.Bias.Float64s()
 	mean, variance := bn.RunningMean.Float64s(), bn.RunningVar.Float64s()
@@ -545,42 +540,9 @@ func foldConvBN(c *ConvBN) foldedConv {
 		}
 		bias[o] = beta[o] - mean[o]*s
 	}
+	wt, bt := radgen.FromFloat64(w, c.Weight.Shape()...), radgen.FromFloat64(bias, cout)
 	if !c.Weight.Is64() {
-		s := c.Weight.Shape()
-		return foldedConv{p: c.params(), packed: newPackedConv(w, bias, s[1], s[2], s[3], c.Stride)}
+		wt, bt = wt.To32(), bt.To32()
 	}
-	return foldedConv{w: radgen.FromFloat64(w, c.Weight.Shape()...), b: radgen.FromFloat64(bias, cout), p: c.params()}
-}
-
-func (f *foldedConv) apply(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	return g.Conv2d(x, f.w, f.b, f.p)
-}
-
-func (f *foldedNet) forward(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (*radgen.Tensor, error) {
-	if !f.is64 {
-		if x.Is64() {
-			panic(fmt.Sprintf("vision: ResNet input %v for float32 weights", x))
-		}
-		return f.forward32(ctx, x)
-	}
-	y := g.ReLU(f.stem.apply(g, x))
-	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
-	for _, b := range f.blocks {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		z := y
-		for i := range b.conv {
-			z = b.conv[i].apply(g, z)
-			if i < len(b.conv)-1 {
-				z = g.ReLU(z)
-			}
-		}
-		id := y
-		if b.down != nil {
-			id = b.down.apply(g, y)
-		}
-		y = g.ReLU(g.Add(z, id))
-	}
-	return y, nil
+	return radgen.PrepareConv2d(wt, bt, c.params())
 }

@@ -100,6 +100,12 @@ const (
 )
 
 func gemmPacked(procs, m int, a []float32, lda int, pb *PackedB, beta float32, c []float32, ldc int, bias []float32, relu bool) {
+	gemmPackedRes(procs, m, a, lda, pb, beta, nil, 0, c, ldc, bias, relu)
+}
+
+// gemmPackedRes is gemmPacked whose C starts as R (res, row stride ldr)
+// instead of beta·C when res is not nil (GemmPackedAdd).
+func gemmPackedRes(procs, m int, a []float32, lda int, pb *PackedB, beta float32, res []float32, ldr int, c []float32, ldc int, bias []float32, relu bool) {
 	n, k := pb.n, pb.k
 	if m == 0 || n == 0 {
 		return
@@ -107,7 +113,13 @@ func gemmPacked(procs, m int, a []float32, lda int, pb *PackedB, beta float32, c
 	if beta == 0 {
 		beta = 0 // -0 becomes +0: the kernels test beta's bits
 	}
+	if res != nil {
+		beta = 1 // each tile of R is copied into C before the first product adds to it
+	}
 	if k == 0 {
+		if res != nil {
+			copyTile(c, ldc, res, ldr, m, n)
+		}
 		for i := 0; i < m; i++ {
 			cr := c[i*ldc:][:n]
 			for j := range cr {
@@ -126,6 +138,7 @@ func gemmPacked(procs, m int, a []float32, lda int, pb *PackedB, beta float32, c
 	}
 	var j packedJob
 	j.init(workers, m, a, lda, pb, beta, c, ldc, bias, relu)
+	j.res, j.ldr = res, ldr
 	if workers == 1 {
 		w := workspaces.Get()
 		j.run(w)
@@ -160,6 +173,8 @@ type packedJob struct {
 	ldc       int
 	bias      []float32
 	relu      bool
+	res       []float32 // R of GemmPackedAdd, copied into C tile by tile; nil for none
+	ldr       int
 	mc, kc    int
 	rowBlocks int
 	chunks    int  // runs of strips per block of rows
@@ -291,6 +306,9 @@ func (j *packedJob) tiles(w *workspace, ap []float32, depth, pc, kb, ic, mb, j0,
 	off := 0
 	if depth == j.k {
 		off = pc
+	}
+	if pc == 0 && j.res != nil { // C starts as R, copied row by row over the block
+		copyTile(j.c[ic*j.ldc+j0:], j.ldc, j.res[ic*j.ldr+j0:], j.ldr, mb, j1-j0)
 	}
 	for jr := j0; jr < j1; jr += nr {
 		cols := min(nr, j1-jr)

@@ -124,10 +124,19 @@ func WinogradInput(v, x []float32, b, h, w, c, lo, hi int) {
 // with f the ReLU if relu and the identity otherwise, bias (C) nil for none;
 // when beta is 0, y is not read.
 func WinogradOutput(y, m []float32, b, h, w, c int, bias []float32, beta float32, relu bool, lo, hi int) {
+	winogradOutput(y, nil, m, b, h, w, c, bias, beta, relu, lo, hi)
+}
+
+// winogradOutput is WinogradOutput whose y starts as res (of y's layout)
+// instead of beta·y when res is not nil (WinogradOutputAdd).
+func winogradOutput(y, res, m []float32, b, h, w, c int, bias []float32, beta float32, relu bool, lo, hi int) {
 	th, tw := (h+1)/2, (w+1)/2
 	nt := b * th * tw
-	if hi > lo && (len(m) < 15*nt*c+hi*c || len(y) < b*h*w*c || bias != nil && len(bias) < c) {
+	if hi > lo && (len(m) < 15*nt*c+hi*c || len(y) < b*h*w*c || bias != nil && len(bias) < c || res != nil && len(res) < b*h*w*c) {
 		panic("f32: WinogradOutput buffer too short")
+	}
+	if res != nil {
+		beta = 1 // each tile of res is copied into y before the transform adds to it
 	}
 	out := winoOutKernel()
 	var ws *workspace // its t holds a border tile's 2×2 outputs, (2, 2, C)
@@ -141,7 +150,11 @@ func WinogradOutput(y, m []float32, b, h, w, c int, bias []float32, beta float32
 		oy, ox := 2*(r/tw), 2*(r%tw)
 		src := m[t*c:]
 		if oy+2 <= h && ox+2 <= w {
-			out(c, src, nt*c, y[((bi*h+oy)*w+ox)*c:], w*c, c, bias, beta, relu)
+			at := ((bi*h+oy)*w + ox) * c
+			if res != nil {
+				copyTile(y[at:], w*c, res[at:], w*c, 2, 2*c)
+			}
+			out(c, src, nt*c, y[at:], w*c, c, bias, beta, relu)
 			continue
 		}
 		if ws == nil {
@@ -150,9 +163,13 @@ func WinogradOutput(y, m []float32, b, h, w, c int, bias []float32, beta float32
 		}
 		tile := ws.t
 		rows, cols := min(2, h-oy), min(2, w-ox)
+		from := y
+		if res != nil {
+			from = res
+		}
 		if beta != 0 {
 			for py := range rows {
-				copy(tile[2*py*c:(2*py+cols)*c], y[((bi*h+oy+py)*w+ox)*c:])
+				copy(tile[2*py*c:(2*py+cols)*c], from[((bi*h+oy+py)*w+ox)*c:])
 			}
 		}
 		out(c, src, nt*c, tile, 2*c, c, bias, beta, relu)
