@@ -161,7 +161,14 @@ func TestModelOnReferenceDevice(t *testing.T) {
 		}
 		studies = append(studies, st)
 	}
-	same := func(when string) {
+	// tol is the bound on the log-probabilities' difference, relative to
+	// their size: 1e-6 untrained, where the two engines differ by
+	// rounding alone (measured 4e-6 absolute on about 35, every kernel
+	// path); 1e-4 trained, where Adam amplifies rounding (a parameter whose
+	// gradient is near zero moves by up to the learning rate either way),
+	// measured 6e-5 to 9e-4 absolute on about 30 across this project's
+	// kernel paths and ResNet engines. The texts must be equal.
+	same := func(when string, tol float64) {
 		t.Helper()
 		for _, opts := range [][]GenerateOption{{WithBeamSize(3), WithMaxLength(15)}, {WithGreedy(false), WithMaxLength(15), WithAttention()}} {
 			a, err := cpu.Generate(ctx, studies, opts...)
@@ -173,13 +180,13 @@ func TestModelOnReferenceDevice(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range a {
-				if a[i].Text != b[i].Text || math.Abs(a[i].LogProb-b[i].LogProb) > 1e-4 || len(a[i].Attention) != len(b[i].Attention) {
+				if a[i].Text != b[i].Text || math.Abs(a[i].LogProb-b[i].LogProb) > tol*math.Abs(a[i].LogProb) || len(a[i].Attention) != len(b[i].Attention) {
 					t.Fatalf("%s, report %d: CPU %q (%v), device %q (%v)", when, i, a[i].Text, a[i].LogProb, b[i].Text, b[i].LogProb)
 				}
 			}
 		}
 	}
-	same("untrained")
+	same("untrained", 1e-6)
 	cfg := TrainConfig{Epochs: 1, LR: 2e-3, Seed: 3, FreezeExtractor: true}
 	for _, m := range []*Model{cpu, dev} {
 		tr, err := NewTrainer(m, cfg, loader)
@@ -190,7 +197,7 @@ func TestModelOnReferenceDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	same("trained")
+	same("trained", 1e-4)
 }
 
 // Every architecture goes to the reference device; a device that cannot
