@@ -528,7 +528,7 @@ func metricValue(t *testing.T, h *Handler, name string) float64 {
 // TestConcurrentMatchesSequential sends every fixture study at once and
 // compares the answers with one Generate call per study. The first two
 // calls are held until every other request waits in the queue: batched,
-// the freed workers take the rest in at most two batches; unbatched, each
+// the freed workers take the rest in at most two calls; unbatched, each
 // study has its own call and the reports are bit for bit those of
 // sequential calls.
 func TestConcurrentMatchesSequential(t *testing.T) {
@@ -581,24 +581,22 @@ func TestConcurrentMatchesSequential(t *testing.T) {
 			}
 			if batching {
 				// The studies that waited while both workers were held went
-				// to the freed workers in at most two calls: some batch
-				// has at least 7 of them.
-				if largest(sizes) < (len(f.studies)-2)/2 {
-					t.Errorf("batch sizes %v", sizes)
+				// to the freed workers in at most two calls: four calls in
+				// all, whatever the two held ones took (a burst of uploads
+				// may fill them with several studies each). A call of n
+				// studies gives n answers of batch size n.
+				calls := 0
+				for n, answers := range sizes {
+					calls += answers / n
+				}
+				if calls > 4 {
+					t.Errorf("%d calls, batch sizes %v", calls, sizes)
 				}
 			} else if sizes[1] != len(f.studies) {
 				t.Errorf("batch sizes %v without batching", sizes)
 			}
 		})
 	}
-}
-
-func largest(m map[int]int) int {
-	l := 0
-	for k := range m {
-		l = max(l, k)
-	}
-	return l
 }
 
 func TestClose(t *testing.T) {
