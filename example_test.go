@@ -72,7 +72,7 @@ func ExampleGraph_Ahead() {
 	var h [1]*radgen.Tensor
 	var y *radgen.Tensor
 	g.Ahead(func() {
-		g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{l0}, true)  // ReLU(l0·x)
+		g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{l0}, true) // ReLU(l0·x)
 		y = g.AddLinear(radgen.FromFloat32([]float32{0.5}, 1), h[0], l1) // 0.5 + l1·h
 	})
 	other := g.Scale(x, 10) // the caller's own work meanwhile
