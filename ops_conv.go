@@ -2,9 +2,11 @@ package radgen
 
 import (
 	"fmt"
+	"math/bits"
 	"runtime"
 	"sync"
 
+	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
@@ -404,29 +406,81 @@ func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int
 	channelChunks(cout, 16*cin, func(lo, hi int) { kernels.WinogradWeightGrad(dw, m, cout, cin, lo, hi) })
 }
 
-// scratchPools recycle the column and product buffers of Conv2d (one pool
-// per element type), which are large (up to colBudget elements) and fully
-// overwritten before use, so they are handed out dirty.
-var scratchPools [2]sync.Pool
-
-func poolOf[T Float]() *sync.Pool {
-	var z T
-	if _, ok := any(z).(float64); ok {
-		return &scratchPools[1]
+// scratchPool recycles one element type's temporary buffers (column
+// matrices, Winograd's transforms, products), which are large and fully
+// overwritten before use, so they are handed out dirty. They are kept by
+// size class, class c holding capacities of at least 2^c, so that a
+// request finds a buffer of its size whatever mix of sizes came before:
+// in a stack of up to two per core, which a garbage collection does not
+// empty and which gives back the buffer used last (the warmest), and the
+// rest in a sync.Pool. boxes holds the empty slice headers the classes
+// store, so that a warm release allocates nothing.
+type scratchPool[T Float] struct {
+	classes [48]struct {
+		stack *freelist.Stack[[]T]
+		pool  sync.Pool // *[]T beyond the stack's room
 	}
-	return &scratchPools[0]
+	boxes sync.Pool // empty *[]T
 }
 
-// scratch returns a buffer of n elements with arbitrary contents.
+func newScratchPool[T Float]() *scratchPool[T] {
+	p := new(scratchPool[T])
+	for i := range p.classes {
+		p.classes[i].stack = freelist.NewStack[[]T](2 * runtime.GOMAXPROCS(0))
+	}
+	return p
+}
+
+var (
+	scratch32 = newScratchPool[float32]()
+	scratch64 = newScratchPool[float64]()
+)
+
+func scratchOf[T Float]() *scratchPool[T] {
+	if p, ok := any(scratch64).(*scratchPool[T]); ok {
+		return p
+	}
+	return any(scratch32).(*scratchPool[T])
+}
+
+// sizeClass returns the smallest c with 2^c ≥ n.
+func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
+// scratch returns a buffer of n elements with arbitrary contents, of a
+// capacity of the next power of two; give it back with release.
 func scratch[T Float](n int) []T {
-	if p, ok := poolOf[T]().Get().(*[]T); ok && cap(*p) >= n {
-		return (*p)[:n]
+	p := scratchOf[T]()
+	c := &p.classes[sizeClass(n)]
+	box := c.stack.Get()
+	if box == nil {
+		box, _ = c.pool.Get().(*[]T)
 	}
-	return make([]T, n)
+	if box == nil {
+		return make([]T, n, 1<<sizeClass(n))
+	}
+	b := (*box)[:n]
+	*box = nil
+	p.boxes.Put(box)
+	return b
 }
 
-// release returns a buffer from scratch to its pool.
-func release[T Float](b []T) { poolOf[T]().Put(&b) }
+// release gives a buffer back for later scratch calls: to the class its
+// capacity covers whole (every buffer of class c holds at least 2^c).
+func release[T Float](b []T) {
+	c := bits.Len(uint(cap(b))) - 1
+	if c < 0 {
+		return
+	}
+	p := scratchOf[T]()
+	box, _ := p.boxes.Get().(*[]T)
+	if box == nil {
+		box = new([]T)
+	}
+	*box = b
+	if cl := &p.classes[c]; !cl.stack.Put(box) {
+		cl.pool.Put(box)
+	}
+}
 
 // parallelFor runs f(0..n-1) on up to GOMAXPROCS goroutines.
 func parallelFor(n int, f func(i int)) {

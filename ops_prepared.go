@@ -2,14 +2,10 @@ package radgen
 
 import (
 	"fmt"
-	"math/bits"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/radgen/radgen/internal/accel"
 	"github.com/radgen/radgen/internal/f32"
-	"github.com/radgen/radgen/internal/freelist"
 	"github.com/radgen/radgen/internal/kernels"
 )
 
@@ -30,8 +26,8 @@ import (
 // just before the kernels add onto it (f32.GemmPackedAdd). A 3×3,
 // stride-1 convolution runs as Winograd's F(2×2, 3×3) instead
 // (f32.WinogradWeights, 2.25 times fewer multiplications). Temporaries
-// (window matrices, Winograd's transforms) are recycled by size class
-// (getTemp). Every other engine runs the plain equivalent's primitives.
+// (window matrices, Winograd's transforms) are the package's scratch
+// buffers, kept by size class. Every other engine runs the plain equivalent's primitives.
 
 // PreparedConv2d is a convolution prepared once for inference on
 // channels-last activations: its weight and bias read when it is made
@@ -219,52 +215,6 @@ func temporary(t *Tensor, shape []int) *Tensor {
 	return like(t, shape)
 }
 
-// tempBuf holds an op's temporary values, recycled by size class
-// (getTemp, putTemp): the buffers of a steady stream of calls come back
-// warm from the cache and cost no allocation, whatever mix of sizes the
-// calls ask for, for at most twice the memory.
-type tempBuf struct{ v []float32 }
-
-// tempPools recycle tempBufs, class c holding capacities of 2^c values: a
-// stack of up to two per core, shared by all cores, which a garbage
-// collection does not empty and which gives back the buffer used last (the
-// warmest), and the rest in a sync.Pool.
-var tempPools [48]struct {
-	stack *freelist.Stack[tempBuf]
-	pool  sync.Pool
-}
-
-func init() {
-	for i := range tempPools {
-		tempPools[i].stack = freelist.NewStack[tempBuf](2 * runtime.GOMAXPROCS(0))
-	}
-}
-
-// tempClass returns the smallest c with 2^c ≥ n.
-func tempClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
-
-// getTemp returns a buffer of n values with arbitrary contents; give it
-// back with putTemp.
-func getTemp(n int) *tempBuf {
-	c := tempClass(n)
-	t := tempPools[c].stack.Get()
-	if t == nil {
-		t, _ = tempPools[c].pool.Get().(*tempBuf)
-	}
-	if t == nil {
-		return &tempBuf{v: make([]float32, n, 1<<c)}
-	}
-	t.v = t.v[:n]
-	return t
-}
-
-func putTemp(t *tempBuf) {
-	p := &tempPools[tempClass(cap(t.v))]
-	if !p.stack.Put(t) {
-		p.pool.Put(t)
-	}
-}
-
 // apply writes y = f(conv(x) + bias + res) for x (B, H, W, Cin), channels
 // last, into y (B, Ho, Wo, Cout), f the ReLU or the identity, res (y's
 // shape) nil for none.
@@ -273,10 +223,9 @@ func (pc *packedConv) apply(y, x, res []float32, s convShape, relu bool) {
 	bsz, h, w, cin, cout := s.batch, g.H, g.W, s.cin, s.cout
 	if pc.wino != nil {
 		nt := f32.WinogradTiles(bsz, h, w)
-		vt, mt := getTemp(16*nt*cin), getTemp(16*nt*cout) // V (16, T, Cin), M (16, T, Cout)
-		defer putTemp(vt)
-		defer putTemp(mt)
-		v, m := vt.v, mt.v
+		v, m := scratch[float32](16*nt*cin), scratch[float32](16*nt*cout) // V (16, T, Cin), M (16, T, Cout)
+		defer release(v)
+		defer release(m)
 		channelChunks(nt, 16*cin, func(lo, hi int) { f32.WinogradInput(v, x, bsz, h, w, cin, lo, hi) })
 		f32.GemmPackedBatch(nt, v, cin, nt*cin, pc.wino[:], m, cout, nt*cout)
 		channelChunks(nt, 16*cout, func(lo, hi int) {
@@ -293,9 +242,8 @@ func (pc *packedConv) apply(y, x, res []float32, s convShape, relu bool) {
 	a, lda := x, cin
 	if !g.Pointwise() {
 		k := g.KH * g.KW * cin
-		ct := getTemp(rows * k)
-		defer putTemp(ct)
-		col := ct.v
+		col := scratch[float32](rows * k)
+		defer release(col)
 		channelChunks(bsz*ho, wo*k, func(lo, hi int) { kernels.Im2colNHWC(col, x, cin, g, lo, hi) })
 		a, lda = col, k
 	}

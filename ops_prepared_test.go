@@ -206,19 +206,24 @@ func TestMaxPool2dNHWC(t *testing.T) {
 	expectPanic(t, "radgen: MaxPool2dNHWC window", func() { NoGrad().MaxPool2dNHWC(Zeros(1, 2, 2, 1), PoolSquare(3, 1, 0)) })
 }
 
-// TestTempBuffers checks the size classes of the op's temporaries: each
-// buffer has the length asked for, a capacity of the next power of two,
-// and comes back for a request of its class.
-func TestTempBuffers(t *testing.T) {
+// TestScratchBuffers checks the size classes of the package's temporaries:
+// each buffer has the length asked for, a capacity of the next power of
+// two, and comes back for a request of its class; a buffer given back
+// with another capacity goes to the class it covers whole.
+func TestScratchBuffers(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 3, 4, 5, 1000, 1024, 1025, 3 << 20} {
-		b := getTemp(n)
-		c := cap(b.v)
-		if len(b.v) != n || c < max(n, 1) || c&(c-1) != 0 || c >= 2*max(n, 1) {
-			t.Errorf("getTemp(%d): len %d cap %d", n, len(b.v), c)
+		b := scratch[float32](n)
+		c := cap(b)
+		if len(b) != n || c < max(n, 1) || c&(c-1) != 0 || c >= 2*max(n, 1) {
+			t.Errorf("scratch(%d): len %d cap %d", n, len(b), c)
 		}
-		putTemp(b)
+		release(b)
 	}
-	if tempClass(1) != 0 || tempClass(2) != 1 || tempClass(3) != 2 || tempClass(1024) != 10 || tempClass(1025) != 11 {
-		t.Error("tempClass")
+	if sizeClass(1) != 0 || sizeClass(2) != 1 || sizeClass(3) != 2 || sizeClass(1024) != 10 || sizeClass(1025) != 11 {
+		t.Error("sizeClass")
+	}
+	release(make([]float64, 1000)) // class 9 (at least 512), not 10
+	if b := scratch[float64](1024); cap(b) < 1024 {
+		t.Fatalf("scratch(1024) of capacity %d", cap(b))
 	}
 }
