@@ -88,9 +88,10 @@ func halfGemm(transA, transB bool, batch, m, n, k int, alpha float64, a []float3
 
 // addProduct adds addend + act(x·Wᵀ + bias) to r, for the weight w stored
 // as hw, and returns the tensor the product will fill when r runs; addend
-// (N), broadcast over the rows, may be nil. op names the calling op in
-// panics. x may be pending in r's earlier stages (an ahead batch's).
-func (g *Graph) addProduct(r *half.Runner, op string, x, w *Tensor, hw half.Weights, bias, addend *Tensor, relu bool) *Tensor {
+// (N), broadcast over the rows, may be nil. x may be pending in r's
+// earlier stages (an ahead batch's).
+func (g *Graph) addProduct(r *half.Runner, x, w *Tensor, hw half.Weights, bias, addend *Tensor, relu bool) *Tensor {
+	const op = "Linears"
 	if x.Dim(-1) != hw.K {
 		panic(fmt.Sprintf("radgen: %s of %v with weight %v", op, x.shape, w.shape))
 	}
@@ -216,6 +217,6 @@ func (g *Graph) addLinears(r *half.Runner, out, xs []*Tensor, ls []*Linear, adde
 		if addends != nil {
 			addend = addends[i]
 		}
-		out[i] = g.addProduct(r, "Linears", x, w, hw, l.Bias, addend, relu)
+		out[i] = g.addProduct(r, x, w, hw, l.Bias, addend, relu)
 	}
 }
