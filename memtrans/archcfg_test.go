@@ -166,6 +166,16 @@ func checkM2(c m2.Config) error {
 }
 
 // m2 returns the Meshed-Memory Transformer of an ArchM2 model, or nil.
+// r2genNet returns the encoder–decoder of an R2Gen model, or nil (for a
+// nil m too).
+func (m *Model) r2genNet() *r2gen.Model {
+	if m == nil {
+		return nil
+	}
+	r2, _ := m.net.(*r2gen.Model)
+	return r2
+}
+
 func (m *Model) m2() *m2.Model {
 	if f, ok := m.net.(m2.ReportModel); ok {
 		return f.Model

@@ -22,6 +22,13 @@ import (
 // would compound from step to step, stay float32. On the paper's IU X-Ray
 // model log-probabilities move by up to about 2e-3 over 60 steps.
 //
+// An architecture names the matrices its steps read by implementing
+// arch.StepWeighted (the built-ins do). One that does not gets half copies
+// of all its float32 matrices, recurrences included, whose rounding then
+// compounds from step to step: implement StepWeighted to choose. A model
+// whose architecture has no float32 matrix for it is refused by New and
+// Load with an error, never decoded in float32 silently.
+//
 // The snapshot is taken at the first generation and again after the
 // weights change through the model (a Trainer, SCST, ContinueFrom).
 // WithDevice ignores it: devices decode in float32.
@@ -46,11 +53,7 @@ func (h *halfState) current(net arch.EncoderDecoder) map[*radgen.Tensor]*radgen.
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stored == nil || h.stale {
-		var ws []*radgen.Tensor
-		if sw, ok := net.(arch.StepWeighted); ok {
-			ws = sw.StepWeights()
-		}
-		h.stored = halfSnapshot(ws)
+		h.stored = halfSnapshot(stepMatrices(net))
 		h.stale = false
 	}
 	return h.stored
@@ -62,14 +65,32 @@ func (h *halfState) markStale() {
 	h.mu.Unlock()
 }
 
+// stepMatrices returns the matrices of net's decoding steps that
+// WithHalfWeights stores in half precision: those it names
+// (arch.StepWeighted), or else all its float32 CPU matrices.
+func stepMatrices(net arch.EncoderDecoder) []*radgen.Tensor {
+	if sw, ok := net.(arch.StepWeighted); ok {
+		return sw.StepWeights()
+	}
+	var ws []*radgen.Tensor
+	net.VisitParams(func(_ string, t *radgen.Tensor) { ws = append(ws, t) })
+	return ws
+}
+
 // halfSnapshot returns half-precision copies of the float32 CPU matrices
 // ws, keyed by the matrix.
 func halfSnapshot(ws []*radgen.Tensor) map[*radgen.Tensor]*radgen.Tensor {
 	stored := make(map[*radgen.Tensor]*radgen.Tensor, len(ws))
 	for _, w := range ws {
-		if w.Device() == radgen.CPU && !w.Is64() && w.Rank() == 2 {
+		if halfEligible(w) {
 			stored[w] = w.ToHalf()
 		}
 	}
 	return stored
+}
+
+// halfEligible reports whether WithHalfWeights stores a copy of w: a
+// float32 matrix on the CPU.
+func halfEligible(w *radgen.Tensor) bool {
+	return w.Device() == radgen.CPU && !w.Is64() && w.Rank() == 2
 }

@@ -105,7 +105,7 @@ func TestHalfWeightsStepMatrices(t *testing.T) {
 		}
 	}
 	for name, w := range map[string]*radgen.Tensor{
-		"logit": m.Logit.Weight, "MCLN": m.Decoder.Layers[2].Norm(1).MLPBeta.L2.Weight,
+		"logit": m.Logit.Weight, "MCLN": m.Decoder.Layers[2].Norms[1].Conditional.MLPBeta.L2.Weight,
 		"self-attention": m.Decoder.Layers[1].SelfAttn.Linears[2].Weight,
 	} {
 		if h := stored[w]; h == nil || !h.IsHalf() {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/radgen/radgen"
@@ -270,6 +271,9 @@ func newModel(cfg ModelConfig, ext *vision.Extractor, net arch.EncoderDecoder, t
 	if err := m.moveToDevice(); err != nil {
 		return nil, err
 	}
+	if m.half != nil && m.device == radgen.CPU && !slices.ContainsFunc(stepMatrices(net), halfEligible) {
+		return nil, fmt.Errorf("%w: WithHalfWeights: architecture %s has no float32 matrix for its steps to read in half precision", ErrConfig, cfg.Architecture())
+	}
 	return m, nil
 }
 
@@ -279,24 +283,28 @@ func (m *Model) Config() ModelConfig { return m.cfg }
 // Tokenizer returns the model's tokenizer.
 func (m *Model) Tokenizer() *data.Tokenizer { return m.tokenizer }
 
-// ContinueFrom loads the extractor and every tensor of R2Gen's
-// architecture from prev's and leaves the modules a variant adds (the
-// multi-view sources, Mem2Mem) as initialised: the continued learning of
-// multi-view decoding (Liu et al. §3.3.2), where a trained single-view model
-// is fine-tuned with its new routing. Both must be R2Gen models; on error m
-// is unchanged. It takes m exclusively.
+// ContinueFrom loads the extractor and the encoder–decoder tensors that
+// m's architecture continues from prev's, and leaves the rest as
+// initialised: the continued learning of multi-view decoding (Liu et al.
+// §3.3.2), where a trained single-view model is fine-tuned with its new
+// routing. m's architecture must implement arch.Continuer (R2Gen and its
+// variants do, from an R2Gen model); on error m is unchanged. It takes m
+// exclusively.
 func (m *Model) ContinueFrom(prev *Model) error {
-	r2, prevR2 := m.r2genNet(), prev.r2genNet()
-	if r2 == nil || prevR2 == nil {
-		return fmt.Errorf("%w: continued learning needs two R2Gen models", ErrConfig)
+	if prev == nil {
+		return fmt.Errorf("%w: continued learning from a nil model", ErrConfig)
+	}
+	cont, ok := m.net.(arch.Continuer)
+	if !ok {
+		return fmt.Errorf("%w: architecture %s does not continue another model's training (arch.Continuer)", ErrConfig, m.cfg.Architecture())
 	}
 	prev.mu.RLock()
 	ext := radgen.StateDict(prev.extractor, "")
-	net := radgen.StateDict(prevR2, "")
+	net := radgen.StateDict(prev.net, "")
 	prev.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := r2.ContinueFrom(net, ""); err != nil {
+	if err := cont.ContinueFrom(net, ""); err != nil {
 		return err
 	}
 	if err := radgen.LoadParams(m.extractor, ext, ""); err != nil {
@@ -350,13 +358,3 @@ func (m *Model) acquire() error {
 }
 
 var _ radgen.Module = (*Model)(nil)
-
-// r2genNet returns the encoder–decoder of an R2Gen model, or nil (for a nil
-// m too).
-func (m *Model) r2genNet() *r2gen.Model {
-	if m == nil {
-		return nil
-	}
-	r2, _ := m.net.(*r2gen.Model)
-	return r2
-}

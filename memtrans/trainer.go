@@ -70,11 +70,18 @@ func R2GenMIMICCXRTraining() TrainConfig {
 
 // Progress reports the trainer's position after each step.
 type Progress struct {
-	Epoch, Step   int // epoch (from 0) and global optimiser step
-	Batch, Epochs int // batch within the epoch, total epochs
-	Batches       int // batches per epoch
-	Loss          float64
-	Elapsed       time.Duration
+	Epoch  int // epoch, from 0
+	Epochs int // epochs of the run
+	Step   int // optimiser steps of the run so far, this one included
+	// Batch counts the batches done in this epoch, this one included:
+	// from 1 to Batches, so Batch == Batches on the epoch's last.
+	Batch   int
+	Batches int     // batches per epoch
+	Loss    float64 // this batch's training loss
+	// EpochLoss is the mean loss of the epoch's batches so far; on its
+	// last batch, the epoch's loss (EpochResult.Loss).
+	EpochLoss float64
+	Elapsed   time.Duration // since the epoch began
 }
 
 // EpochResult summarises an epoch.
@@ -232,7 +239,7 @@ func (t *Trainer) RunEpoch(ctx context.Context) (EpochResult, error) {
 		total += loss
 		n++
 		if t.progress != nil {
-			t.progress(Progress{Epoch: t.epoch, Step: t.step, Batch: n, Batches: batches, Epochs: t.cfg.Epochs, Loss: loss, Elapsed: time.Since(start)})
+			t.progress(Progress{Epoch: t.epoch, Step: t.step, Batch: n, Batches: batches, Epochs: t.cfg.Epochs, Loss: loss, EpochLoss: total / float64(n), Elapsed: time.Since(start)})
 		}
 	}
 	if n > 0 {

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -24,9 +23,9 @@ import (
 	"os/signal"
 	"path/filepath"
 
-	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/examples/variant/mclnm2"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/serve"
 	"github.com/radgen/radgen/vision"
@@ -89,8 +88,8 @@ func run(ctx context.Context, epochs, studies int, addr string) error {
 	}
 	tc := memtrans.TrainConfig{Epochs: epochs, LR: 2e-3, AMSGrad: true, ClipValue: 0.1, StepSize: 10, Gamma: 0.5, Seed: 1, FreezeExtractor: true, CalibrateBatches: 2}
 	trainer, err := memtrans.NewTrainer(model, tc, loader, memtrans.WithProgress(func(p memtrans.Progress) {
-		if p.Batch+1 == p.Batches {
-			fmt.Printf("epoch %d/%d: loss %.3f\n", p.Epoch+1, p.Epochs, p.Loss)
+		if p.Batch == p.Batches {
+			fmt.Printf("epoch %d/%d: loss %.3f\n", p.Epoch+1, p.Epochs, p.EpochLoss)
 		}
 	}))
 	if err != nil {
@@ -128,11 +127,15 @@ func run(ctx context.Context, epochs, studies int, addr string) error {
 	if err != nil {
 		return err
 	}
-	worst, err := teacherForcingGap(ctx, loaded, held, reports)
+	feats, err := loaded.Features(ctx, held)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("decoding check: incremental beam-3 log-probabilities vs teacher forcing, max |Δ| = %.2g over %d reports\n", worst, len(reports))
+	worst, n, err := arch.TeacherForcingGap(ctx, loaded.EncoderDecoder(), feats, 3, 60)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("decoding check: incremental beam-3 log-probabilities vs teacher forcing, max |Δ| = %.2g over %d tokens of %d studies\n", worst, n, len(held))
 	if worst > 1e-4 {
 		return fmt.Errorf("incremental decoding differs from teacher forcing by %g", worst)
 	}
@@ -161,30 +164,6 @@ func run(ctx context.Context, epochs, studies int, addr string) error {
 		return err
 	}
 	return nil
-}
-
-// teacherForcingGap returns the largest difference between the token
-// log-probabilities a decoding gave and those of teacher forcing over the
-// same reports.
-func teacherForcingGap(ctx context.Context, m *memtrans.Model, studies []memtrans.Study, reps []memtrans.Report) (float64, error) {
-	feats, err := m.Features(ctx, studies)
-	if err != nil {
-		return 0, err
-	}
-	worst := 0.0
-	for i, r := range reps {
-		in := append([]int{0}, r.Tokens...)[:len(r.Tokens)]
-		g := radgen.NoGrad()
-		lp, err := m.EncoderDecoder().LogProbs(g, g.IndexSelect(feats, 0, []int{i}), in, 1, len(in))
-		if err != nil {
-			return 0, err
-		}
-		v, d := lp.Dim(2), lp.To(radgen.CPU).Data()
-		for p, id := range r.Tokens {
-			worst = max(worst, math.Abs(float64(d[p*v+id]-r.TokenLogProbs[p])))
-		}
-	}
-	return worst, nil
 }
 
 // askService posts a study's two views to the handler's /v1/reports.

@@ -158,6 +158,17 @@ type StepWeighted interface {
 	StepWeights() []*radgen.Tensor
 }
 
+// Continuer is implemented by an architecture that can continue another
+// model's training: ContinueFrom loads from src (names prefix + the
+// tensor's name, as the other encoder–decoder's VisitParams names them)
+// the tensors it shares with that model and leaves the rest as
+// initialised, and leaves the receiver unchanged on error
+// (memtrans.Model.ContinueFrom). R2Gen continues from R2Gen weights into
+// its multi-view and Mem2Mem variants (Liu et al. §3.3.2).
+type Continuer interface {
+	ContinueFrom(src radgen.TensorSource, prefix string) error
+}
+
 // VisualEmbedder is implemented by an architecture whose first map over
 // the visual features is a linear layer: a trainer with a frozen extractor
 // standardises the features through it (memtrans.TrainConfig's

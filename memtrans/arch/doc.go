@@ -25,7 +25,28 @@
 //   - a call to [Register] in an init function, naming the configuration
 //     type: arch.Register[MyConfig]("my-variant").
 //
+// and it should pass [TeacherForcingGap] in its tests: its incremental
+// decoding, under beam search with reorders, within 1e-4 of teacher
+// forcing. Its decoding may take a [Workspace] ([TakeWorkspace]) for its
+// step arena and self-attention caches, as the built-ins' do.
+//
+// What it may add, each an optional interface the facade looks for:
+//
+//   - [Releaser]: its decoding gives pooled memory (a Workspace) back;
+//   - [StepWeighted]: the matrices its steps read, for
+//     memtrans.WithHalfWeights (without it, all its float32 matrices are
+//     stored in half precision);
+//   - [Continuer]: it continues another model's training
+//     (memtrans.Model.ContinueFrom);
+//   - [VisualEmbedder]: its first map over the features, for a trainer with
+//     a frozen extractor;
+//   - [StudyDecoder]: it writes a study's report otherwise than by one
+//     strategy over one decoding;
+//   - [FieldCoster]: its configuration's costs by field, for clearer
+//     budget errors.
+//
 // memtrans.ModelConfig then takes the configuration as its EncoderDecoder,
 // and memtrans.New, Trainer, Generate, Save, Load and the service work as
-// for the built-in architectures. examples/variant is a whole one.
+// for the built-in architectures; memtrans/cli builds a radgen command
+// that knows it. examples/variant is a whole one.
 package arch

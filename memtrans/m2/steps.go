@@ -6,7 +6,6 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
-	"github.com/radgen/radgen/internal/stepspace"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 )
@@ -38,7 +37,7 @@ type Decoding struct {
 	// tensors (the log-probabilities, the attention) stay valid through
 	// the next step, which is as long as they are read; the caches copy
 	// what they keep.
-	space *stepspace.Space
+	space *arch.Workspace
 }
 
 var (
@@ -90,7 +89,7 @@ func (m *Model) NewDecodingEncoded(enc *Encoded, opts ...radgen.GraphOption) (*D
 		return nil, fmt.Errorf("m2: M² encoding on %v, the decoder on %v", enc.Levels.Device(), dev)
 	}
 	g := radgen.NoGrad(opts...)
-	space := stepspace.Get()
+	space := arch.TakeWorkspace()
 	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.Caches(len(m.Decoder.Layers), b))
 	s := &Decoding{m: m, g: g, steps: steps, regions: r, space: space}
 	g.SetArena(s.space.Arena) // after Start: the sources it projects outlive every step
@@ -102,7 +101,7 @@ func (m *Model) NewDecodingEncoded(enc *Encoded, opts ...radgen.GraphOption) (*D
 // decoding steps no more.
 func (s *Decoding) Release() {
 	if s.space != nil {
-		s.space.Put(s.g)
+		s.space.Release(s.g)
 		s.space = nil
 	}
 }

@@ -72,5 +72,6 @@ var (
 	_ arch.EncoderDecoder = (*Model)(nil)
 	_ arch.StepWeighted   = (*Model)(nil)
 	_ arch.VisualEmbedder = (*Model)(nil)
+	_ arch.Continuer      = (*Model)(nil)
 	_ arch.FieldCoster    = Config{}
 )

@@ -10,36 +10,38 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// sublayerNorm is the norm of a decoder sublayer: MCLN in the full model, a
-// plain LayerNorm in the BASE ablations.
-type sublayerNorm struct {
-	cond  *mcln.Conditional
-	plain *mcln.LayerNorm
+// SublayerNorm is the norm of a decoder sublayer: an MCLN conditioned on the
+// memory in the full model (R2Gen Eqs. 11–15), a plain LayerNorm in the
+// BASE ablations. Exactly one of its fields is set.
+type SublayerNorm struct {
+	Conditional *mcln.Conditional
+	Plain       *mcln.LayerNorm
 }
 
-func (n sublayerNorm) forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen.Tensor {
-	if n.cond != nil {
-		return n.cond.Forward(g, x, memory)
+// Forward normalises x (…, D); an MCLN reads the memory states (…, S·D)
+// beside it (see [mcln.Conditional.Forward]), a plain norm ignores them.
+func (n SublayerNorm) Forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen.Tensor {
+	if n.Conditional != nil {
+		return n.Conditional.Forward(g, x, memory)
 	}
-	return n.plain.Forward(g, x)
+	return n.Plain.Forward(g, x)
 }
 
-// apply is forward with γ̂ and β̂ precomputed: those of the layer's norm i
-// in norms, for an MCLN (see DecoderLayer.Step).
-func (n sublayerNorm) apply(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, i int) *radgen.Tensor {
-	if n.cond != nil {
-		gamma, beta := norms.get(i)
-		return n.cond.Apply(g, x, gamma, beta)
-	}
-	return n.plain.Forward(g, x)
-}
-
-func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
-	if n.cond != nil {
-		n.cond.VisitParams(visit)
+// VisitParams implements radgen.Module.
+func (n SublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
+	if n.Conditional != nil {
+		n.Conditional.VisitParams(visit)
 	} else {
-		n.plain.VisitParams(visit)
+		n.Plain.VisitParams(visit)
 	}
+}
+
+// NormDeltas are the γ̂ and β̂ (R, D) of a decoder layer's three sublayer
+// norms for the rows' memory (R2Gen Eqs. 11–14), in sublayer order, as
+// [DecoderLayer.Deltas] computes them for [DecoderLayer.Step]. A layer
+// with plain norms (BASE) has none: its NormDeltas is the zero value.
+type NormDeltas struct {
+	Gamma, Beta [3]*radgen.Tensor
 }
 
 // DecoderLayer is a pre-norm decoder layer whose norms are conditioned on
@@ -51,19 +53,39 @@ func (n sublayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 type DecoderLayer struct {
 	SelfAttn, SrcAttn *mesh.MultiHeadAttention
 	FeedForward       *mesh.FeedForward
-	norms             [3]sublayerNorm // sublayer.{0,1,2}.norm
+	Norms             [3]SublayerNorm // sublayer.{0,1,2}.norm
 	Dropout           float64
 }
 
-// Norm returns the conditional layer norm of sublayer i (nil in BASE models).
-func (l *DecoderLayer) Norm(i int) *mcln.Conditional { return l.norms[i].cond }
+// NewDecoderLayer returns a decoder layer of c's sizes, initialised as
+// R2Gen's make_model does: its norms are MCLNs conditioned on memory
+// states of c.MemoryWidth values when that is positive, R2Gen's LayerNorm
+// otherwise.
+func NewDecoderLayer(c LayerConfig, rng *rand.Rand) *DecoderLayer {
+	c.check()
+	l := &DecoderLayer{
+		SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
+		SrcAttn:     mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
+		FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+		Dropout:     c.Dropout,
+	}
+	for i := range l.Norms {
+		if c.MemoryWidth > 0 {
+			l.Norms[i].Conditional = mcln.NewConditional(c.DModel, c.MemoryWidth, rng)
+		} else {
+			l.Norms[i].Plain = mcln.NewLayerNorm(c.DModel)
+		}
+	}
+	return l
+}
 
 // Forward runs the layer on x (B, T, D) over the encoder output enc
-// (B, N, D) with masks srcMask (B, 1, N) and tgtMask (B, T, T), and memory
-// states (B, T, S·D) (ignored by BASE norms).
+// (B, N, D) with masks srcMask (B, 1, N) and tgtMask (B, T, T) (see
+// [SourceMask] and [TargetMask]; nil attends everywhere), and memory
+// states (B, T, S·D) (ignored by plain norms, nil allowed there).
 func (l *DecoderLayer) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	return l.body(g, x,
-		func(i int, x *radgen.Tensor) *radgen.Tensor { return l.norms[i].forward(g, x, memory) },
+		func(i int, x *radgen.Tensor) *radgen.Tensor { return l.Norms[i].Forward(g, x, memory) },
 		func(h *radgen.Tensor) *radgen.Tensor { return l.SelfAttn.Forward(g, h, h, h, tgtMask) },
 		func(h *radgen.Tensor) *radgen.Tensor { return l.SrcAttn.Forward(g, h, enc, enc, srcMask) })
 }
@@ -80,18 +102,39 @@ func (l *DecoderLayer) body(g *radgen.Graph, x *radgen.Tensor, norm func(int, *r
 	return g.Add(x, g.Dropout(l.FeedForward.Forward(g, norm(2, x)), l.Dropout))
 }
 
+// Deltas returns the γ̂ and β̂ of the layer's sublayer norms for memory
+// states (R, S·D), one row per decoding row (R2Gen Eqs. 11–14); the zero
+// NormDeltas for plain norms. They read the memory alone, so a step may
+// compute them for every layer before the first layer runs.
+func (l *DecoderLayer) Deltas(g *radgen.Graph, memory *radgen.Tensor) NormDeltas {
+	var d NormDeltas
+	for i, n := range l.Norms {
+		if n.Conditional != nil {
+			d.Gamma[i], d.Beta[i] = n.Conditional.Deltas(g, memory)
+		}
+	}
+	return d
+}
+
 // Step is Forward for one new position per row: x (R, D) holds each row's
-// input, self caches the rows' earlier positions (keys and values of
-// SelfAttn), src is SrcAttn's source projected once per study and
-// study[i] the study of row i. norms gives γ̂ and β̂ (R, D) of the
-// sublayer norms, computed from the rows' memory for all layers at once
-// (ahead: each is waited for when the layer reaches its norm); BASE norms
-// have none. It returns
-// the layer's output (R, D) and, if record is true, the source attention's
-// probabilities (R, h, N).
-func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
+// input, deltas the sublayer norms' γ̂ and β̂ for the rows' memory
+// (from [DecoderLayer.Deltas]; the zero value for plain norms), self caches
+// the rows' earlier positions (keys and values of SelfAttn), src is
+// SrcAttn's source projected once per study ([mesh.MultiHeadAttention.Project])
+// and study[i] the study of row i. It returns the layer's output (R, D)
+// and, if record is true, the source attention's probabilities (R, h, N).
+func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, deltas NormDeltas, self *mesh.KVCache, src *mesh.Source, study []int, record bool) (out, probs *radgen.Tensor) {
 	out = l.body(g, x,
-		func(i int, x *radgen.Tensor) *radgen.Tensor { return l.norms[i].apply(g, x, norms, i) },
+		func(i int, x *radgen.Tensor) *radgen.Tensor {
+			n := l.Norms[i]
+			if n.Conditional == nil {
+				return n.Plain.Forward(g, x)
+			}
+			if deltas.Gamma[i] == nil || deltas.Beta[i] == nil {
+				panic(fmt.Sprintf("r2gen: decoder layer step without the γ̂ and β̂ of its conditional norm %d (see DecoderLayer.Deltas)", i))
+			}
+			return n.Conditional.Apply(g, x, deltas.Gamma[i], deltas.Beta[i])
+		},
 		func(h *radgen.Tensor) *radgen.Tensor { return l.SelfAttn.Step(g, h, self) },
 		func(h *radgen.Tensor) *radgen.Tensor {
 			ctx, p := l.SrcAttn.Attend(g, h, src, study, record)
@@ -101,35 +144,12 @@ func (l *DecoderLayer) Step(g *radgen.Graph, x *radgen.Tensor, norms layerDeltas
 	return out, probs
 }
 
-// layerDeltas gives a decoder layer's step the γ̂ and β̂ of its three
-// sublayer norms, in order; nil in BASE models.
-type layerDeltas struct {
-	gammas, betas []*radgen.Tensor
-}
-
-// get returns γ̂ and β̂ of the layer's sublayer norm k.
-func (d layerDeltas) get(k int) (gamma, beta *radgen.Tensor) { return d.gammas[k], d.betas[k] }
-
-// conditionals returns the MCLNs of the decoder's sublayer norms, layer by
-// layer (none in BASE models), in the order Step takes their γ̂ and β̂.
-func (d *Decoder) conditionals() []*mcln.Conditional {
-	var cs []*mcln.Conditional
-	for _, l := range d.Layers {
-		for i := range l.norms {
-			if c := l.Norm(i); c != nil {
-				cs = append(cs, c)
-			}
-		}
-	}
-	return cs
-}
-
 // VisitParams implements radgen.Module.
 func (l *DecoderLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAttn.VisitParams(radgen.Prefixed("self_attn.", visit))
 	l.SrcAttn.VisitParams(radgen.Prefixed("src_attn.", visit))
 	l.FeedForward.VisitParams(radgen.Prefixed("feed_forward.", visit))
-	for i, n := range l.norms {
+	for i, n := range l.Norms {
 		n.VisitParams(radgen.Prefixed(fmt.Sprintf("sublayer.%d.norm.", i), visit))
 	}
 }
@@ -145,27 +165,14 @@ type Decoder struct {
 // R2Gen's make_model does.
 func NewDecoder(c Config, rng *rand.Rand) *Decoder {
 	d := &Decoder{Norm: mcln.NewLayerNorm(c.DModel)}
-	memWidth := c.MemorySlots * c.DModel
 	for range c.Layers {
-		l := &DecoderLayer{
-			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			SrcAttn:     mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
-			Dropout:     c.Dropout,
-		}
-		for i := range l.norms {
-			if c.Variant == VariantR2Gen {
-				l.norms[i].cond = mcln.NewConditional(c.DModel, memWidth, rng)
-			} else {
-				l.norms[i].plain = mcln.NewLayerNorm(c.DModel)
-			}
-		}
-		d.Layers = append(d.Layers, l)
+		d.Layers = append(d.Layers, NewDecoderLayer(c.DecoderLayer(), rng))
 	}
 	return d
 }
 
-// Forward decodes x (B, T, D) over the encoder output enc (B, N, D).
+// Forward decodes x (B, T, D) over the encoder output enc (B, N, D), with
+// the masks and memory states of [DecoderLayer.Forward].
 func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	for _, l := range d.Layers {
 		x = l.Forward(g, x, enc, srcMask, tgtMask, memory)
@@ -175,7 +182,8 @@ func (d *Decoder) Forward(g *radgen.Graph, x, enc, srcMask, tgtMask, memory *rad
 
 // ForwardSources decodes x (B, T, D) with a source per layer: layer i
 // attends to srcs[i] (B, N, D) (T_i = f(T_{i−1}, src_i), Liu et al.
-// Eqs. 5 and 8).
+// Eqs. 5 and 8). The masks are as [DecoderLayer.Forward]'s: nil attends
+// everywhere.
 func (d *Decoder) ForwardSources(g *radgen.Graph, x *radgen.Tensor, srcs []*radgen.Tensor, srcMask, tgtMask, memory *radgen.Tensor) *radgen.Tensor {
 	if len(srcs) != len(d.Layers) {
 		panic(fmt.Sprintf("r2gen: %d sources for %d decoder layers", len(srcs), len(d.Layers)))

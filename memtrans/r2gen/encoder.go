@@ -11,14 +11,30 @@ import (
 
 // EncoderLayer is a pre-norm Transformer layer:
 // x += Dropout(SelfAttn(LN₀(x))); x += Dropout(FFN(LN₁(x))).
+// SelfAttn is R2Gen's multi-head attention; any [mesh.Attention] may take
+// its place (M²'s memory-augmented attention, for one), its parameters
+// then named under self_attn. as its own VisitParams names them.
 type EncoderLayer struct {
-	SelfAttn    *mesh.MultiHeadAttention
+	SelfAttn    mesh.Attention
 	FeedForward *mesh.FeedForward
 	Norms       [2]*mcln.LayerNorm // sublayer.{0,1}.norm
 	Dropout     float64
 }
 
-// Forward runs the layer on x (B, N, D) with mask (B, 1, N) or nil.
+// NewEncoderLayer returns an encoder layer of c's sizes with R2Gen's
+// multi-head attention, initialised as R2Gen's make_model does.
+func NewEncoderLayer(c LayerConfig, rng *rand.Rand) *EncoderLayer {
+	c.check()
+	return &EncoderLayer{
+		SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
+		FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
+		Norms:       [2]*mcln.LayerNorm{mcln.NewLayerNorm(c.DModel), mcln.NewLayerNorm(c.DModel)},
+		Dropout:     c.Dropout,
+	}
+}
+
+// Forward runs the layer on x (B, N, D) with mask (B, 1, N) (see
+// [SourceMask]) or nil.
 func (l *EncoderLayer) Forward(g *radgen.Graph, x, mask *radgen.Tensor) *radgen.Tensor {
 	h := l.Norms[0].Forward(g, x)
 	x = g.Add(x, g.Dropout(l.SelfAttn.Forward(g, h, h, h, mask), l.Dropout))
@@ -44,12 +60,7 @@ type Encoder struct {
 func NewEncoder(c Config, rng *rand.Rand) *Encoder {
 	e := &Encoder{Norm: mcln.NewLayerNorm(c.DModel)}
 	for range c.Layers {
-		e.Layers = append(e.Layers, &EncoderLayer{
-			SelfAttn:    mesh.NewMultiHeadAttention(c.DModel, c.Heads, c.Dropout, rng),
-			FeedForward: mesh.NewFeedForward(c.DModel, c.DFF, c.Dropout, rng),
-			Norms:       [2]*mcln.LayerNorm{mcln.NewLayerNorm(c.DModel), mcln.NewLayerNorm(c.DModel)},
-			Dropout:     c.Dropout,
-		})
+		e.Layers = append(e.Layers, NewEncoderLayer(c.EncoderLayer(), rng))
 	}
 	return e
 }

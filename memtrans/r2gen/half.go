@@ -25,8 +25,8 @@ func (m *Model) StepWeights() []*radgen.Tensor {
 		ws = append(ws, attnStepMatrices(l.SelfAttn, true)...)
 		ws = append(ws, attnStepMatrices(l.SrcAttn, false)...)
 		ws = append(ws, l.FeedForward.W1.Weight, l.FeedForward.W2.Weight)
-		for i := range l.norms {
-			if c := l.Norm(i); c != nil {
+		for _, n := range l.Norms {
+			if c := n.Conditional; c != nil {
 				ws = append(ws, c.MLPGamma.L0.Weight, c.MLPGamma.L2.Weight, c.MLPBeta.L0.Weight, c.MLPBeta.L2.Weight)
 			}
 		}

@@ -26,15 +26,7 @@ func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) 
 		rows := len(studies)
 		sel := enc.rows(g, studies)
 		// The sampler's mask is subsequent_mask only: no padding mask.
-		tgtMask := radgen.Zeros(rows, length, length)
-		md := tgtMask.Data()
-		for r := 0; r < rows; r++ {
-			for q := 0; q < length; q++ {
-				for k := 0; k <= q; k++ {
-					md[(r*length+q)*length+k] = 1
-				}
-			}
-		}
+		tgtMask := CausalMask(rows, length)
 		f := &TeacherForced{Encoded: sel}
 		m.decodeTokens(g, f, prefixes, rows, length, tgtMask)
 		last := func(x *radgen.Tensor) *radgen.Tensor {

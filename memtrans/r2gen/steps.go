@@ -6,18 +6,16 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
-	"github.com/radgen/radgen/internal/stepspace"
-	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/relmem"
 )
 
-// Decoding is the incremental decoding state of a Transformer built
+// Decoding is the incremental decoding state of a Model built
 // from the modules' own steps — [mesh.MultiHeadAttention.Step] and
 // [mesh.MultiHeadAttention.Attend], [relmem.Relational.Step], the Mem2Mem
 // read and write, [DecoderLayer.Step] — so it runs on whatever device the
-// Transformer's parameters and the features live on, every variant
+// Model's parameters and the features live on, every variant
 // included (BASE, BASE+RM, Mem2Mem, the multi-view routings). It keeps
 //   - each layer's self-attention keys and values, written once per
 //     position and addressed through an ancestry (mesh.KVCache), so Reorder
@@ -26,7 +24,7 @@ import (
 //     shared by the study's rows;
 //   - each row's memory (relational or Mem2Mem).
 //
-// A Decoding belongs to one goroutine; the Transformer may serve many
+// A Decoding belongs to one goroutine; the Model may serve many
 // concurrently.
 type Decoding struct {
 	m       *Model
@@ -51,17 +49,15 @@ type Decoding struct {
 
 	probs *radgen.Tensor // the last step's last-layer source attention (rows, h, N); nil after Reorder
 
-	// norms are the MCLNs of the decoder's sublayers, layer by layer (none
-	// in BASE models); gammas and betas their γ̂ and β̂ for the step's
-	// memory.
-	norms         []*mcln.Conditional
-	gammas, betas []*radgen.Tensor
+	// deltas are the decoder layers' γ̂ and β̂ for the step's memory; nil
+	// without a memory.
+	deltas []NormDeltas
 
 	// space holds each step's results on the CPU, in its arena: a step's
 	// tensors (the memory, the attention) stay valid through the next
 	// step, which is as long as they are read. It also holds the caches
 	// of self.
-	space *stepspace.Space
+	space *arch.Workspace
 }
 
 var (
@@ -95,7 +91,7 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 	for i := range s.study {
 		s.study[i] = i
 	}
-	s.space = stepspace.Get()
+	s.space = arch.TakeWorkspace()
 	s.self = s.space.Caches(len(m.Decoder.Layers), b)
 	for i, l := range m.Decoder.Layers {
 		s.cross = append(s.cross, l.SrcAttn.Project(g, enc.Sources[i]))
@@ -110,8 +106,8 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 		s.memory = enc.Bank // M_0^(d) = M^(e) (Mem2Mem §3.2)
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
-	if cs := m.Decoder.conditionals(); len(cs) == 3*len(m.Decoder.Layers) { // every sublayer norm an MCLN, or none
-		s.norms, s.gammas, s.betas = cs, make([]*radgen.Tensor, len(cs)), make([]*radgen.Tensor, len(cs))
+	if s.memory != nil {
+		s.deltas = make([]NormDeltas, len(m.Decoder.Layers))
 	}
 	g.SetArena(s.space.Arena)
 	return s, nil
@@ -124,7 +120,7 @@ func (s *Decoding) Len() int { return s.t }
 // the strategy is done with it: the decoding steps no more.
 func (s *Decoding) Release() {
 	if s.space != nil {
-		s.space.Put(s.g)
+		s.space.Release(s.g)
 		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
 	}
 }
@@ -195,14 +191,6 @@ func (s *Decoding) Reorder(src []int) error {
 	return nil
 }
 
-// layerDeltas returns the γ̂ and β̂ of decoder layer i's norms.
-func (s *Decoding) layerDeltas(i int) layerDeltas {
-	if s.norms == nil {
-		return layerDeltas{}
-	}
-	return layerDeltas{s.gammas[3*i : 3*i+3], s.betas[3*i : 3*i+3]}
-}
-
 // Step implements decode.Model: it consumes one token per row and writes
 // the next token's log-probabilities.
 func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error {
@@ -239,10 +227,10 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	// beside the layers' work: every sublayer norm's γ̂ and β̂, in the
 	// order the layers reach them, then the relational memory's for the
 	// next step.
-	if s.norms != nil || m.Memory != nil {
+	if memory != nil {
 		g.Ahead(func() {
-			for i, c := range s.norms {
-				s.gammas[i], s.betas[i] = c.Deltas(g, memory)
+			for i, l := range m.Decoder.Layers {
+				s.deltas[i] = l.Deltas(g, memory)
 			}
 			if m.Memory != nil {
 				s.prep = m.Memory.Prepare(g, s.memory)
@@ -250,7 +238,11 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 		})
 	}
 	for i, l := range m.Decoder.Layers {
-		x, probs = l.Step(g, x, s.layerDeltas(i), s.self[i], s.cross[i], s.study, i == last)
+		var deltas NormDeltas
+		if s.deltas != nil {
+			deltas = s.deltas[i]
+		}
+		x, probs = l.Step(g, x, deltas, s.self[i], s.cross[i], s.study, i == last)
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -9,13 +9,13 @@ import (
 	"github.com/radgen/radgen/relmem"
 )
 
-// Transformer is R2Gen's encoder–decoder (the published encoder_decoder
+// Model is R2Gen's encoder–decoder (the published encoder_decoder
 // module): att_embed, a pre-norm Transformer encoder over the visual
 // patches, a relational memory driven by the report tokens, a decoder whose
 // layer norms are conditioned on the memory, and the logit layer. Parameter
 // names equal R2Gen's state_dict under "encoder_decoder.".
 //
-// A Transformer is safe for concurrent use by goroutines that only run
+// A Model is safe for concurrent use by goroutines that only run
 // NoGrad graphs; training mutates it and must be exclusive.
 type Model struct {
 	config   Config
@@ -141,9 +141,7 @@ func (m *Model) Encode(g *radgen.Graph, feats *radgen.Tensor) *Encoded {
 	}
 	b, n := feats.Dim(0), feats.Dim(1)
 	att := g.Dropout(g.ReLU(m.AttEmbed.Forward(g, feats)), m.config.EmbedDrop)
-	mask := radgen.Zeros(b, 1, n)
-	radgen.Fill(mask, 1)
-	mask = mask.To(feats.Device())
+	mask := SourceMask(b, n, feats.Device())
 	e := &Encoded{AttEmbedded: att, Mask: mask}
 	if m.Views == nil {
 		e.Out = m.Encoder.Forward(g, att, mask)
@@ -197,18 +195,7 @@ func (m *Model) TeacherForce(g *radgen.Graph, feats *radgen.Tensor, tokens []int
 		}
 	}
 	f := &TeacherForced{Encoded: m.Encode(g, feats)}
-	tgtMask := radgen.Zeros(b, t, t)
-	md := tgtMask.Data()
-	for i := 0; i < b; i++ {
-		for q := 0; q < t; q++ {
-			for k := 0; k <= q; k++ {
-				if k == 0 || tokens[i*t+k] > 0 {
-					md[(i*t+q)*t+k] = 1
-				}
-			}
-		}
-	}
-	m.decodeTokens(g, f, tokens, b, t, tgtMask.To(feats.Device()))
+	m.decodeTokens(g, f, tokens, b, t, TargetMask(tokens, b, t).To(feats.Device()))
 	f.LogProbs = m.logProbs(g, f.DecoderOut, f.Memory)
 	return f, nil
 }
@@ -276,7 +263,7 @@ func (m *Model) ContinueFrom(src radgen.TensorSource, prefix string) error {
 	return radgen.LoadParams(singleView{m}, src, prefix)
 }
 
-// singleView is the part of a Transformer that an R2Gen checkpoint holds.
+// singleView is the part of a Model that an R2Gen checkpoint holds.
 type singleView struct{ m *Model }
 
 func (s singleView) VisitParams(visit func(string, *radgen.Tensor)) {

@@ -1,15 +1,18 @@
 // Package mclnm2 is a report generator that the radgen library does not
-// have, composed from its paper modules and registered with the facade:
-// R2Gen's decoder layers, whose layer norms are conditioned on a relational
-// memory through MCLN (relmem, mcln), attending to the image through the
-// Meshed-Memory Transformer's memory-augmented attention (mesh) instead of
-// plain cross-attention.
+// have, composed from its blocks and registered with the facade: R2Gen's
+// decoder layers (r2gen.DecoderLayer, whose layer norms are conditioned on
+// a relational memory through MCLN, with their incremental step), over an
+// R2Gen encoder layer whose self-attention is the Meshed-Memory
+// Transformer's memory-augmented attention (mesh.NewMemoryAttention)
+// instead of R2Gen's.
 //
 // It is examples/variant's model, written as a researcher would write
 // theirs outside the library: a configuration that implements arch.Config,
 // a module that implements arch.EncoderDecoder, and one arch.Register call.
-// memtrans then trains, saves, loads, decodes and serves it like the
-// built-in architectures. Copy it and change the layer.
+// Its decoding takes the library's workspace (arch.TakeWorkspace) and its
+// tests check it with the library's arch.TeacherForcingGap. memtrans then
+// trains, saves, loads, decodes and serves it like the built-in
+// architectures. Copy it and change the layer.
 package mclnm2
 
 import (
@@ -21,6 +24,7 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/mcln"
 	"github.com/radgen/radgen/memtrans/arch"
+	"github.com/radgen/radgen/memtrans/r2gen"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/relmem"
 )
@@ -81,7 +85,7 @@ func (c Config) Validate(patches int) error {
 func (c Config) Cost(patches int) arch.Cost {
 	d, f, l, v := float64(c.DModel), float64(c.FF), float64(c.Layers), float64(c.Vocab)
 	s, m, t, n := float64(c.MemoryRows), float64(c.MemorySlots), float64(c.MaxSeqLen+1), float64(patches)
-	params := float64(c.VisualWidth)*d + 6*d*d + 2*m*d + // visual embedding, encoder attention
+	params := float64(c.VisualWidth)*d + 6*d*d + 2*m*d + 2*d*f + // visual embedding, encoder layer
 		l*(8*d*d+2*d*f+6*(s*d*d+d*d)) + // decoder layers and their MCLN MLPs
 		16*d*d + 2*v*d + t*d + v // memory, embeddings, logits
 	acts := n*(8*d+float64(c.Heads)*(n+m)) + l*t*(f+16*d+float64(c.Heads)*(t+n+m)) + t*s*d*6 + 3*t*v
@@ -95,28 +99,23 @@ func (c Config) New(seed uint64) (arch.EncoderDecoder, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x6d636c6e))
 	d := c.DModel
+	layer := r2gen.LayerConfig{DModel: d, Heads: c.Heads, DFF: c.FF, Dropout: c.Dropout, MemoryWidth: c.MemoryRows * d}
+	encoder := r2gen.NewEncoderLayer(layer, rng)
+	encoder.SelfAttn = mesh.NewMemoryAttention(d, d/c.Heads, d/c.Heads, c.Heads, c.MemorySlots, rng) // M²'s, in R2Gen's layer
 	m := &Model{cfg: c,
 		VisualEmbed: radgen.NewLinear(c.VisualWidth, d, true, rng),
-		EncoderAttn: mesh.NewMemoryAttention(d, d/c.Heads, d/c.Heads, c.Heads, c.MemorySlots, rng),
-		EncoderNorm: mesh.NewLayerNorm(d),
+		Encoder:     encoder,
+		EncoderNorm: mcln.NewLayerNorm(d),
 		Tokens:      radgen.NewParam(c.Vocab, d),
 		Positions:   radgen.NewParam(c.MaxSeqLen+1, d),
 		Memory:      relmem.New(c.MemoryRows, d, c.Heads, c.Dropout, rng),
+		DecoderNorm: mcln.NewLayerNorm(d),
 		Logit:       radgen.NewLinear(d, c.Vocab, true, rng),
 	}
 	radgen.XavierUniform(m.Tokens, rng)
 	radgen.XavierUniform(m.Positions, rng)
 	for range c.Layers {
-		l := &Layer{
-			SelfAttn:  mesh.NewMultiHeadAttention(d, c.Heads, c.Dropout, rng),
-			CrossAttn: mesh.NewMemoryAttention(d, d/c.Heads, d/c.Heads, c.Heads, c.MemorySlots, rng),
-			FF1:       radgen.NewLinear(d, c.FF, true, rng),
-			FF2:       radgen.NewLinear(c.FF, d, true, rng),
-		}
-		for i := range l.Norms {
-			l.Norms[i] = mcln.NewConditional(d, c.MemoryRows*d, rng)
-		}
-		m.Layers = append(m.Layers, l)
+		m.Layers = append(m.Layers, r2gen.NewDecoderLayer(layer, rng))
 	}
 	return m, nil
 }
@@ -124,50 +123,15 @@ func (c Config) New(seed uint64) (arch.EncoderDecoder, error) {
 // Model is the variant's encoder–decoder.
 type Model struct {
 	cfg         Config
-	VisualEmbed *radgen.Linear                  // patches → d_model, then ReLU
-	EncoderAttn *mesh.ScaledDotProductAttention // memory-augmented self-attention over the patches
-	EncoderNorm *mesh.LayerNorm
+	VisualEmbed *radgen.Linear      // patches → d_model, then ReLU
+	Encoder     *r2gen.EncoderLayer // R2Gen's pre-norm layer, M²'s memory-augmented self-attention
+	EncoderNorm *mcln.LayerNorm
 	Tokens      *radgen.Tensor // (Vocab, D)
 	Positions   *radgen.Tensor // (MaxSeqLen+1, D), learned
 	Memory      *relmem.Relational
-	Layers      []*Layer
+	Layers      []*r2gen.DecoderLayer // R2Gen's, MCLN on the relational memory
+	DecoderNorm *mcln.LayerNorm
 	Logit       *radgen.Linear
-}
-
-// Layer is a pre-norm decoder layer whose three norms are MCLN on the
-// relational memory: masked self-attention, M²'s memory-augmented
-// attention over the encoded patches, and a feed-forward map.
-type Layer struct {
-	Norms     [3]*mcln.Conditional
-	SelfAttn  *mesh.MultiHeadAttention
-	CrossAttn *mesh.ScaledDotProductAttention
-	FF1, FF2  *radgen.Linear
-}
-
-// Forward runs the layer over x (B, T, D) with memory states (B, T, S·D),
-// the encoded patches enc (B, N, D) and the causal mask (1, T, T), zero
-// where masked.
-func (l *Layer) Forward(g *radgen.Graph, x, memory, enc, causal *radgen.Tensor) *radgen.Tensor {
-	n := l.Norms[0].Forward(g, x, memory)
-	x = g.Add(x, l.SelfAttn.Forward(g, n, n, n, causal))
-	n = l.Norms[1].Forward(g, x, memory)
-	x = g.Add(x, l.CrossAttn.Forward(g, n, enc, enc, nil))
-	n = l.Norms[2].Forward(g, x, memory)
-	return g.Add(x, l.FF2.Forward(g, g.ReLU(l.FF1.Forward(g, n))))
-}
-
-// Step is Forward for one new position per row: x (R, D), memory (R, S·D);
-// the self-attention reads and extends cache, the cross-attention reads the
-// projected source of study[r] for row r.
-func (l *Layer) Step(g *radgen.Graph, x, memory *radgen.Tensor, cache *mesh.KVCache, src *mesh.M2Source, study []int) *radgen.Tensor {
-	r, d := x.Dim(0), x.Dim(1)
-	norm := func(i int, x *radgen.Tensor) *radgen.Tensor {
-		return g.Reshape(l.Norms[i].Forward(g, g.Reshape(x, r, 1, d), g.Reshape(memory, r, 1, memory.Dim(1))), r, d)
-	}
-	x = g.Add(x, l.SelfAttn.Step(g, norm(0, x), cache))
-	out, _ := l.CrossAttn.Attend(g, norm(1, x), src, study, false)
-	x = g.Add(x, out)
-	return g.Add(x, l.FF2.Forward(g, g.ReLU(l.FF1.Forward(g, norm(2, x)))))
 }
 
 // Config implements arch.EncoderDecoder.
@@ -176,21 +140,15 @@ func (m *Model) Config() arch.Config { return m.cfg }
 // VisitParams implements radgen.Module.
 func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.VisualEmbed.VisitParams(radgen.Prefixed("visual_embed.", visit))
-	m.EncoderAttn.VisitParams(radgen.Prefixed("encoder.attn.", visit))
+	m.Encoder.VisitParams(radgen.Prefixed("encoder.layer.", visit))
 	m.EncoderNorm.VisitParams(radgen.Prefixed("encoder.norm.", visit))
 	visit("tokens", m.Tokens)
 	visit("positions", m.Positions)
 	m.Memory.VisitParams(radgen.Prefixed("memory.", visit))
 	for i, l := range m.Layers {
-		p := fmt.Sprintf("layers.%d.", i)
-		for j, n := range l.Norms {
-			n.VisitParams(radgen.Prefixed(fmt.Sprintf("%snorm%d.", p, j), visit))
-		}
-		l.SelfAttn.VisitParams(radgen.Prefixed(p+"self_attn.", visit))
-		l.CrossAttn.VisitParams(radgen.Prefixed(p+"cross_attn.", visit))
-		l.FF1.VisitParams(radgen.Prefixed(p+"ff1.", visit))
-		l.FF2.VisitParams(radgen.Prefixed(p+"ff2.", visit))
+		l.VisitParams(radgen.Prefixed(fmt.Sprintf("layers.%d.", i), visit))
 	}
+	m.DecoderNorm.VisitParams(radgen.Prefixed("decoder_norm.", visit))
 	m.Logit.VisitParams(radgen.Prefixed("logit.", visit))
 }
 
@@ -200,7 +158,7 @@ func (m *Model) encode(g *radgen.Graph, feats *radgen.Tensor) (*radgen.Tensor, e
 		return nil, fmt.Errorf("mclnm2: features %v, want (B, N, %d)", feats.Shape(), m.cfg.VisualWidth)
 	}
 	x := g.Dropout(g.ReLU(m.VisualEmbed.Forward(g, feats)), m.cfg.EmbedDrop)
-	return m.EncoderNorm.Forward(g, g.Add(x, m.EncoderAttn.Forward(g, x, x, x, nil))), nil
+	return m.EncoderNorm.Forward(g, m.Encoder.Forward(g, x, nil)), nil
 }
 
 // embed returns the token embeddings of ids (shape..., D).
@@ -232,21 +190,14 @@ func (m *Model) LogProbs(g *radgen.Graph, feats *radgen.Tensor, in []int, b, t i
 	tok := m.embed(g, in, b, t)
 	x := g.Dropout(g.Add(tok, g.Embedding(m.Positions, pos, b, t)), m.cfg.Dropout)
 	memory := m.Memory.Forward(g, tok, m.Memory.InitMemory(b).To(feats.Device())) // (B, T, S·D)
-	causal := radgen.Zeros(1, t, t)
-	cd := causal.Data()
-	for q := range t {
-		for k := 0; k <= q; k++ {
-			cd[q*t+k] = 1
-		}
-	}
-	causal = causal.To(feats.Device())
+	causal := r2gen.CausalMask(1, t).To(feats.Device())
 	if feats.Is64() {
 		causal = causal.To64()
 	}
 	for _, l := range m.Layers {
-		x = l.Forward(g, x, memory, enc, causal)
+		x = l.Forward(g, x, enc, nil, causal, memory)
 	}
-	return g.LogSoftmax(m.Logit.Forward(g, x)), nil
+	return g.LogSoftmax(m.Logit.Forward(g, m.DecoderNorm.Forward(g, x))), nil
 }
 
 // Loss implements arch.EncoderDecoder: the language model's loss.
@@ -278,9 +229,11 @@ func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) 
 		dec.study[i] = i
 	}
 	for _, l := range m.Layers {
-		dec.caches = append(dec.caches, mesh.NewKVCache(b))
-		dec.sources = append(dec.sources, l.CrossAttn.Project(g, enc, nil))
+		dec.sources = append(dec.sources, l.SrcAttn.Project(g, enc)) // once per study
 	}
+	dec.space = arch.TakeWorkspace()
+	dec.caches = dec.space.Caches(len(m.Layers), b)
+	g.SetArena(dec.space.Arena) // after the sources: they outlive every step
 	return dec, nil
 }
 
@@ -289,8 +242,9 @@ type decoding struct {
 	m       *Model
 	g       *radgen.Graph
 	study   []int // each row's study
+	space   *arch.Workspace
 	caches  []*mesh.KVCache
-	sources []*mesh.M2Source
+	sources []*mesh.Source
 	memory  *radgen.Tensor // (R, S, D): the relational memory after the last token
 	pos     int
 }
@@ -303,6 +257,10 @@ func (s *decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	if err := arch.CheckStep(ctx, tokens, dst, r, s.m.cfg.Vocab, s.pos, s.m.cfg.MaxSeqLen+1); err != nil {
 		return err
 	}
+	if s.space == nil {
+		return arch.ErrReleased
+	}
+	s.space.Arena.Next()
 	g, m := s.g, s.m
 	pos := make([]int, r)
 	for i := range pos {
@@ -310,12 +268,12 @@ func (s *decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	}
 	tok := m.embed(g, tokens, r)
 	x := g.Add(tok, g.Embedding(m.Positions, pos, r))
-	s.memory = m.Memory.Step(g, tok, s.memory) // (R, S, D)
+	s.memory = m.Memory.Step(g, tok, s.memory) // (R, S, D), R2Gen Eqs. 6–10
 	flat := g.Reshape(s.memory, r, s.memory.Dim(1)*s.memory.Dim(2))
 	for i, l := range m.Layers {
-		x = l.Step(g, x, flat, s.caches[i], s.sources[i], s.study)
+		x, _ = l.Step(g, x, l.Deltas(g, flat), s.caches[i], s.sources[i], s.study, false)
 	}
-	if err := arch.CopyLogProbs(dst, g.LogSoftmax(m.Logit.Forward(g, x))); err != nil {
+	if err := arch.CopyLogProbs(dst, g.LogSoftmax(m.Logit.Forward(g, m.DecoderNorm.Forward(g, x)))); err != nil {
 		return err
 	}
 	s.pos++
@@ -340,6 +298,14 @@ func (s *decoding) Reorder(src []int) error {
 	s.study = study
 	s.memory = s.g.IndexSelect(s.memory, 0, src)
 	return nil
+}
+
+// Release implements arch.Releaser: the workspace goes back to the pool.
+func (s *decoding) Release() {
+	if s.space != nil {
+		s.space.Release(s.g)
+		s.space, s.caches, s.memory = nil, nil, nil
+	}
 }
 
 // VisualEmbedding implements arch.VisualEmbedder, so that a trainer with a

@@ -16,6 +16,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/examples/variant/mclnm2"
 	"github.com/radgen/radgen/memtrans"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/memtrans/serve"
@@ -82,7 +83,8 @@ func TestVariantThroughTheLibrary(t *testing.T) {
 	if err := model.Save(&buf); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := memtrans.Load(&buf)
+	saved := buf.Bytes()
+	loaded, err := memtrans.Load(bytes.NewReader(saved))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,6 @@ func TestVariantThroughTheLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worst := 0.0
 	for i, r := range reps {
 		if r.Text != before[i].Text || r.LogProb != before[i].LogProb {
 			t.Fatalf("study %d after loading: %q (%v), before %q (%v)", i, r.Text, r.LogProb, before[i].Text, before[i].LogProb)
@@ -121,18 +122,40 @@ func TestVariantThroughTheLibrary(t *testing.T) {
 		if len(r.Tokens) == 0 {
 			t.Fatalf("study %d: empty report", i)
 		}
-		in := append([]int{0}, r.Tokens[:len(r.Tokens)-1]...)
-		g := radgen.NoGrad()
-		lp, err := loaded.EncoderDecoder().LogProbs(g, g.IndexSelect(feats, 0, []int{i}), in, 1, len(in))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := lp.Dim(2)
-		d := lp.To(radgen.CPU).Data()
-		for p, id := range r.Tokens {
-			worst = max(worst, math.Abs(float64(d[p*v+id]-r.TokenLogProbs[p])))
-		}
 	}
+	// The library's check: every beam hypothesis of every study, reordered
+	// at each step, against teacher forcing.
+	worst, tokens, err := arch.TeacherForcingGap(ctx, loaded.EncoderDecoder(), feats, 3, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens < len(reps) {
+		t.Fatalf("the check compared %d tokens", tokens)
+	}
+	// Half weights for an architecture that names no step matrices: all
+	// its matrices, read in half precision, move the log-probabilities a
+	// little, never not at all.
+	half, err := memtrans.Load(bytes.NewReader(saved), memtrans.WithModelOptions(memtrans.WithHalfWeights()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	hreps, err := half.Generate(ctx, studies[:1], memtrans.WithBeamSize(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0.0
+	for p := range min(len(hreps[0].Tokens), len(reps[0].Tokens)) {
+		if hreps[0].Tokens[p] != reps[0].Tokens[p] {
+			break
+		}
+		moved = max(moved, math.Abs(float64(hreps[0].TokenLogProbs[p]-reps[0].TokenLogProbs[p])))
+	}
+	t.Logf("half weights: max |Δ log p| = %.2g", moved)
+	if moved == 0 || moved > 1e-2 {
+		t.Fatalf("half weights moved the log-probabilities by %g", moved)
+	}
+
 	// The comparison can fail: another study's features give other
 	// log-probabilities.
 	{
@@ -151,7 +174,7 @@ func TestVariantThroughTheLibrary(t *testing.T) {
 			t.Fatalf("another study's features give the same log-probabilities (%g)", other)
 		}
 	}
-	t.Logf("beam 3: %q; incremental vs teacher forcing: max |Δ log p| = %.2g", reps[0].Text, worst)
+	t.Logf("beam 3: %q; incremental vs teacher forcing: max |Δ log p| = %.2g over %d tokens", reps[0].Text, worst, tokens)
 	if worst > 1e-4 {
 		t.Fatalf("incremental decoding differs from teacher forcing by %g", worst)
 	}

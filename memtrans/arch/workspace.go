@@ -1,0 +1,60 @@
+package arch
+
+import (
+	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/internal/freelist"
+	"github.com/radgen/radgen/mesh"
+)
+
+// Workspace is what an incremental decoding writes into between
+// decodings: the arena of its steps' results and its self-attention
+// caches, grown to a report's length. A model that writes report after
+// report takes a workspace when a decoding starts ([TakeWorkspace]) and
+// gives it back when the decoding is released ([Workspace.Release]), so
+// that it neither grows new buffers for each report nor leaves the
+// collector their garbage. The built-in architectures and any other share
+// one pool.
+//
+// A Workspace belongs to one decoding at a time.
+type Workspace struct {
+	// Arena holds the results of the decoding's steps on the CPU: set it
+	// on the decoding's graph (radgen.Graph.SetArena) and call its Next at
+	// the start of every step; a step's results then stay valid through
+	// the next step.
+	Arena *radgen.Arena
+	self  []*mesh.KVCache
+}
+
+// workspaces keeps the workspaces of up to four finished decodings for
+// the next ones; four because an arena holds two steps' results of a
+// whole batch.
+var workspaces = freelist.New[Workspace](4)
+
+// TakeWorkspace returns an idle workspace from the pool, or a new one.
+func TakeWorkspace() *Workspace {
+	if ws := workspaces.Get(); ws != nil {
+		return ws
+	}
+	return &Workspace{Arena: radgen.NewArena()}
+}
+
+// Caches returns n empty self-attention caches (one per decoder layer) for
+// rows decoding rows: the workspace's own, reset, or new ones where it has
+// fewer.
+func (ws *Workspace) Caches(n, rows int) []*mesh.KVCache {
+	for len(ws.self) < n {
+		ws.self = append(ws.self, mesh.NewKVCache(rows))
+	}
+	for _, c := range ws.self[:n] {
+		c.Reset(rows)
+	}
+	return ws.self[:n]
+}
+
+// Release gives ws back to the pool for later decodings, once the
+// decoding whose steps g ran steps no more; it takes the arena off g.
+// Neither ws nor its caches may be used after it.
+func (ws *Workspace) Release(g *radgen.Graph) {
+	g.SetArena(nil)
+	workspaces.Put(ws)
+}
