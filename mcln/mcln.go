@@ -1,6 +1,7 @@
 package mcln
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
@@ -85,8 +86,14 @@ func NewConditional(d, memWidth int, rng *rand.Rand) *Conditional {
 }
 
 // Forward normalises x (B, T, D) conditioned on memory (B, T, S·D_m), one
-// memory state per position.
+// memory state per position (R2Gen Eq. 15, with Eqs. 11–14 inside). x and
+// memory may also be (R, D) and (R, S·D_m), one memory state per row, as
+// an incremental step has them; any other ranks, or row counts that
+// differ, panic.
 func (c *Conditional) Forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen.Tensor {
+	if r := x.Rank(); (r != 2 && r != 3) || memory.Rank() != r || x.Dim(0) != memory.Dim(0) || (r == 3 && x.Dim(1) != memory.Dim(1)) {
+		panic(fmt.Sprintf("mcln: conditional norm of %v over memory %v, want (B, T, D) and (B, T, S·D) or (R, D) and (R, S·D)", x.Shape(), memory.Shape()))
+	}
 	gamma, beta := c.Deltas(g, memory)
 	return c.Apply(g, x, gamma, beta)
 }

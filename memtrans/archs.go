@@ -1,9 +1,10 @@
 package memtrans
 
-// The facade's architectures: a Model holds one encoder–decoder behind the
-// encoderDecoder interface, so that generation, training, calibration and
+// The facade's architectures: a Model holds one encoder–decoder behind
+// arch.EncoderDecoder, so that generation, training, calibration and
 // checkpoints are written once for R2Gen (and its variants), the
-// Meshed-Memory Transformer and METransformer.
+// Meshed-Memory Transformer, METransformer and any registered variant;
+// this file holds the presets and the strategies.
 
 import (
 	"context"
@@ -66,7 +67,7 @@ func METransIUXray(vocab int) ModelConfig {
 }
 
 // M2Tiny returns R2GenTiny's extractor and images with a small
-// Meshed-Memory Transformer (tinyM2Preset) in place of R2Gen's decoder.
+// Meshed-Memory Transformer (m2.Tiny) in place of R2Gen's encoder–decoder.
 func M2Tiny(vocab int) ModelConfig {
 	c := R2GenTiny(vocab)
 	meshed := m2.Tiny(vocab, c.Vision.OutChannels()).ForReports(vocab, c.EncoderDecoder.Dims().MaxSeqLen)
