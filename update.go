@@ -2,7 +2,10 @@ package radgen
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/radgen/radgen/internal/kernels"
 )
@@ -66,9 +69,9 @@ type AdamConsts struct {
 // (PyTorch 1.13, single-tensor path) bit for bit on every device.
 //
 // The tensors are float32, of one shape and on one device. On the
-// CPU the step runs on the calling goroutine (see [Tensor.AdamUpdateRange]
-// to spread it over cores); on any other device the device's engine runs
-// it. AdamUpdate panics, with a message starting "radgen: ", when a tensor
+// CPU the step runs on the calling goroutine; on any other device the
+// device's engine runs it. [UpdateAdam] steps many parameters at once,
+// spread over the engine's cores. AdamUpdate panics, with a message starting "radgen: ", when a tensor
 // is nil, float64 or half precision, when the shapes or devices differ, or
 // when vmax is given without k.AMSGrad or missing with it.
 func (t *Tensor) AdamUpdate(grad, m, v, vmax *Tensor, k AdamConsts) {
@@ -76,16 +79,77 @@ func (t *Tensor) AdamUpdate(grad, m, v, vmax *Tensor, k AdamConsts) {
 	if t != nil {
 		n = t.Len()
 	}
-	t.AdamUpdateRange(0, n, grad, m, v, vmax, k)
+	t.adamRange(0, n, grad, m, v, vmax, k)
 }
 
-// AdamUpdateRange is [Tensor.AdamUpdate] on the elements lo ≤ i < hi of
-// the tensors only (row-major order); it panics as AdamUpdate does,
-// and when the range does not lie within the tensors. On the CPU, calls on
-// disjoint ranges of the same tensors may run concurrently: this is how
-// memtrans/optim spreads an optimiser step over cores, balancing ranges of
-// every parameter across its workers.
-func (t *Tensor) AdamUpdateRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamConsts) {
+// AdamStep is one parameter's part of [UpdateAdam]: the arguments of
+// [Tensor.AdamUpdate].
+type AdamStep struct {
+	Param, Grad, M, V *Tensor
+	VMax              *Tensor // with K.AMSGrad only
+	K                 AdamConsts
+}
+
+// adamChunk is the number of elements one goroutine updates at a time:
+// small enough to balance a few large tensors over the cores, large enough
+// that scheduling costs nothing next to the arithmetic.
+const adamChunk = 1 << 16
+
+// UpdateAdam applies every step of steps, each as [Tensor.AdamUpdate]
+// would, and panics as it does. The engine schedules them: on the CPU,
+// ranges of every parameter are spread over at most workers goroutines
+// (0 means GOMAXPROCS), each element updated by exactly one with the same
+// arithmetic, so the results do not depend on the schedule; on any other
+// device, its engine runs one update per parameter.
+func UpdateAdam(steps []AdamStep, workers int) {
+	type job struct {
+		s      *AdamStep
+		lo, hi int
+	}
+	var jobs []job
+	total := 0
+	for i := range steps {
+		s := &steps[i]
+		if s.Param == nil || s.Param.device != CPU {
+			s.Param.AdamUpdate(s.Grad, s.M, s.V, s.VMax, s.K) // panics on nil, as documented
+			continue
+		}
+		for lo, n := 0, s.Param.Len(); lo < n; lo += adamChunk {
+			jobs = append(jobs, job{s: s, lo: lo, hi: min(lo+adamChunk, n)})
+		}
+		total += s.Param.Len()
+	}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	do := func(j job) { j.s.Param.adamRange(j.lo, j.hi, j.s.Grad, j.s.M, j.s.V, j.s.VMax, j.s.K) }
+	workers = min(workers, len(jobs), (total+adamChunk-1)/adamChunk)
+	if workers <= 1 {
+		for _, j := range jobs {
+			do(j)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				do(jobs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// adamRange is AdamUpdate on the elements lo ≤ i < hi of the tensors only
+// (row-major order); calls on disjoint ranges of the same tensors may run
+// concurrently on the CPU.
+func (t *Tensor) adamRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamConsts) {
 	const op = "AdamUpdate"
 	if t == nil || grad == nil || m == nil || v == nil {
 		panic("radgen: AdamUpdate of nil tensors (the parameter, its gradient and both moments are needed)")
@@ -104,7 +168,7 @@ func (t *Tensor) AdamUpdateRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamCon
 		}
 	}
 	if !(0 <= lo && lo <= hi && hi <= t.Len()) {
-		panic(fmt.Sprintf("radgen: AdamUpdateRange of elements [%d, %d) of %v", lo, hi, t))
+		panic(fmt.Sprintf("radgen: AdamUpdate of elements [%d, %d) of %v", lo, hi, t))
 	}
 	// The engines take their own copy of the scalars' type; the conversion
 	// compiles only while the two have the same fields, so they cannot drift

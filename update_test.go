@@ -91,7 +91,7 @@ func TestAdamUpdateMatchesReference(t *testing.T) {
 						continue
 					}
 					for lo := 0; lo < n; lo += 1000 {
-						dp.AdamUpdateRange(lo, min(lo+1000, n), dg, dm, dv, dvm, k)
+						dp.adamRange(lo, min(lo+1000, n), dg, dm, dv, dvm, k)
 					}
 				}
 				if cp.Data()[0] == p[0] {
@@ -125,10 +125,10 @@ func TestAdamUpdatePanics(t *testing.T) {
 	mustPanic(t, "one device", func() { p.AdamUpdate(z(2, 3).To(Reference()), z(2, 3), z(2, 3), nil, k) })
 	mustPanic(t, "float64", func() { p.AdamUpdate(Zeros64(2, 3), z(2, 3), z(2, 3), nil, k) })
 	mustPanic(t, "float64", func() { Zeros64(2, 3).AdamUpdate(Zeros64(2, 3), Zeros64(2, 3), Zeros64(2, 3), nil, k) })
-	mustPanic(t, "[4, 7)", func() { p.AdamUpdateRange(4, 7, z(2, 3), z(2, 3), z(2, 3), nil, k) })
-	mustPanic(t, "[3, 2)", func() { p.AdamUpdateRange(3, 2, z(2, 3), z(2, 3), z(2, 3), nil, k) })
-	mustPanic(t, "[-1, 2)", func() { p.AdamUpdateRange(-1, 2, z(2, 3), z(2, 3), z(2, 3), nil, k) })
-	p.AdamUpdateRange(6, 6, z(2, 3), z(2, 3), z(2, 3), nil, k) // an empty range is no error
+	mustPanic(t, "[4, 7)", func() { p.adamRange(4, 7, z(2, 3), z(2, 3), z(2, 3), nil, k) })
+	mustPanic(t, "[3, 2)", func() { p.adamRange(3, 2, z(2, 3), z(2, 3), z(2, 3), nil, k) })
+	mustPanic(t, "[-1, 2)", func() { p.adamRange(-1, 2, z(2, 3), z(2, 3), z(2, 3), nil, k) })
+	p.adamRange(6, 6, z(2, 3), z(2, 3), z(2, 3), nil, k) // an empty range is no error
 }
 
 // CopyFrom, ClampInPlace and ScaleInPlace on the reference engine equal

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/radgen/radgen"
 )
@@ -134,7 +133,7 @@ type Adam struct {
 
 	// Reused by Step: the work list, and the bias corrections of the last
 	// step count seen (parameters usually share their step count).
-	jobs     []job
+	steps    []radgen.AdamStep
 	bcStep   int64
 	bc1, bc2 float64
 }
@@ -268,7 +267,7 @@ func (a *Adam) ZeroGrad() {
 //
 // The gradients are not modified.
 func (a *Adam) Step() {
-	jobs := a.jobs[:0]
+	steps := a.steps[:0]
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		for _, s := range g.params {
@@ -279,30 +278,21 @@ func (a *Adam) Step() {
 			if grad.Is64() || !slices.Equal(grad.Shape(), s.t.Shape()) {
 				panic(fmt.Sprintf("optim: gradient %v of parameter %q does not match %v", grad, s.name, s.t))
 			}
-			dev := s.t.Device()
-			if grad.Device() != dev {
-				panic(fmt.Sprintf("optim: gradient of parameter %q on %v, the parameter on %v", s.name, grad.Device(), dev))
+			if grad.Device() != s.t.Device() {
+				panic(fmt.Sprintf("optim: gradient of parameter %q on %v, the parameter on %v", s.name, grad.Device(), s.t.Device()))
 			}
 			s.moments(a.cfg.amsgrad)
 			s.step++
-			k := a.consts(g.lr, g.wd, s.step)
-			var vmax *radgen.Tensor
+			st := radgen.AdamStep{Param: s.t, Grad: grad, M: s.m, V: s.v, K: a.consts(g.lr, g.wd, s.step)}
 			if a.cfg.amsgrad {
-				vmax = s.vmax
+				st.VMax = s.vmax
 			}
-			if dev != radgen.CPU {
-				// One call of the device's engine for the whole tensor.
-				s.t.AdamUpdate(grad, s.m, s.v, vmax, k)
-				continue
-			}
-			for lo, n := 0, s.t.Len(); lo < n; lo += chunk {
-				jobs = append(jobs, job{s: s, grad: grad, vmax: vmax, k: k, lo: lo, hi: min(lo+chunk, n)})
-			}
+			steps = append(steps, st)
 		}
 	}
-	run(jobs, a.cfg.workers)
-	clear(jobs) // drop the references to the tensors until the next step
-	a.jobs = jobs[:0]
+	radgen.UpdateAdam(steps, a.cfg.workers)
+	clear(steps) // drop the references to the tensors until the next step
+	a.steps = steps[:0]
 }
 
 // moments allocates the moments of s at its first step, and moves them to
@@ -323,11 +313,6 @@ func (s *slot) moments(amsgrad bool) {
 		s.vmax = moment(s.vmax)
 	}
 }
-
-// chunk is the number of elements one goroutine updates at a time; small
-// enough to balance a few large tensors over the workers, large enough that
-// scheduling costs nothing next to the arithmetic.
-const chunk = 1 << 16
 
 func (a *Adam) consts(lr, wd float64, step int64) radgen.AdamConsts {
 	c := a.cfg
@@ -357,56 +342,6 @@ func (a *Adam) consts(lr, wd float64, step int64) radgen.AdamConsts {
 		k.WD = float32(wd) // grad.add(param, alpha=weight_decay)
 	}
 	return k
-}
-
-// job is one contiguous range of one parameter on the CPU.
-type job struct {
-	s      *slot
-	grad   *radgen.Tensor
-	vmax   *radgen.Tensor // nil without AMSGrad
-	k      radgen.AdamConsts
-	lo, hi int
-}
-
-func (j *job) do() { j.s.t.AdamUpdateRange(j.lo, j.hi, j.grad, j.s.m, j.s.v, j.vmax, j.k) }
-
-// run executes jobs on up to workers goroutines. Each element is updated by
-// exactly one goroutine with the same arithmetic, so the result is
-// independent of the schedule.
-func run(jobs []job, workers int) {
-	total := 0
-	for _, j := range jobs {
-		total += j.hi - j.lo
-	}
-	workers = min(workers, len(jobs), (total+chunk-1)/chunk)
-	if workers <= 1 {
-		for i := range jobs {
-			jobs[i].do()
-		}
-		return
-	}
-	var (
-		mu   sync.Mutex
-		next int
-		wg   sync.WaitGroup
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(jobs) {
-					return
-				}
-				jobs[i].do()
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // powInt returns x^n for n ≥ 1 correctly rounded to float64 (256-bit

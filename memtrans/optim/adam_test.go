@@ -369,3 +369,7 @@ func TestPowIntMatchesPython(t *testing.T) {
 		}
 	}
 }
+
+// chunk is the size of the ranges the engine spreads a parameter's update
+// over (radgen's adamChunk): the tests' sizes straddle it.
+const chunk = 1 << 16
