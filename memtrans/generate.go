@@ -1,12 +1,10 @@
 package memtrans
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"image"
-	"image/color"
 	"math"
 	"path/filepath"
 	"slices"
@@ -20,7 +18,10 @@ import (
 // Study is one examination to report on: its views in the order the model
 // was trained with (IU X-Ray: frontal, then lateral).
 type Study struct {
-	ID    string
+	ID string
+	// Views are the study's images: any image.Image; those the library
+	// decodes are *vision.Pixels, which the preprocessing reads as they
+	// are.
 	Views []image.Image
 	// DICOM, for a study read from DICOM files (StudiesFromDICOMDir),
 	// identifies the files of its views, so that reports can refer back
@@ -29,9 +30,8 @@ type Study struct {
 }
 
 // StudyFromFiles decodes image files into a Study: PNG or JPEG (8- or
-// 16-bit, gray or colour), or DICOM, recognised by the "DICM" marker after
-// its 128-byte preamble whatever the file's name, and rendered by
-// vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion), with the
+// 16-bit, gray or colour), or DICOM, recognised from the file's bytes
+// whatever its name (vision.Sniff), and rendered by vision.DecodeDICOM (rescale, VOI window, MONOCHROME1 inversion), with the
 // default limits: vision.DefaultMaxPixels pixels and
 // vision.DefaultMaxFileBytes bytes a file, FIFOs and devices refused (a
 // [Model]'s StudyFromPaths and StudyFromAnnotation take its limits,
@@ -55,9 +55,9 @@ func studyFromFilesWith(id string, paths []string, opts ...vision.Option) (Study
 func studyFromFiles(id string, paths []string, opts []vision.Option, size int) (Study, error) {
 	s := Study{ID: id}
 	for _, p := range paths {
-		px, err := decodeView(p, opts)
+		px, err := vision.DecodeFile(p, opts...) // DICOM or not, by its bytes
 		if err != nil {
-			return Study{}, fmt.Errorf("memtrans: study %s: decoding %s: %w", id, p, err)
+			return Study{}, fmt.Errorf("memtrans: study %s: decoding %w", id, err)
 		}
 		if size > 0 && (px.W != size || px.H != size) {
 			px = vision.Resize(nil, px, size, size)
@@ -66,59 +66,18 @@ func studyFromFiles(id string, paths []string, opts []vision.Option, size int) (
 			// a sample only.
 			px.Pix = slices.Clone(px.Pix)
 		}
-		s.Views = append(s.Views, pixelsImage(px))
+		s.Views = append(s.Views, px)
 	}
 	return s, nil
 }
 
-// decodeView decodes one image file, DICOM or not.
-func decodeView(path string, opts []vision.Option) (*vision.Pixels, error) {
-	f, size, r, err := vision.OpenFile(path, opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(r, 64<<10)
-	head, _ := br.Peek(132)
-	if vision.IsDICOM(head) {
-		if size < 0 { // a FIFO or device, allowed: bound it by the default
-			size = vision.DefaultMaxFileBytes
-		}
-		return vision.DecodeDICOM(br, size, opts...)
-	}
-	return vision.Decode(br, opts...)
-}
-
-// pixelsImage presents decoded pixels as an image.Image without copying:
-// gray as *image.Gray, colour as an rgbImage (which Preprocess reads
-// directly).
-func pixelsImage(px *vision.Pixels) image.Image {
-	rect := image.Rect(0, 0, px.W, px.H)
-	if px.C == 1 {
-		return &image.Gray{Pix: px.Pix, Stride: px.W, Rect: rect}
-	}
-	return &rgbImage{px}
-}
-
-// rgbImage is an 8-bit RGB image over vision.Pixels (C = 3).
-type rgbImage struct{ px *vision.Pixels }
-
-func (m *rgbImage) ColorModel() color.Model { return color.RGBAModel }
-func (m *rgbImage) Bounds() image.Rectangle { return image.Rect(0, 0, m.px.W, m.px.H) }
-func (m *rgbImage) At(x, y int) color.Color {
-	if x < 0 || y < 0 || x >= m.px.W || y >= m.px.H {
-		return color.RGBA{}
-	}
-	i := 3 * (y*m.px.W + x)
-	return color.RGBA{m.px.Pix[i], m.px.Pix[i+1], m.px.Pix[i+2], 0xff}
-}
-
 // asPixels returns img's samples as vision.Pixels, sharing them when img is
-// an 8-bit gray image at the origin or an rgbImage, converting otherwise.
+// decoded pixels (a view read by the library) or an 8-bit gray image at the
+// origin, converting otherwise.
 func asPixels(img image.Image) *vision.Pixels {
 	switch m := img.(type) {
-	case *rgbImage:
-		return m.px
+	case *vision.Pixels:
+		return m
 	case *image.Gray:
 		w, h := m.Rect.Dx(), m.Rect.Dy()
 		if m.Rect.Min == (image.Point{}) && m.Stride == w && len(m.Pix) >= w*h {

@@ -163,11 +163,11 @@ func TestStudyFromFilesDICOM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v0, ok := s.Views[0].(*image.Gray)
-	if !ok || v0.Rect.Dx() != 1760 || v0.Rect.Dy() != 2140 || !bytes.Equal(v0.Pix, want.Pix) {
+	v0, ok := s.Views[0].(*vision.Pixels)
+	if !ok || v0.W != 1760 || v0.H != 2140 || v0.C != 1 || !bytes.Equal(v0.Pix, want.Pix) {
 		t.Fatalf("DICOM view: %T %v", s.Views[0], s.Views[0].Bounds())
 	}
-	if v1, ok := s.Views[1].(*image.Gray); !ok || v1.Pix[7] != 200 {
+	if v1, ok := s.Views[1].(*vision.Pixels); !ok || v1.C != 1 || v1.Pix[7] != 200 {
 		t.Fatalf("PNG view: %T", s.Views[1])
 	}
 	// A file with the preamble but broken content is an error naming it.

@@ -20,9 +20,40 @@ import (
 // or C = 3 (RGB). Sample (x, y, c) is Pix[(y*W+x)*C+c]. A gray image stands
 // for the RGB image with three equal channels, which is what Pillow's
 // convert("RGB") makes of it. The zero value is an empty image.
+//
+// A *Pixels is an image.Image (gray or RGBA colours, bounds at the
+// origin), so decoded views go wherever an image goes — memtrans's Study,
+// an encoder — without a copy or a wrapper, and [FromImage] and the
+// preprocessing read them back as they are.
 type Pixels struct {
 	W, H, C int
 	Pix     []uint8
+}
+
+// ColorModel implements image.Image: gray for C = 1, RGBA otherwise.
+func (p *Pixels) ColorModel() color.Model {
+	if p.C == 1 {
+		return color.GrayModel
+	}
+	return color.RGBAModel
+}
+
+// Bounds implements image.Image: (0, 0)–(W, H).
+func (p *Pixels) Bounds() image.Rectangle { return image.Rect(0, 0, p.W, p.H) }
+
+// At implements image.Image; outside the bounds it is the zero colour.
+func (p *Pixels) At(x, y int) color.Color {
+	if x < 0 || y < 0 || x >= p.W || y >= p.H {
+		if p.C == 1 {
+			return color.Gray{}
+		}
+		return color.RGBA{}
+	}
+	i := (y*p.W + x) * p.C
+	if p.C == 1 {
+		return color.Gray{Y: p.Pix[i]}
+	}
+	return color.RGBA{p.Pix[i], p.Pix[i+1], p.Pix[i+2], 0xff}
 }
 
 // Image is a float32 image, channel-major C×H×W: sample (c, y, x) is
@@ -138,8 +169,12 @@ func newOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-// Decode reads a PNG, JPEG or GIF image and converts it as Pillow's
-// Image.open(r).convert("RGB") does (see [FromImage] for the conversions).
+// Decode reads a view in any format radgen reads, recognised from its first
+// bytes by [Sniff] whatever its name: DICOM through [DecodeDICOM] (its
+// values' lengths bounded by the file size limit, [WithMaxFileBytes]; use
+// DecodeDICOM to give the exact size), and a PNG, JPEG or GIF image
+// converted as Pillow's Image.open(r).convert("RGB") does (see [FromImage]
+// for the conversions).
 // The header is read first with [image.DecodeConfig]; an image declaring more
 // pixels than the limit ([WithMaxPixels]) is refused with [ErrTooLarge]
 // before its pixels are decoded. Only the bytes of the header are buffered.
@@ -159,9 +194,25 @@ func newOptions(opts []Option) (options, error) {
 // that is at most 128 MiB (16-bit colour) and 32 MiB for a 16-bit 4096²
 // radiograph.
 func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
+	return decodeSized(r, -1, opts)
+}
+
+// decodeSized is Decode of a file of size bytes, -1 when unknown.
+func decodeSized(r io.Reader, size int64, opts []Option) (*Pixels, error) {
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	br, ok := r.(*bufio.Reader)
+	if !ok || br.Size() < sniffLen {
+		br = bufio.NewReaderSize(r, 64<<10)
+	}
+	r = br
+	if head, _ := br.Peek(sniffLen); Sniff(head) == "dicom" {
+		if size < 0 {
+			size = o.maxFileBytes
+		}
+		return DecodeDICOM(br, size, opts...)
 	}
 	// DecodeConfig reads through a bufio.Reader of its own; whatever it
 	// consumes is kept in head and replayed in front of the rest of r.
@@ -191,16 +242,39 @@ func Decode(r io.Reader, opts ...Option) (*Pixels, error) {
 // FIFO or device is refused unless [WithNonRegularFiles], and a file over
 // the size limit ([WithMaxFileBytes]) with [ErrFileTooLarge].
 func DecodeFile(name string, opts ...Option) (*Pixels, error) {
-	f, _, r, err := OpenFile(name, opts...)
+	f, size, r, err := OpenFile(name, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	p, err := Decode(bufio.NewReaderSize(r, 64<<10), opts...)
+	p, err := decodeSized(bufio.NewReaderSize(r, 64<<10), size, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil
+}
+
+// sniffLen is the length of the head that Sniff needs.
+const sniffLen = 132
+
+// Sniff names the format of a view from its first bytes (at least 132, or
+// the whole file when shorter): "dicom" (a Part 10 file or a bare data set,
+// as [IsDICOM] recognises it), "png", "jpeg" or "gif" by their signatures,
+// and "" for anything else. It is where radgen recognises a view's format:
+// [Decode] dispatches on it, and so does every reader of views in the
+// library (files, DICOM folders, the report service's uploads).
+func Sniff(head []byte) string {
+	switch {
+	case IsDICOM(head[:min(len(head), sniffLen)]):
+		return "dicom"
+	case bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")):
+		return "png"
+	case bytes.HasPrefix(head, []byte{0xff, 0xd8, 0xff}):
+		return "jpeg"
+	case bytes.HasPrefix(head, []byte("GIF87a")), bytes.HasPrefix(head, []byte("GIF89a")):
+		return "gif"
+	}
+	return ""
 }
 
 // fromImageOwned is FromImage for an image nobody else holds: the samples
@@ -286,6 +360,9 @@ func FromImage(dst *Pixels, img image.Image) *Pixels {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
 	switch m := img.(type) {
+	case *Pixels:
+		dst.reset(m.W, m.H, m.C)
+		copy(dst.Pix, m.Pix)
 	case *image.Gray:
 		dst.reset(w, h, 1)
 		for y := range h {
