@@ -34,7 +34,9 @@
 //	                   (route /dicomweb/studies or /dicomweb/studies/{study}
 //	                   for STOW-RS, whose 202 counts as "partial"),
 //	                   report latency histogram, studies per Generate call,
-//	                   in-flight studies, queue length, readiness
+//	                   in-flight studies, queue length, readiness, and
+//	                   with WithPACS the SRs stored into the PACS by
+//	                   outcome
 //	GET  /             the web page (embedded; it loads nothing from elsewhere)
 //
 // The FHIR DiagnosticReport (package memtrans/fhir) names the study by the
@@ -77,8 +79,13 @@
 // study, its series and instance UIDs derived from the study and the model
 // (dicomsr.StudyUIDs with the model's name and checksum), so a push
 // retried stores the same instance again, which a PACS keeps once. With
-// WithPACS it is stored into the study by STOW-RS before the answer; a
-// PACS that does not take it makes the answer 502 pacs_error.
+// WithPACS it is stored into the study by STOW-RS before the answer. The
+// PACS has taken it only when its Store Instances Response lists the SR's
+// SOP Instance UID in the Referenced SOP Sequence and not in the Failed
+// SOP Sequence; any other answer (an error status, a 200 or 202 with an
+// empty body or without the SR, the SR failed) makes the answer 502
+// pacs_error, without Retrieve URLs, and is logged and counted in
+// radgen_pacs_stores_total by outcome.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // stable codes of the Code constants and messages that name what to change,

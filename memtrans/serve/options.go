@@ -305,7 +305,10 @@ func WithMaxInstances(n int) Option {
 // and instance UIDs derive from the study and the model
 // (dicomsr.StudyUIDs), so a push retried stores one SR, not two. A PACS
 // that does not take the SR makes the request fail with 502 pacs_error
-// (the client's own retries come first). By default nothing is stored.
+// (the client's own retries come first); a PACS takes it when its Store
+// Instances Response lists the SR in the Referenced SOP Sequence and not
+// in the Failed SOP Sequence, whatever its status. By default nothing is
+// stored.
 func WithPACS(c *dicomweb.Client) Option {
 	return func(o *options) error {
 		if c == nil {

@@ -134,6 +134,9 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 		h.info.TrainedOn = &p
 	}
 	h.m.memory = h.mem
+	if o.pacs != nil {
+		h.m.pacs = map[string]uint64{}
+	}
 	for range o.concurrency {
 		h.wg.Add(1)
 		go h.worker()

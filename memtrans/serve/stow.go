@@ -413,16 +413,12 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 		fj := mustJSON(dr)
 		var studyURL, srURL string
 		if h.o.pacs != nil {
-			if _, err := h.o.pacs.Store(ctx, st.uid, doc.Bytes()); err != nil {
-				if ctx.Err() != nil {
-					return h.generationError(r, ctx.Err())
-				}
-				h.o.logger.Error("storing the SR in the PACS", "study", st.uid, "pacs", h.o.pacs.URL(), "err", err)
-				msg := "the PACS did not take the SR; retry later"
-				if se, ok := errors.AsType[*dicomweb.StatusError](err); ok && se.StatusCode < 500 {
-					msg = fmt.Sprintf("the PACS refused the SR (%s)", se.Status)
-				}
-				return errorf(http.StatusBadGateway, CodePACS, msg)
+			res, err := h.o.pacs.Store(ctx, st.uid, doc.Bytes())
+			if err != nil && ctx.Err() != nil {
+				return h.generationError(r, ctx.Err())
+			}
+			if e := h.srStored(st.uid, srInstance, res, err); e != nil {
+				return e
 			}
 			studyURL = h.o.pacs.URL() + "/studies/" + st.uid
 			srURL = studyURL + "/series/" + srSeries + "/instances/" + srInstance
@@ -465,6 +461,47 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 		return "", e
 	}
 	return outcome, nil
+}
+
+// srStored checks the PACS's answer to the STOW-RS of the SR whose SOP
+// Instance UID is sop (PS3.18 I.2): the SR is stored only when the answer
+// lists it in its Referenced SOP Sequence and not in its Failed SOP
+// Sequence. A 200 or 202 that does not (an empty body, another instance,
+// the SR failed) is a failure like an error answer: logged, counted, and
+// answered 502 pacs_error, so that the answer claims no SR the PACS may
+// not hold.
+func (h *Handler) srStored(study, sop string, res *dicomweb.StoreResult, err error) *apiError {
+	var failed *dicomweb.SOPRef
+	if res != nil {
+		if i := slices.IndexFunc(res.Failed, func(f dicomweb.SOPRef) bool { return f.InstanceUID == sop }); i >= 0 {
+			failed = &res.Failed[i]
+		}
+	}
+	switch {
+	case failed != nil:
+		h.m.pacsStore("refused")
+		h.o.logger.Error("the PACS refused the SR", "study", study, "sr", sop, "pacs", h.o.pacs.URL(), "reason", fmt.Sprintf("0x%04X", failed.Reason))
+		return errorf(http.StatusBadGateway, CodePACS, fmt.Sprintf("the PACS refused the SR (Failure Reason 0x%04X)", failed.Reason))
+	case err != nil:
+		h.m.pacsStore("error")
+		h.o.logger.Error("storing the SR in the PACS", "study", study, "sr", sop, "pacs", h.o.pacs.URL(), "err", err)
+		msg := "the PACS did not take the SR; retry later"
+		if se, ok := errors.AsType[*dicomweb.StatusError](err); ok && se.StatusCode < 500 {
+			msg = fmt.Sprintf("the PACS refused the SR (%s)", se.Status)
+		}
+		return errorf(http.StatusBadGateway, CodePACS, msg)
+	case res == nil || !slices.ContainsFunc(res.Stored, func(s dicomweb.SOPRef) bool { return s.InstanceUID == sop }):
+		h.m.pacsStore("unconfirmed")
+		stored := 0
+		if res != nil {
+			stored = len(res.Stored)
+		}
+		h.o.logger.Error("the PACS answered without storing the SR: its Referenced SOP Sequence does not list it", "study", study, "sr", sop,
+			"pacs", h.o.pacs.URL(), "referenced", stored)
+		return errorf(http.StatusBadGateway, CodePACS, "the PACS answered without confirming that it stored the SR; retry later")
+	}
+	h.m.pacsStore("stored")
+	return nil
 }
 
 // truncate cuts s to at most n bytes of valid UTF-8, marking the cut.
