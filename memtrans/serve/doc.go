@@ -102,13 +102,26 @@
 // (WithTimeout), the requests admitted at once (WithQueue) and the memory
 // requests hold at once (WithMemoryBudget). A request is admitted only once
 // its upload has arrived, been validated and decoded, so a stalled client
-// costs a connection, not a place in the queue. Every request reserves in
-// the memory budget what it is about to allocate: its upload as it arrives,
-// each view's decoding buffers (from the header's pixel count) and its
-// generation's work; a reservation waits at most half the request's
-// remaining time. A request beyond the queue or the budget is answered
-// with 429 and a Retry-After header; none waits without bound. When idle
-// after serving, the handler returns freed memory to the operating system.
+// costs a connection and the memory its upload reserved, not a place in
+// the queue.
+//
+// Every request reserves in the memory budget what it is about to
+// allocate. Its upload is reserved in one step before a byte of the body
+// is read: the declared Content-Length, or for a body of undeclared length
+// the upload limit, at most a quarter of the budget (such a body past that
+// reserves the rest as it arrives). An upload that does not fit is
+// answered 429 at once, its body unread, and one declared larger than the
+// whole budget 413. Then each view's decoding buffers (from the header's
+// pixel count) and the generation's work are reserved as the request gets
+// to them, while it holds its upload or its views. Those waits are served
+// oldest request first; when the oldest's could not be served even once
+// every request not waiting had given back what it holds, the youngest
+// waiting request gives way and is answered 429, so that requests never
+// hold the budget among themselves; and a wait lasts at most half the
+// request's remaining time. A request beyond the queue or the budget is
+// answered with 429 and a Retry-After header; none waits without bound.
+// When idle after serving, the handler returns freed memory to the
+// operating system.
 // WithBearerToken requires a bearer token on the API and /metrics (the
 // scheme's name is case-insensitive).
 //

@@ -48,7 +48,7 @@ const (
 // instance is one part of a STOW-RS request.
 type instance struct {
 	n      int               // its place in the request, from 1
-	b      []byte            // its bytes: kept for the request study's images only
+	b      *blob             // its bytes: kept for the request study's images only
 	info   *vision.DICOMInfo // its header, when it reads
 	reason uint16            // Failure Reason; 0 when taken
 	why    string            // the failure, for the log
@@ -91,20 +91,16 @@ type stowLimits struct {
 }
 
 // readInstances reads a STOW-RS body (multipart/related) part by part,
-// each part's bytes reserved in res as they arrive (waiting at most until
-// ctx ends), and reads each instance's DICOM header. A part that is not
+// each part's bytes drawn from the upload's credit as they arrive (nil:
+// not counted), and reads each instance's DICOM header. A part that is not
 // application/dicom, not DICOM, or whose header does not read, is kept
 // with its Failure Reason, its bytes given back; so are the bytes of an
 // instance that is not an image. body must already be bounded
 // (http.MaxBytesReader).
-func readInstances(ctx context.Context, contentType string, body io.Reader, lim stowLimits, res *reservation) ([]*instance, *apiError) {
+func readInstances(ctx context.Context, contentType string, body io.Reader, lim stowLimits, cr *credit) ([]*instance, *apiError) {
 	var insts []*instance
 	rec := &trackedBody{r: io.NopCloser(body)} // sees http.MaxBytesReader's error, which the multipart reader hides
-	give := func(b []byte) {
-		if res != nil {
-			res.give(int64(cap(b)))
-		}
-	}
+	give := func(b *blob) { cr.giveBack(b.size) }
 	err := dicomweb.ReadMultipart(contentType, rec, dicomweb.PartLimits{Parts: lim.parts + 1, PartBytes: lim.bytes, TotalBytes: lim.bytes}, func(p dicomweb.Part) error {
 		if len(insts) == lim.parts {
 			return errorf(http.StatusRequestEntityTooLarge, CodeTooManyViews, fmt.Sprintf("more than %d instances; send one study", lim.parts))
@@ -115,16 +111,16 @@ func readInstances(ctx context.Context, contentType string, body io.Reader, lim 
 			in.fail(failureCannotUnderstand, "a part of type "+truncate(p.ContentType, 64))
 			return nil // ReadMultipart skips the rest of the part
 		}
-		b, e := readFile(ctx, p.Body, res)
+		b, e := readFile(ctx, p.Body, cr)
 		if e != nil {
 			return e
 		}
-		if !vision.IsDICOM(b[:min(len(b), 132)]) {
+		if !vision.IsDICOM(b.head(132)) {
 			give(b)
 			in.fail(failureCannotUnderstand, "not DICOM")
 			return nil
 		}
-		info, err := vision.ReadDICOMInfo(bytes.NewReader(b), int64(len(b)))
+		info, err := vision.ReadDICOMInfo(b.reader(), b.len())
 		if err != nil {
 			give(b)
 			in.fail(failureCannotUnderstand, "its DICOM header does not read")
@@ -164,7 +160,7 @@ func readInstances(ctx context.Context, contentType string, body io.Reader, lim 
 func pickStudy(insts []*instance, target string, views int, maxPixels int64, res *reservation) (*stowStudy, *upload, *apiError) {
 	give := func(in *instance) {
 		if res != nil && in.b != nil {
-			res.give(int64(cap(in.b)))
+			res.give(in.b.size)
 		}
 		in.b = nil
 	}
@@ -366,13 +362,13 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 	var st *stowStudy
 	var fst fhir.Study
 	var srSeries, srInstance string
-	read := func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError) {
-		insts, e := readInstances(ctx, ct, body, stowLimits{parts: h.o.maxInstances, bytes: h.o.maxUpload}, res)
+	read := func(ctx context.Context, body io.Reader, cr *credit) (*upload, *apiError) {
+		insts, e := readInstances(ctx, ct, body, stowLimits{parts: h.o.maxInstances, bytes: h.o.maxUpload}, cr)
 		if e != nil {
 			return nil, e
 		}
 		var up *upload
-		st, up, e = pickStudy(insts, target, cfg.Views, h.o.maxPixels, res)
+		st, up, e = pickStudy(insts, target, cfg.Views, h.o.maxPixels, cr.res)
 		if e != nil {
 			if e.status == http.StatusConflict {
 				e.body, e.ctype = storeResponse(st, "", nil), "application/dicom+json"
