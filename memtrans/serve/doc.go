@@ -34,7 +34,9 @@
 //	                   (route /dicomweb/studies or /dicomweb/studies/{study}
 //	                   for STOW-RS, whose 202 counts as "partial"),
 //	                   report latency histogram, studies per Generate call,
-//	                   in-flight studies, queue length, readiness
+//	                   in-flight studies, queue length, readiness, and
+//	                   with WithPACS the SRs stored into the PACS by
+//	                   outcome
 //	GET  /             the web page (embedded; it loads nothing from elsewhere)
 //
 // The FHIR DiagnosticReport (package memtrans/fhir) names the study by the
@@ -77,8 +79,13 @@
 // study, its series and instance UIDs derived from the study and the model
 // (dicomsr.StudyUIDs with the model's name and checksum), so a push
 // retried stores the same instance again, which a PACS keeps once. With
-// WithPACS it is stored into the study by STOW-RS before the answer; a
-// PACS that does not take it makes the answer 502 pacs_error.
+// WithPACS it is stored into the study by STOW-RS before the answer. The
+// PACS has taken it only when its Store Instances Response lists the SR's
+// SOP Instance UID in the Referenced SOP Sequence and not in the Failed
+// SOP Sequence; any other answer (an error status, a 200 or 202 with an
+// empty body or without the SR, the SR failed) makes the answer 502
+// pacs_error, without Retrieve URLs, and is logged and counted in
+// radgen_pacs_stores_total by outcome.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
 // stable codes of the Code constants and messages that name what to change,
@@ -95,13 +102,26 @@
 // (WithTimeout), the requests admitted at once (WithQueue) and the memory
 // requests hold at once (WithMemoryBudget). A request is admitted only once
 // its upload has arrived, been validated and decoded, so a stalled client
-// costs a connection, not a place in the queue. Every request reserves in
-// the memory budget what it is about to allocate: its upload as it arrives,
-// each view's decoding buffers (from the header's pixel count) and its
-// generation's work; a reservation waits at most half the request's
-// remaining time. A request beyond the queue or the budget is answered
-// with 429 and a Retry-After header; none waits without bound. When idle
-// after serving, the handler returns freed memory to the operating system.
+// costs a connection and the memory its upload reserved, not a place in
+// the queue.
+//
+// Every request reserves in the memory budget what it is about to
+// allocate. Its upload is reserved in one step before a byte of the body
+// is read: the declared Content-Length, or for a body of undeclared length
+// the upload limit, at most a quarter of the budget (such a body past that
+// reserves the rest as it arrives). An upload that does not fit is
+// answered 429 at once, its body unread, and one declared larger than the
+// whole budget 413. Then each view's decoding buffers (from the header's
+// pixel count) and the generation's work are reserved as the request gets
+// to them, while it holds its upload or its views. Those waits are served
+// oldest request first; when the oldest's could not be served even once
+// every request not waiting had given back what it holds, the youngest
+// waiting request gives way and is answered 429, so that requests never
+// hold the budget among themselves; and a wait lasts at most half the
+// request's remaining time. A request beyond the queue or the budget is
+// answered with 429 and a Retry-After header; none waits without bound.
+// When idle after serving, the handler returns freed memory to the
+// operating system.
 // WithBearerToken requires a bearer token on the API and /metrics (the
 // scheme's name is case-insensitive).
 //

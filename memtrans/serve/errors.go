@@ -15,7 +15,7 @@ const (
 	CodeInvalidOption    = "invalid_option"     // 400: a generation option out of range
 	CodeNoViews          = "no_views"           // 400: an upload without image files
 	CodeUnsupportedMedia = "unsupported_media"  // 415: not multipart (or, for STOW-RS, not multipart/related of application/dicom), or a file that is not PNG, JPEG or DICOM
-	CodeUploadTooLarge   = "upload_too_large"   // 413: body beyond WithMaxUploadBytes (refused before reading when Content-Length says so)
+	CodeUploadTooLarge   = "upload_too_large"   // 413: body beyond WithMaxUploadBytes or, declared, beyond WithMemoryBudget (refused before reading when Content-Length says so)
 	CodeUploadTimeout    = "upload_timeout"     // 408: the body did not arrive within WithUploadTimeout
 	CodeTooManyViews     = "too_many_views"     // 413: files beyond WithMaxViews (STOW-RS: instances beyond WithMaxInstances)
 	CodeTooManyPixels    = "too_many_pixels"    // 413: a view beyond WithMaxPixels

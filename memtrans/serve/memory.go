@@ -6,60 +6,147 @@ import (
 	"context"
 	"image"
 	"image/color"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/vision"
 )
 
 // memBudget is the process's memory budget for requests: every request
-// reserves the bytes it is about to hold (its upload as it arrives, a
-// view's decoding buffers before decoding, its generation's work before
-// it is queued) and gives them back when done. Reservations wait in order
-// of arrival; none makes the total exceed the budget.
+// reserves the bytes it is about to hold and gives them back when done.
+// Nothing is reserved past the budget.
+//
+// A request holds bytes while it waits for more (its upload while its
+// views wait for their decoding buffers, its views while its generation
+// waits for its work), so the waits are ordered to keep requests from
+// holding the budget among themselves: they are served oldest request
+// first, each once all older ones are; and when the oldest's need would
+// not fit even once every request not waiting had given back all it
+// holds, the requests that wait could never be served, and the youngest
+// of them gives way (its wait fails, and its request gives back what it
+// holds) until it would.
 type memBudget struct {
 	total int64
-	sem   *semaphore.Weighted
-	used  atomic.Int64
+	used  atomic.Int64 // changed under mu; read without it by the metrics
 	peak  atomic.Int64
+
+	mu      sync.Mutex
+	seq     uint64       // the number of the last reservation made
+	waiters []*memWaiter // by request, oldest first
+}
+
+// memWaiter is one wait for memory.
+type memWaiter struct {
+	res   *reservation // the request's reservation
+	n     int64        // bytes wanted
+	apart bool         // the bytes are held apart from res (takeApart)
+	done  chan bool    // receives true when granted, false when it must give way
 }
 
 func newMemBudget(total int64) *memBudget {
-	return &memBudget{total: total, sem: semaphore.NewWeighted(total)}
+	return &memBudget{total: total}
 }
 
-// reserve takes n bytes, waiting until they are free or ctx is done. It
-// returns false, having taken nothing, when ctx ends first or n exceeds the
-// whole budget.
-func (b *memBudget) reserve(ctx context.Context, n int64) bool {
-	if n <= 0 {
-		return true
+// newReservation starts a request's reservation, holding nothing; the
+// requests' order is the order of these calls.
+func (b *memBudget) newReservation() *reservation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	return &reservation{b: b, seq: b.seq}
+}
+
+// free returns the bytes not reserved now.
+func (b *memBudget) free() int64 { return b.total - b.used.Load() }
+
+// add counts n more bytes reserved; b.mu is held.
+func (b *memBudget) add(n int64) {
+	u := b.used.Add(n)
+	if u > b.peak.Load() {
+		b.peak.Store(u)
 	}
-	if n > b.total || b.sem.Acquire(ctx, n) != nil {
+}
+
+// settle serves the waits that fit, oldest first, and makes requests give
+// way, youngest first, while the oldest wait could not be served even
+// once every request that does not wait had given back all it holds.
+// b.mu is held.
+func (b *memBudget) settle() {
+	for {
+		for len(b.waiters) > 0 && b.waiters[0].n <= b.free() {
+			w := b.waiters[0]
+			b.waiters = b.waiters[1:]
+			b.add(w.n)
+			if !w.apart {
+				w.res.n += w.n
+			}
+			w.done <- true
+		}
+		if len(b.waiters) == 0 {
+			return
+		}
+		var kept int64 // held by the requests that wait
+		victim := -1
+		for i, w := range b.waiters {
+			if w.res.n > 0 {
+				kept += w.res.n
+				victim = i
+			}
+		}
+		if victim < 0 || b.waiters[0].n <= b.total-kept {
+			return // what the others hold will come back
+		}
+		w := b.waiters[victim]
+		b.waiters = slices.Delete(b.waiters, victim, victim+1)
+		w.done <- false
+	}
+}
+
+// wait takes n bytes for r (or apart from it), waiting in r's turn until
+// they are served, ctx ends, or r must give way.
+func (b *memBudget) wait(ctx context.Context, r *reservation, n int64, apart bool) bool {
+	if n > b.total {
 		return false
 	}
-	u := b.used.Add(n)
-	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
+	w := &memWaiter{res: r, n: n, apart: apart, done: make(chan bool, 1)}
+	b.mu.Lock()
+	i := len(b.waiters)
+	for i > 0 && b.waiters[i-1].res.seq > r.seq {
+		i--
 	}
-	return true
+	b.waiters = slices.Insert(b.waiters, i, w)
+	b.settle()
+	b.mu.Unlock()
+	select {
+	case ok := <-w.done:
+		return ok
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := slices.Index(b.waiters, w); i >= 0 {
+		b.waiters = slices.Delete(b.waiters, i, i+1)
+		b.settle()
+		return false
+	}
+	return <-w.done // served, or made to give way, meanwhile
 }
 
-// release gives back n bytes taken by reserve.
-func (b *memBudget) release(n int64) {
-	if n <= 0 {
-		return
-	}
-	b.used.Add(-n)
-	b.sem.Release(n)
+// releaseApart gives back n bytes held apart (takeApart).
+func (b *memBudget) releaseApart(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.add(-n)
+	b.settle()
 }
 
 // collectAbove is the size of a released reservation above which the
@@ -68,59 +155,143 @@ func (b *memBudget) release(n int64) {
 // takes it the next request's buffer would sit beside it.
 const collectAbove = 16 << 20
 
-// releaseCollected gives back n bytes whose buffers were just dropped:
-// large ones once a garbage collection has reclaimed them. It blocks for
-// that collection; call it off the request's path.
+// releaseCollected gives back n bytes of a hold apart whose buffers were
+// just dropped: large ones once a garbage collection has reclaimed them.
+// It blocks for that collection; call it off the request's path.
 func (b *memBudget) releaseCollected(n int64) {
 	if n >= collectAbove {
 		runtime.GC()
 	}
-	b.release(n)
+	b.releaseApart(n)
 }
 
-// free returns the bytes not reserved now.
-func (b *memBudget) free() int64 { return b.total - b.used.Load() }
-
-// reservation is what one request holds of the budget; release gives all
-// of it back and is idempotent.
+// reservation is what one request holds of the budget. Its methods are
+// called by the request's goroutine, one at a time.
 type reservation struct {
-	b  *memBudget
-	mu sync.Mutex
-	n  int64
+	b   *memBudget
+	seq uint64
+	n   int64 // bytes held; changed under b.mu
 }
 
-func (r *reservation) take(ctx context.Context, n int64) bool {
-	if !r.b.reserve(ctx, n) {
+// try takes n bytes at once if they are free, without waiting.
+func (r *reservation) try(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.free() {
 		return false
 	}
-	r.mu.Lock()
+	b.add(n)
 	r.n += n
-	r.mu.Unlock()
 	return true
 }
 
+// take takes n bytes, waiting in the request's turn. It returns false,
+// having taken nothing, when ctx ends first, when n exceeds the whole
+// budget, or when the request must give way (see memBudget).
+func (r *reservation) take(ctx context.Context, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	return r.b.wait(ctx, r, n, false)
+}
+
+// takeApart is take for bytes held apart from the reservation, by work
+// that may outlive the request (a view's decoding): memBudget.releaseApart
+// gives them back.
+func (r *reservation) takeApart(ctx context.Context, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	return r.b.wait(ctx, r, n, true)
+}
+
+// give gives back n of the bytes held (at most all of them).
 func (r *reservation) give(n int64) {
-	r.mu.Lock()
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	n = min(n, r.n)
+	if n <= 0 {
+		return
+	}
 	r.n -= n
-	r.mu.Unlock()
-	r.b.release(n)
+	b.add(-n)
+	b.settle()
 }
 
-func (r *reservation) release() {
-	r.mu.Lock()
-	n := r.n
-	r.n = 0
-	r.mu.Unlock()
-	r.b.release(n)
+// release gives back all the bytes held; it is idempotent.
+func (r *reservation) release() { r.give(math.MaxInt64) }
+
+// credit is the part of a request's reservation that its upload may still
+// allocate: the upload's bytes are reserved at once when it begins, and
+// its files' chunks are drawn from them as they arrive.
+type credit struct {
+	res  *reservation
+	left int64
 }
 
-// Bytes a request holds besides its views, and the granularity of the
-// reservations of an upload as it arrives.
+// alloc draws n bytes from the credit, or, past it, from the budget as the
+// request's further reservation; false when they cannot be had.
+func (c *credit) alloc(ctx context.Context, n int64) bool {
+	if c == nil {
+		return true
+	}
+	if n <= c.left {
+		c.left -= n
+		return true
+	}
+	if !c.res.take(ctx, n-c.left) {
+		return false
+	}
+	c.left = 0
+	return true
+}
+
+// unalloc returns n bytes drawn by alloc to the credit.
+func (c *credit) unalloc(n int64) {
+	if c != nil {
+		c.left += n
+	}
+}
+
+// giveBack gives n bytes drawn by alloc back to the budget.
+func (c *credit) giveBack(n int64) {
+	if c != nil {
+		c.res.give(n)
+	}
+}
+
+// close gives back what the upload did not use.
+func (c *credit) close() {
+	if c != nil {
+		c.res.give(c.left)
+		c.left = 0
+	}
+}
+
+// Bytes a request holds besides its files, and the size of the chunks in
+// which the files are kept as they arrive.
 const (
 	requestOverhead = 256 << 10
-	uploadChunk     = 256 << 10
+	uploadChunk     = 64 << 10
 )
+
+// uploadCredit is what an upload reserves at once when it begins, besides
+// requestOverhead: its body's declared length, or when none is declared
+// the largest body allowed, at most a quarter of the budget (an undeclared
+// body past that reserves the rest as it arrives, in its request's turn);
+// and two chunks more (the one being filled, and the copy that trims a
+// file's last chunk to its length).
+func uploadCredit(declared, maxUpload, budget int64) int64 {
+	if declared < 0 {
+		declared = min(maxUpload, budget/4)
+	}
+	return min(declared, maxUpload) + 2*uploadChunk
+}
 
 // decodeCost is an upper estimate of the bytes that decoding a view of
 // w×h pixels in the given format allocates at once: the decoder's buffer in
@@ -168,16 +339,17 @@ type viewHeader struct {
 // readHeader reads a view's dimensions from its header: PNG and JPEG with
 // image.DecodeConfig, DICOM with vision.ReadDICOMInfo. It reports ok false
 // for a file of another kind, and err for one whose header is malformed.
-func readHeader(b []byte) (vh viewHeader, ok bool, err error) {
+func readHeader(b *blob) (vh viewHeader, ok bool, err error) {
+	head := b.head(132)
 	switch {
-	case vision.IsDICOM(b[:min(len(b), 132)]):
-		info, err := vision.ReadDICOMInfo(bytes.NewReader(b), int64(len(b)))
+	case vision.IsDICOM(head):
+		info, err := vision.ReadDICOMInfo(b.reader(), b.len())
 		if err != nil {
 			return vh, true, err
 		}
 		return viewHeader{format: "dicom", w: info.Columns, h: info.Rows, cost: decodeCost("dicom", info.Columns, info.Rows, nil), dicom: info}, true, nil
-	case bytes.HasPrefix(b, pngMagic), bytes.HasPrefix(b, jpegMagic):
-		cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+	case bytes.HasPrefix(head, pngMagic), bytes.HasPrefix(head, jpegMagic):
+		cfg, format, err := image.DecodeConfig(b.reader())
 		if err != nil {
 			return vh, true, err
 		}

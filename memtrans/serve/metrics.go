@@ -71,6 +71,8 @@ type metrics struct {
 	batches  histogram            // studies per Generate call
 	genTime  float64              // seconds spent in Generate
 
+	pacs map[string]uint64 // SRs stored into the PACS (WithPACS), by outcome; nil without one
+
 	memory   *memBudget   // the handler's
 	uploads  atomic.Int64 // report requests whose body is being read
 	inFlight atomic.Int64 // studies inside Model.Generate
@@ -88,6 +90,22 @@ func (m *metrics) request(route, outcome string, d time.Duration, isReport bool)
 	if isReport && (outcome == "ok" || outcome == "partial") { // partial: a STOW-RS report with instances refused
 		m.latency.observe(d.Seconds())
 	}
+	m.mu.Unlock()
+}
+
+// pacsOutcomes are the outcomes of storing an SR into the PACS: stored
+// (the answer lists it as stored), refused (the answer lists it as
+// failed), unconfirmed (a success status whose answer does not list it)
+// and error (an error status, or no answer).
+var pacsOutcomes = []string{"stored", "refused", "unconfirmed", "error"}
+
+// pacsStore counts one store of an SR into the PACS.
+func (m *metrics) pacsStore(outcome string) {
+	m.mu.Lock()
+	if m.pacs == nil {
+		m.pacs = map[string]uint64{}
+	}
+	m.pacs[outcome]++
 	m.mu.Unlock()
 }
 
@@ -124,6 +142,12 @@ func (m *metrics) write(w io.Writer) {
 	m.batches.write(&b, "radgen_batch_studies", "")
 	b.WriteString("# HELP radgen_generate_seconds_total Time spent in Model.Generate.\n# TYPE radgen_generate_seconds_total counter\n")
 	fmt.Fprintf(&b, "radgen_generate_seconds_total %s\n", formatFloat(m.genTime))
+	if m.pacs != nil {
+		b.WriteString("# HELP radgen_pacs_stores_total SRs of STOW-RS pushes stored into the PACS, by outcome: stored, refused (the PACS's answer lists the SR as failed), unconfirmed (a success status whose answer does not list the SR as stored), error.\n# TYPE radgen_pacs_stores_total counter\n")
+		for _, o := range pacsOutcomes {
+			fmt.Fprintf(&b, "radgen_pacs_stores_total{outcome=%q} %d\n", o, m.pacs[o])
+		}
+	}
 	inFlight, admitted := m.inFlight.Load(), m.admitted.Load()
 	b.WriteString("# HELP radgen_uploads Report requests whose body is being read.\n# TYPE radgen_uploads gauge\n")
 	fmt.Fprintf(&b, "radgen_uploads %d\n", m.uploads.Load())

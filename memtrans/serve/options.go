@@ -239,13 +239,19 @@ func WithModelName(name string) Option {
 // WithMemoryBudget bounds the bytes that report requests hold at once
 // (default: half of the machine's memory, or of the process's cgroup limit,
 // less the model's weights). Each request reserves what it is about to
-// hold before it allocates it: its upload as it arrives, each view's
-// decoding buffers (known from the image's header: the pixel count times
-// the bytes a pixel takes while it decodes) and its generation's work.
-// A reservation that does not fit waits, at most half the time the request
-// has left; then the request gets 429 overloaded with a Retry-After
-// header, and a view that could never fit gets 413 too_many_pixels. Nothing
-// is allocated past the budget on a request's behalf.
+// hold before it allocates it: its upload in one step before the body is
+// read (the declared Content-Length, or without one the upload limit, at
+// most a quarter of the budget), each view's decoding buffers (known from
+// the image's header: the pixel count times the bytes a pixel takes while
+// it decodes) and its generation's work. An upload that does not fit gets
+// 429 overloaded with a Retry-After header at once, and one declared
+// larger than the budget 413 upload_too_large. A later reservation that
+// does not fit waits, oldest request first and at most half the time the
+// request has left, then gets 429; a waiting request that could only be
+// served once other waiting requests had given way gives way itself
+// (429), youngest first, and a view that could never fit gets 413
+// too_many_pixels. Nothing is allocated past the budget on a request's
+// behalf.
 func WithMemoryBudget(bytes int64) Option {
 	return func(o *options) error {
 		if bytes < 16<<20 {
@@ -305,7 +311,10 @@ func WithMaxInstances(n int) Option {
 // and instance UIDs derive from the study and the model
 // (dicomsr.StudyUIDs), so a push retried stores one SR, not two. A PACS
 // that does not take the SR makes the request fail with 502 pacs_error
-// (the client's own retries come first). By default nothing is stored.
+// (the client's own retries come first); a PACS takes it when its Store
+// Instances Response lists the SR in the Referenced SOP Sequence and not
+// in the Failed SOP Sequence, whatever its status. By default nothing is
+// stored.
 func WithPACS(c *dicomweb.Client) Option {
 	return func(o *options) error {
 		if c == nil {

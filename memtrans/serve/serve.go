@@ -134,6 +134,9 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 		h.info.TrainedOn = &p
 	}
 	h.m.memory = h.mem
+	if o.pacs != nil {
+		h.m.pacs = map[string]uint64{}
+	}
 	for range o.concurrency {
 		h.wg.Add(1)
 		go h.worker()
@@ -502,8 +505,8 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 		return errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "send the study as multipart/form-data, one file per view")
 	}
 	var fst fhir.Study
-	read := func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError) {
-		return readUpload(ctx, ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: h.model.Config().MaxSeqLen()}, res)
+	read := func(ctx context.Context, body io.Reader, cr *credit) (*upload, *apiError) {
+		return readUpload(ctx, ct, r.URL.Query(), body, limits{maxViews: h.o.maxViews, maxPixels: h.o.maxPixels, maxBeam: h.o.maxBeam, maxLen: h.model.Config().MaxSeqLen()}, cr)
 	}
 	check := func(up *upload) *apiError {
 		if !up.fhir {
@@ -532,8 +535,9 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 }
 
 // serveStudy is the path every report request takes once its route has
-// checked the request's media type: it reads the body with read (bounded
-// in bytes, time and memory, and holding no place in the queue), checks
+// checked the request's media type: it reserves the upload's memory at
+// once (or answers 429), reads the body with read (bounded in bytes, time
+// and memory, and holding no place in the queue), checks
 // the views' count and, with check, what the route must know can be
 // answered before any generation; decodes the views within the memory
 // budget; only then takes a place in the queue and the memory of a
@@ -541,7 +545,7 @@ func (h *Handler) reports(w http.ResponseWriter, r *http.Request, start time.Tim
 // given back, calls respond with the request's context (its deadline still
 // running) while the request's memory is still reserved.
 func (h *Handler) serveStudy(w http.ResponseWriter, r *http.Request, start time.Time,
-	read func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError),
+	read func(ctx context.Context, body io.Reader, cr *credit) (*upload, *apiError),
 	check func(*upload) *apiError,
 	respond func(ctx context.Context, up *upload, rep memtrans.Report, t timings) *apiError) *apiError {
 	if r.ContentLength > h.o.maxUpload {
@@ -558,7 +562,7 @@ func (h *Handler) serveStudy(w http.ResponseWriter, r *http.Request, start time.
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.timeout)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	res := &reservation{b: h.mem}
+	res := h.mem.newReservation()
 	defer res.release()
 
 	// The upload, under its own read deadline; Drain cuts it.
@@ -678,12 +682,30 @@ func waitContext(ctx context.Context, deadline time.Time) (context.Context, cont
 	return context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
 }
 
-// readBody reads the body with read under the upload's own read deadline
+// readBody reserves the upload's memory in one step (uploadCredit: the
+// declared length, or the largest body allowed, at most a quarter of the
+// budget), answering 429 at once when it does not fit (413 when it never
+// could), so that no upload holds a part of the budget while it waits for
+// the rest; then reads
+// the body with read under the upload's own read deadline
 // (WithUploadTimeout, never past the request's), registered for Drain, and
 // tells the connection's failures (a read deadline, a client gone, a
-// shutdown) apart from a malformed body.
+// shutdown) apart from a malformed body. What the upload did not use is
+// given back once it is read.
 func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, start, deadline time.Time, res *reservation,
-	read func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError)) (*upload, *apiError) {
+	read func(ctx context.Context, body io.Reader, cr *credit) (*upload, *apiError)) (*upload, *apiError) {
+	cr := &credit{res: res, left: uploadCredit(r.ContentLength, h.o.maxUpload, h.mem.total)}
+	if requestOverhead+cr.left > h.mem.total {
+		w.Header().Set("Connection", "close")
+		return nil, errorf(http.StatusRequestEntityTooLarge, CodeUploadTooLarge, fmt.Sprintf("the upload of %d bytes is larger than the service's memory budget allows", r.ContentLength))
+	}
+	if !res.try(requestOverhead + cr.left) {
+		// The body is not read; the connection closes rather than
+		// draining it.
+		w.Header().Set("Connection", "close")
+		return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
+	}
+	defer cr.close()
 	rc := http.NewResponseController(w)
 	readBy := start.Add(h.o.uploadTimeout)
 	if deadline.Before(readBy) {
@@ -709,10 +731,7 @@ func (h *Handler) readBody(ctx context.Context, w http.ResponseWriter, r *http.R
 	body := http.MaxBytesReader(w, tb, h.o.maxUpload)
 	wait, cancelWait := waitContext(ctx, deadline)
 	defer cancelWait()
-	if !res.take(wait, requestOverhead) {
-		return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
-	}
-	up, e := read(wait, body, res)
+	up, e := read(wait, body, cr)
 	if e == nil {
 		// The body is read: no deadline for the connection's background
 		// read, whose timeout would cancel the request's context.

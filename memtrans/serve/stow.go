@@ -48,7 +48,7 @@ const (
 // instance is one part of a STOW-RS request.
 type instance struct {
 	n      int               // its place in the request, from 1
-	b      []byte            // its bytes: kept for the request study's images only
+	b      *blob             // its bytes: kept for the request study's images only
 	info   *vision.DICOMInfo // its header, when it reads
 	reason uint16            // Failure Reason; 0 when taken
 	why    string            // the failure, for the log
@@ -91,20 +91,16 @@ type stowLimits struct {
 }
 
 // readInstances reads a STOW-RS body (multipart/related) part by part,
-// each part's bytes reserved in res as they arrive (waiting at most until
-// ctx ends), and reads each instance's DICOM header. A part that is not
+// each part's bytes drawn from the upload's credit as they arrive (nil:
+// not counted), and reads each instance's DICOM header. A part that is not
 // application/dicom, not DICOM, or whose header does not read, is kept
 // with its Failure Reason, its bytes given back; so are the bytes of an
 // instance that is not an image. body must already be bounded
 // (http.MaxBytesReader).
-func readInstances(ctx context.Context, contentType string, body io.Reader, lim stowLimits, res *reservation) ([]*instance, *apiError) {
+func readInstances(ctx context.Context, contentType string, body io.Reader, lim stowLimits, cr *credit) ([]*instance, *apiError) {
 	var insts []*instance
 	rec := &trackedBody{r: io.NopCloser(body)} // sees http.MaxBytesReader's error, which the multipart reader hides
-	give := func(b []byte) {
-		if res != nil {
-			res.give(int64(cap(b)))
-		}
-	}
+	give := func(b *blob) { cr.giveBack(b.size) }
 	err := dicomweb.ReadMultipart(contentType, rec, dicomweb.PartLimits{Parts: lim.parts + 1, PartBytes: lim.bytes, TotalBytes: lim.bytes}, func(p dicomweb.Part) error {
 		if len(insts) == lim.parts {
 			return errorf(http.StatusRequestEntityTooLarge, CodeTooManyViews, fmt.Sprintf("more than %d instances; send one study", lim.parts))
@@ -115,16 +111,16 @@ func readInstances(ctx context.Context, contentType string, body io.Reader, lim 
 			in.fail(failureCannotUnderstand, "a part of type "+truncate(p.ContentType, 64))
 			return nil // ReadMultipart skips the rest of the part
 		}
-		b, e := readFile(ctx, p.Body, res)
+		b, e := readFile(ctx, p.Body, cr)
 		if e != nil {
 			return e
 		}
-		if !vision.IsDICOM(b[:min(len(b), 132)]) {
+		if !vision.IsDICOM(b.head(132)) {
 			give(b)
 			in.fail(failureCannotUnderstand, "not DICOM")
 			return nil
 		}
-		info, err := vision.ReadDICOMInfo(bytes.NewReader(b), int64(len(b)))
+		info, err := vision.ReadDICOMInfo(b.reader(), b.len())
 		if err != nil {
 			give(b)
 			in.fail(failureCannotUnderstand, "its DICOM header does not read")
@@ -164,7 +160,7 @@ func readInstances(ctx context.Context, contentType string, body io.Reader, lim 
 func pickStudy(insts []*instance, target string, views int, maxPixels int64, res *reservation) (*stowStudy, *upload, *apiError) {
 	give := func(in *instance) {
 		if res != nil && in.b != nil {
-			res.give(int64(cap(in.b)))
+			res.give(in.b.size)
 		}
 		in.b = nil
 	}
@@ -366,13 +362,13 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 	var st *stowStudy
 	var fst fhir.Study
 	var srSeries, srInstance string
-	read := func(ctx context.Context, body io.Reader, res *reservation) (*upload, *apiError) {
-		insts, e := readInstances(ctx, ct, body, stowLimits{parts: h.o.maxInstances, bytes: h.o.maxUpload}, res)
+	read := func(ctx context.Context, body io.Reader, cr *credit) (*upload, *apiError) {
+		insts, e := readInstances(ctx, ct, body, stowLimits{parts: h.o.maxInstances, bytes: h.o.maxUpload}, cr)
 		if e != nil {
 			return nil, e
 		}
 		var up *upload
-		st, up, e = pickStudy(insts, target, cfg.Views, h.o.maxPixels, res)
+		st, up, e = pickStudy(insts, target, cfg.Views, h.o.maxPixels, cr.res)
 		if e != nil {
 			if e.status == http.StatusConflict {
 				e.body, e.ctype = storeResponse(st, "", nil), "application/dicom+json"
@@ -413,16 +409,12 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 		fj := mustJSON(dr)
 		var studyURL, srURL string
 		if h.o.pacs != nil {
-			if _, err := h.o.pacs.Store(ctx, st.uid, doc.Bytes()); err != nil {
-				if ctx.Err() != nil {
-					return h.generationError(r, ctx.Err())
-				}
-				h.o.logger.Error("storing the SR in the PACS", "study", st.uid, "pacs", h.o.pacs.URL(), "err", err)
-				msg := "the PACS did not take the SR; retry later"
-				if se, ok := errors.AsType[*dicomweb.StatusError](err); ok && se.StatusCode < 500 {
-					msg = fmt.Sprintf("the PACS refused the SR (%s)", se.Status)
-				}
-				return errorf(http.StatusBadGateway, CodePACS, msg)
+			res, err := h.o.pacs.Store(ctx, st.uid, doc.Bytes())
+			if err != nil && ctx.Err() != nil {
+				return h.generationError(r, ctx.Err())
+			}
+			if e := h.srStored(st.uid, srInstance, res, err); e != nil {
+				return e
 			}
 			studyURL = h.o.pacs.URL() + "/studies/" + st.uid
 			srURL = studyURL + "/series/" + srSeries + "/instances/" + srInstance
@@ -465,6 +457,47 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 		return "", e
 	}
 	return outcome, nil
+}
+
+// srStored checks the PACS's answer to the STOW-RS of the SR whose SOP
+// Instance UID is sop (PS3.18 I.2): the SR is stored only when the answer
+// lists it in its Referenced SOP Sequence and not in its Failed SOP
+// Sequence. A 200 or 202 that does not (an empty body, another instance,
+// the SR failed) is a failure like an error answer: logged, counted, and
+// answered 502 pacs_error, so that the answer claims no SR the PACS may
+// not hold.
+func (h *Handler) srStored(study, sop string, res *dicomweb.StoreResult, err error) *apiError {
+	var failed *dicomweb.SOPRef
+	if res != nil {
+		if i := slices.IndexFunc(res.Failed, func(f dicomweb.SOPRef) bool { return f.InstanceUID == sop }); i >= 0 {
+			failed = &res.Failed[i]
+		}
+	}
+	switch {
+	case failed != nil:
+		h.m.pacsStore("refused")
+		h.o.logger.Error("the PACS refused the SR", "study", study, "sr", sop, "pacs", h.o.pacs.URL(), "reason", fmt.Sprintf("0x%04X", failed.Reason))
+		return errorf(http.StatusBadGateway, CodePACS, fmt.Sprintf("the PACS refused the SR (Failure Reason 0x%04X)", failed.Reason))
+	case err != nil:
+		h.m.pacsStore("error")
+		h.o.logger.Error("storing the SR in the PACS", "study", study, "sr", sop, "pacs", h.o.pacs.URL(), "err", err)
+		msg := "the PACS did not take the SR; retry later"
+		if se, ok := errors.AsType[*dicomweb.StatusError](err); ok && se.StatusCode < 500 {
+			msg = fmt.Sprintf("the PACS refused the SR (%s)", se.Status)
+		}
+		return errorf(http.StatusBadGateway, CodePACS, msg)
+	case res == nil || !slices.ContainsFunc(res.Stored, func(s dicomweb.SOPRef) bool { return s.InstanceUID == sop }):
+		h.m.pacsStore("unconfirmed")
+		stored := 0
+		if res != nil {
+			stored = len(res.Stored)
+		}
+		h.o.logger.Error("the PACS answered without storing the SR: its Referenced SOP Sequence does not list it", "study", study, "sr", sop,
+			"pacs", h.o.pacs.URL(), "referenced", stored)
+		return errorf(http.StatusBadGateway, CodePACS, "the PACS answered without confirming that it stored the SR; retry later")
+	}
+	h.m.pacsStore("stored")
+	return nil
 }
 
 // truncate cuts s to at most n bytes of valid UTF-8, marking the cut.

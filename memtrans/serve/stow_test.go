@@ -581,3 +581,62 @@ func FuzzReadSTOW(f *testing.F) {
 		}
 	})
 }
+
+// TestSTOWEdgeBodies: a push of 5,000 parts is refused at the first part
+// past WithMaxInstances (413 too_many_views), and with a limit that lets
+// them all in, every part that is not DICOM fails with 0xC000 (409);
+// an empty body is a malformed one (400). The budget is whole after each.
+func TestSTOWEdgeBodies(t *testing.T) {
+	many := make([]instPart, 5000)
+	for i := range many {
+		many[i] = dicomPart([]byte(fmt.Sprintf("not DICOM %d", i)))
+	}
+	for _, c := range []struct {
+		name   string
+		opts   []Option
+		parts  []instPart
+		status int
+		code   string
+	}{
+		{"5000 parts", nil, many, 413, CodeTooManyViews},
+		{"5000 parts, all taken in", []Option{WithMaxInstances(5000)}, many, 409, CodeInstancesRefused},
+		{"0 bytes", nil, nil, 400, CodeBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHandler(t, append(c.opts, WithMemoryBudget(16<<20))...)
+			srv := server(t, h)
+			var resp *http.Response
+			var b []byte
+			if c.parts == nil {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/dicomweb/studies", http.NoBody)
+				req.Header.Set("Content-Type", `multipart/related; type="application/dicom"; boundary=B`)
+				r, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ = io.ReadAll(r.Body)
+				r.Body.Close()
+				resp = r
+			} else {
+				resp, b = stow(t, srv.Client(), srv.URL+"/dicomweb/studies", nil, c.parts...)
+			}
+			if resp.StatusCode != c.status {
+				t.Fatalf("%d, want %d: %.300s", resp.StatusCode, c.status, b)
+			}
+			if c.status == 409 {
+				a := decodeStore(t, resp, b)
+				if len(a.failed) != len(c.parts) || len(a.stored) != 0 || a.failed[4999].Reason != 0xC000 {
+					t.Errorf("%d failed, %d stored", len(a.failed), len(a.stored))
+				}
+			} else if e := decodeError(t, b); e.Error.Code != c.code {
+				t.Errorf("code %q, want %q", e.Error.Code, c.code)
+			}
+			if n := h.mem.used.Load(); n != 0 {
+				t.Errorf("%d bytes still reserved", n)
+			}
+			if p := h.mem.peak.Load(); p > 16<<20 {
+				t.Errorf("reserved %d bytes", p)
+			}
+		})
+	}
+}

@@ -47,7 +47,7 @@ type params struct {
 // upload is a parsed report request.
 type upload struct {
 	params
-	files   [][]byte     // the views' bytes as uploaded, until decoded
+	files   []*blob      // the views' bytes as uploaded, until decoded
 	headers []viewHeader // what each view's header says
 	names   []string
 	views   []*vision.Pixels  // decoded, at the model's size
@@ -120,10 +120,10 @@ type limits struct {
 // readUpload reads a multipart/form-data body: every part with a file name
 // is a view, in order; the other parts are options. body must already be
 // bounded (http.MaxBytesReader). The views' bytes are kept as they arrive,
-// each chunk reserved in res first (waiting at most until ctx ends); then
-// every view's header is read, and a file that is not an image or declares
-// more than the pixel limit is refused before any pixel is decoded.
-func readUpload(ctx context.Context, contentType string, query url.Values, body io.Reader, lim limits, res *reservation) (*upload, *apiError) {
+// drawn from the upload's credit (nil: not counted); then every view's
+// header is read, and a file that is not an image or declares more than
+// the pixel limit is refused before any pixel is decoded.
+func readUpload(ctx context.Context, contentType string, query url.Values, body io.Reader, lim limits, cr *credit) (*upload, *apiError) {
 	mt, mp, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" || mp["boundary"] == "" {
 		return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "send the study as multipart/form-data, one file per view")
@@ -164,7 +164,7 @@ func readUpload(ctx context.Context, contentType string, query url.Values, body 
 		if len(u.files) == lim.maxViews {
 			return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooManyViews, fmt.Sprintf("more than %d files; send one file per view", lim.maxViews))
 		}
-		b, e := readFile(ctx, part, res)
+		b, e := readFile(ctx, part, cr)
 		if e != nil {
 			return nil, e
 		}
@@ -193,36 +193,99 @@ func readUpload(ctx context.Context, contentType string, query url.Values, body 
 	return u, nil
 }
 
-// readFile reads one file part, reserving its bytes in res before they are
-// kept: a buffer grows in steps of at least uploadChunk, each reserved
-// first.
-func readFile(ctx context.Context, r io.Reader, res *reservation) ([]byte, *apiError) {
-	var buf []byte
-	var tmp [32 << 10]byte
-	for {
-		n, err := r.Read(tmp[:])
-		if n > 0 {
-			if len(buf)+n > cap(buf) {
-				c := max(2*cap(buf), len(buf)+n, uploadChunk)
-				if res != nil && !res.take(ctx, int64(c)) {
-					return nil, errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
-				}
-				nb := make([]byte, len(buf), c)
-				copy(nb, buf)
-				if res != nil {
-					res.give(int64(cap(buf)))
-				}
-				buf = nb
-			}
-			buf = append(buf, tmp[:n]...)
+// blob is a file's bytes as they arrived, kept in the chunks they were
+// read into: a file is never copied into a larger buffer as it grows, so
+// it holds its length and at most one chunk more while it arrives, and its
+// length once complete.
+type blob struct {
+	chunks [][]byte
+	n      int64 // bytes
+	size   int64 // bytes allocated: the chunks' capacities
+}
+
+// len returns the file's length.
+func (b *blob) len() int64 { return b.n }
+
+// reader reads the file from its start.
+func (b *blob) reader() io.Reader {
+	if len(b.chunks) == 1 {
+		return bytes.NewReader(b.chunks[0])
+	}
+	rs := make([]io.Reader, len(b.chunks))
+	for i, c := range b.chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
+}
+
+// head returns the file's first n bytes, or all of a shorter file.
+func (b *blob) head(n int) []byte {
+	if len(b.chunks) > 0 && len(b.chunks[0]) >= n {
+		return b.chunks[0][:n]
+	}
+	h := make([]byte, 0, n)
+	for _, c := range b.chunks {
+		h = append(h, c[:min(len(c), n-len(h))]...)
+		if len(h) == n {
+			break
 		}
+	}
+	return h
+}
+
+// bytes returns the file as one slice (tests and small files).
+func (b *blob) bytes() []byte {
+	out := make([]byte, 0, b.n)
+	for _, c := range b.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// readFile reads one file part into chunks of uploadChunk bytes, each
+// drawn from cr before it is allocated; the last chunk is then trimmed to
+// its length.
+func readFile(ctx context.Context, r io.Reader, cr *credit) (*blob, *apiError) {
+	b := &blob{}
+	overloaded := func() *apiError {
+		return errorf(http.StatusTooManyRequests, CodeOverloaded, "the service's memory is taken by other requests; retry later")
+	}
+	var cur []byte // the chunk being filled, b.chunks' last
+	for {
+		if len(cur) == cap(cur) {
+			if !cr.alloc(ctx, uploadChunk) {
+				return nil, overloaded()
+			}
+			cur = make([]byte, 0, uploadChunk)
+			b.chunks = append(b.chunks, cur)
+			b.size += uploadChunk
+		}
+		n, err := r.Read(cur[len(cur):cap(cur)])
+		cur = cur[:len(cur)+n]
+		b.chunks[len(b.chunks)-1] = cur
+		b.n += int64(n)
 		if err == io.EOF {
-			return buf, nil
+			break
 		}
 		if err != nil {
 			return nil, bodyError(err)
 		}
 	}
+	// The last chunk, trimmed: its copy, then the chunk given back.
+	last := len(b.chunks) - 1
+	if len(cur) == 0 {
+		b.chunks = b.chunks[:last]
+		b.size -= uploadChunk
+		cr.unalloc(uploadChunk)
+	} else if len(cur) < cap(cur) {
+		if !cr.alloc(ctx, int64(len(cur))) {
+			return nil, overloaded()
+		}
+		b.chunks[last] = append(make([]byte, 0, len(cur)), cur...)
+		b.size += int64(len(cur)) - uploadChunk
+		cr.unalloc(uploadChunk)
+	}
+	return b, nil
 }
 
 // bodyError maps an error reading the body. Errors of the transport (a
@@ -274,13 +337,13 @@ var (
 // decodeView decodes one view whose header has been read: PNG and JPEG by
 // their signatures, DICOM as vision.IsDICOM recognises it (a Part 10 file
 // or a bare data set), whatever the file's name.
-func decodeView(b []byte, vh viewHeader, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
+func decodeView(b *blob, vh viewHeader, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
 	var px *vision.Pixels
 	var err error
 	if vh.format == "dicom" {
-		px, err = vision.DecodeDICOM(bytes.NewReader(b), int64(len(b)), vision.WithMaxPixels(maxPixels))
+		px, err = vision.DecodeDICOM(b.reader(), b.len(), vision.WithMaxPixels(maxPixels))
 	} else {
-		px, err = vision.Decode(bytes.NewReader(b), vision.WithMaxPixels(maxPixels))
+		px, err = vision.Decode(b.reader(), vision.WithMaxPixels(maxPixels))
 	}
 	switch {
 	case errors.Is(err, vision.ErrTooLarge):
@@ -294,13 +357,13 @@ func decodeView(b []byte, vh viewHeader, name string, i int, maxPixels int64) (*
 }
 
 // decode decodes the views one at a time, each once its decoding buffers
-// are reserved in res, and keeps them at the model's size (size×size, the
+// are reserved (apart from res, in its turn), and keeps them at the model's size (size×size, the
 // evaluation transform's resize, so the reports are those of the full
 // views) and, when display is set, scaled to at most maxDisplaySide for
 // the answer; a view's file and decoding buffers are given back before the
 // next is decoded. Decoding runs apart from the request: at ctx's end the
 // request answers at once, and a decoding under way finishes in the
-// background holding its reservation.
+// background holding its buffers' reservation.
 func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display bool, res *reservation, waitCtx context.Context) *apiError {
 	for i, b := range u.files {
 		vh := u.headers[i]
@@ -308,7 +371,7 @@ func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display 
 			return nil // the caller maps ctx's error
 		}
 		cost := vh.cost
-		if res != nil && !res.b.reserve(waitCtx, cost) {
+		if res != nil && !res.takeApart(waitCtx, cost) {
 			if cost > res.b.total {
 				return errorf(http.StatusRequestEntityTooLarge, CodeTooManyPixels, fmt.Sprintf("view %d (%s) needs %d MiB to decode, more than the service's memory budget", i+1, u.names[i], cost>>20))
 			}
@@ -360,7 +423,7 @@ func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display 
 			u.sizes = append(u.sizes, [2]int{vh.w, vh.h})
 			u.files[i] = nil
 			if res != nil {
-				res.give(int64(cap(b)))
+				res.give(b.size)
 			}
 		case <-ctx.Done():
 			return nil
