@@ -181,7 +181,7 @@ func readDICOMHeader(p string) (*vision.DICOMInfo, bool, error) {
 	defer f.Close()
 	var head [132]byte
 	n, _ := f.ReadAt(head[:], 0)
-	if !vision.IsDICOM(head[:n]) {
+	if vision.Sniff(head[:n]) != "dicom" {
 		return nil, false, nil
 	}
 	st, err := f.Stat()

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"image"
 	"image/color"
@@ -340,15 +339,14 @@ type viewHeader struct {
 // image.DecodeConfig, DICOM with vision.ReadDICOMInfo. It reports ok false
 // for a file of another kind, and err for one whose header is malformed.
 func readHeader(b *blob) (vh viewHeader, ok bool, err error) {
-	head := b.head(132)
-	switch {
-	case vision.IsDICOM(head):
+	switch vision.Sniff(b.head(132)) {
+	case "dicom":
 		info, err := vision.ReadDICOMInfo(b.reader(), b.len())
 		if err != nil {
 			return vh, true, err
 		}
 		return viewHeader{format: "dicom", w: info.Columns, h: info.Rows, cost: decodeCost("dicom", info.Columns, info.Rows, nil), dicom: info}, true, nil
-	case bytes.HasPrefix(head, pngMagic), bytes.HasPrefix(head, jpegMagic):
+	case "png", "jpeg":
 		cfg, format, err := image.DecodeConfig(b.reader())
 		if err != nil {
 			return vh, true, err

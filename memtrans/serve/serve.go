@@ -623,7 +623,7 @@ func (h *Handler) serveStudy(w http.ResponseWriter, r *http.Request, start time.
 	}
 	study := memtrans.Study{ID: up.studyID}
 	for _, px := range up.views {
-		study.Views = append(study.Views, pixelsImage(px))
+		study.Views = append(study.Views, px)
 	}
 	j := &job{ctx: ctx, study: study, key: genKey{beam: up.beam, maxLen: up.maxLen, attention: up.attention}, done: make(chan result, 1)}
 	uploaded := time.Now()
@@ -852,7 +852,7 @@ func displayPNG(px *vision.Pixels) string {
 	}
 	var b bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(&b, pixelsImage(px)); err != nil {
+	if err := enc.Encode(&b, pngImage(px)); err != nil {
 		return ""
 	}
 	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes())

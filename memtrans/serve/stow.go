@@ -115,7 +115,7 @@ func readInstances(ctx context.Context, contentType string, body io.Reader, lim 
 		if e != nil {
 			return e
 		}
-		if !vision.IsDICOM(b.head(132)) {
+		if vision.Sniff(b.head(132)) != "dicom" {
 			give(b)
 			in.fail(failureCannotUnderstand, "not DICOM")
 			return nil

@@ -328,15 +328,10 @@ func cleanName(s string) string {
 	return s
 }
 
-// Image formats the handler accepts, by their first bytes.
-var (
-	pngMagic  = []byte("\x89PNG\r\n\x1a\n")
-	jpegMagic = []byte{0xff, 0xd8, 0xff}
-)
-
-// decodeView decodes one view whose header has been read: PNG and JPEG by
-// their signatures, DICOM as vision.IsDICOM recognises it (a Part 10 file
-// or a bare data set), whatever the file's name.
+// decodeView decodes one view whose header has been read, in the format
+// vision.Sniff recognised from its bytes whatever the file's name: PNG,
+// JPEG or DICOM (a Part 10 file or a bare data set, decoded with its exact
+// size).
 func decodeView(b *blob, vh viewHeader, name string, i int, maxPixels int64) (*vision.Pixels, *apiError) {
 	var px *vision.Pixels
 	var err error
@@ -432,9 +427,9 @@ func (u *upload) decode(ctx context.Context, size int, maxPixels int64, display 
 	return nil
 }
 
-// pixelsImage wraps decoded pixels as an image.Image without copying gray
-// ones.
-func pixelsImage(px *vision.Pixels) image.Image {
+// pngImage presents decoded pixels in a layout the PNG encoder writes
+// without a call per pixel: gray ones shared, colour ones copied.
+func pngImage(px *vision.Pixels) image.Image {
 	rect := image.Rect(0, 0, px.W, px.H)
 	if px.C == 1 {
 		return &image.Gray{Pix: px.Pix, Stride: px.W, Rect: rect}
