@@ -34,8 +34,8 @@ func TestM2RoutingStructure(t *testing.T) {
 			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.Config.DecLayers)
 		}
 		for i, l := range m.Decoder.Layers {
-			if len(l.Alpha) != 1 {
-				t.Fatalf("%s: layer %d has %d gates", r, i, len(l.Alpha))
+			if len(l.Mesh.Gates) != 1 {
+				t.Fatalf("%s: layer %d has %d gates", r, i, len(l.Mesh.Gates))
 			}
 		}
 		sd := radgen.StateDict(m, "")
@@ -76,7 +76,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		in := []int{2, 5, 6, 2, 7, 1}
 		targets := []int{5, 6, 3, 7, 3, 1}
 		v := m.Decoder.Views[1]
-		check := []*radgen.Tensor{feats, m.Encoder.FC.Weight, v.Gamma, v.Beta, m.Decoder.Layers[0].Alpha[0].Weight}
+		check := []*radgen.Tensor{feats, m.Encoder.FC.Weight, v.Gamma, v.Beta, m.Decoder.Layers[0].Mesh.Gates[0].Weight}
 		switch r {
 		case mesh.RoutingFMA:
 			check = append(check, v.Mix[0].Weight, v.Mix[1].Bias)

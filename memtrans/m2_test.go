@@ -208,7 +208,7 @@ func TestM2LossGradients(t *testing.T) {
 		}
 		return m.NLL(g, lp, targets)
 	}, feats, m.Encoder.FC.Weight, m.Encoder.Layers[1].MHAtt.Attention.MemK, m.Decoder.WordEmb,
-		l.Alpha[1].Weight, l.EncAtt.Attention.FCQ.Weight, m.Decoder.FC.Weight)
+		l.Mesh.Gates[1].Weight, l.EncAtt().Attention.FCQ.Weight, m.Decoder.FC.Weight)
 }
 
 // A few steps of gradient descent on one batch lower the loss: the model

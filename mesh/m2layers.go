@@ -72,8 +72,49 @@ func NewAttentionLayer(att *ScaledDotProductAttention, dropout float64) *Attenti
 // a mask (zero = masked; see [ScaledDotProductAttention.Forward]) and
 // returns (B, Tq, D).
 func (l *AttentionLayer) Forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) *radgen.Tensor {
-	att := l.Attention.Forward(g, queries, keys, values, mask)
-	return l.Norm.Forward(g, g.Add(queries, g.Dropout(att, l.Dropout)))
+	return l.addNorm(g, queries, l.Attention.Forward(g, queries, keys, values, mask))
+}
+
+// Step is Forward for one new position per row ([IncrementalAttention]):
+// LayerNorm(x + Dropout(Attention.Step(x))), x (R, D).
+func (l *AttentionLayer) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache) *radgen.Tensor {
+	return l.addNorm(g, x, l.Attention.Step(g, x, c))
+}
+
+// StepMasked is Step with a mask over each row's positions (see
+// [ScaledDotProductAttention.StepMasked]).
+func (l *AttentionLayer) StepMasked(g *radgen.Graph, x *radgen.Tensor, c *KVCache, mask *radgen.Tensor) *radgen.Tensor {
+	return l.addNorm(g, x, l.Attention.StepMasked(g, x, c, mask))
+}
+
+// Project returns the attention's keys and values over a source (B, N, D)
+// ([ScaledDotProductAttention.Project]).
+func (l *AttentionLayer) Project(g *radgen.Graph, src *radgen.Tensor) *Source {
+	return l.Attention.Project(g, src)
+}
+
+// ProjectMasked is Project with the source's mask
+// ([ScaledDotProductAttention.ProjectMasked]).
+func (l *AttentionLayer) ProjectMasked(g *radgen.Graph, src, mask *radgen.Tensor) *Source {
+	return l.Attention.ProjectMasked(g, src, mask)
+}
+
+// Attend is Forward for one query per row over a projected source
+// ([ScaledDotProductAttention.Attend]): LayerNorm(q + Dropout(C)), q
+// (R, D). Over a source of L levels, whose results are L per row, each
+// level's residual is the row's query: it returns (L·R, D), level by
+// level, and the probabilities (L·R, h, N+m) if weights is true.
+func (l *AttentionLayer) Attend(g *radgen.Graph, q *radgen.Tensor, src *Source, study []int, weights bool) (out, probs *radgen.Tensor) {
+	c, probs := l.Attention.Attend(g, q, src, study, weights)
+	r, d, lv := q.Dim(0), q.Dim(1), src.Levels()
+	// (L, R, D) + (1, R, D): every level's residual is q.
+	out = l.Norm.Forward(g, g.Add(g.Reshape(g.Dropout(c, l.Dropout), lv, r, d), g.Reshape(q, 1, r, d)))
+	return g.Reshape(out, lv*r, d), probs
+}
+
+// addNorm is LayerNorm(x + Dropout(att)).
+func (l *AttentionLayer) addNorm(g *radgen.Graph, x, att *radgen.Tensor) *radgen.Tensor {
+	return l.Norm.Forward(g, g.Add(x, g.Dropout(att, l.Dropout)))
 }
 
 // VisitParams implements radgen.Module.
@@ -166,7 +207,7 @@ func (f *PositionWiseFeedForward) VisitParams(visit func(string, *radgen.Tensor)
 }
 
 var (
-	_ radgen.Module = (*LayerNorm)(nil)
-	_ radgen.Module = (*AttentionLayer)(nil)
-	_ radgen.Module = (*PositionWiseFeedForward)(nil)
+	_ radgen.Module        = (*LayerNorm)(nil)
+	_ IncrementalAttention = (*AttentionLayer)(nil)
+	_ radgen.Module        = (*PositionWiseFeedForward)(nil)
 )

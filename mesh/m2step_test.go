@@ -58,7 +58,7 @@ func TestM2AttentionStepsMatchForward(t *testing.T) {
 						}
 					}
 				}
-				out := a.Step(g, x.To(dev), c, mask.To(dev))
+				out := a.StepMasked(g, x.To(dev), c, mask.To(dev))
 				for r := range rows {
 					hist[r] = append(hist[r][:len(hist[r]):len(hist[r])], rowOf(g, x, r))
 					seq := g.Concat(1, hist[r]...).To(dev) // (1, s+1, D)
@@ -84,7 +84,7 @@ func TestM2AttentionStepsMatchForward(t *testing.T) {
 			src := randInput(rng, b, n, d)
 			encMask := radgen.Zeros(b, 1, 1, n)
 			encMask.Data()[n+3], encMask.Data()[n+4] = 1, 1 // study 1's last two regions
-			proj := a.Project(g, src.To(dev), encMask.To(dev))
+			proj := a.ProjectMasked(g, src.To(dev), encMask.To(dev))
 			if proj.Studies() != b || proj.Width() != n {
 				t.Fatalf("source of %d studies × %d, want %d × %d", proj.Studies(), proj.Width(), b, n)
 			}

@@ -109,8 +109,9 @@ func (a *ScaledDotProductAttention) MemoryScales() (keys, values float64) {
 }
 
 // Forward attends queries (B, Tq, D) over keys and values (B, Tk, D) and
-// returns (B, Tq, D). mask, if not nil, is (B|1, 1, Tq|1, Tk) with zero
-// entries masked (M²'s False); it covers the Tk real keys only.
+// returns (B, Tq, D). mask, if not nil, is (B|1, 1, Tq|1, Tk), as M²'s code
+// writes it, or (B|1, Tq|1, Tk), with zero entries masked (M²'s False); it
+// covers the Tk real keys only.
 func (a *ScaledDotProductAttention) Forward(g *radgen.Graph, queries, keys, values, mask *radgen.Tensor) *radgen.Tensor {
 	out, _ := a.forward(g, queries, keys, values, mask, false)
 	return out
@@ -133,9 +134,9 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 	k, v := a.withSlots(g, qkv[1], qkv[2])
 	var unmasked *radgen.Tensor
 	if mask != nil {
-		unmasked = m2KeepMask(mask, b, nq, nk, a.Slots())
+		unmasked = keepMask(mask, b, nq, nk, a.Slots(), queries.Device())
 	}
-	return a.attendProjected(g, qkv[0], a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
+	return a.attendSplit(g, qkv[0], a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
 }
 
 // withSlots appends the memory slots, if any, to projected keys k
@@ -157,16 +158,16 @@ func (a *ScaledDotProductAttention) heads(g *radgen.Graph, x *radgen.Tensor, d i
 	return g.Permute(g.Reshape(x, x.Dim(0), x.Dim(1), a.Heads, d), 0, 2, 1, 3)
 }
 
-// attendProjected is the attention of projected queries qp (B, Tq, h·d_k)
+// attendSplit is the attention of projected queries qp (B, Tq, h·d_k)
 // over projected keys kh (B, h, Tk', d_k) and values vh (B, h, Tk', d_v),
 // memory slots included and split into heads ([ScaledDotProductAttention.heads]),
 // followed by fc_o: the one place Eq. 1 is written, for Forward and for
 // the incremental steps ([ScaledDotProductAttention.Step],
 // [ScaledDotProductAttention.Attend]). unmasked, if not nil, is a
 // radgen.MaskedFill mask (B|1, 1, Tq|1, Tk'), zero = masked (see
-// m2KeepMask). It returns (B, Tq, D) and, if keep is true, the
+// keepMask). It returns (B, Tq, D) and, if keep is true, the
 // probabilities (B, h, Tq, Tk').
-func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+func (a *ScaledDotProductAttention) attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
 	ctx, p := scaledDotProduct(g, a.heads(g, qp, a.DK), kh, vh, unmasked, 0) // Eq. 1 over keys and slots
 	out := a.FCO.Forward(g, ctx)
 	if keep {
@@ -175,13 +176,17 @@ func (a *ScaledDotProductAttention) attendProjected(g *radgen.Graph, qp, kh, vh,
 	return out, nil
 }
 
-// m2KeepMask extends a mask (B|1, 1, Tq|1, Tk), zero = masked, to a
-// radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m) whose m memory columns
-// are never masked. It lives on mask's device.
-func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
+// keepMask extends a mask (B|1, 1, Tq|1, Tk) or (B|1, Tq|1, Tk), zero =
+// masked, to a radgen.MaskedFill mask over (B|1, 1, Tq|1, Tk+m) whose m
+// memory columns are never masked. It is built on the host and lives on
+// dev.
+func keepMask(mask *radgen.Tensor, b, nq, nk, m int, dev radgen.Device) *radgen.Tensor {
 	s := mask.Shape()
+	if len(s) == 3 {
+		s = []int{s[0], 1, s[1], s[2]}
+	}
 	if len(s) != 4 || (s[0] != b && s[0] != 1) || s[1] != 1 || (s[2] != nq && s[2] != 1) || s[3] != nk {
-		panic(fmt.Sprintf("mesh: attention mask %v, want (%d|1, 1, %d|1, %d)", s, b, nq, nk))
+		panic(fmt.Sprintf("mesh: attention mask %v, want (%d|1, 1, %d|1, %d)", mask.Shape(), b, nq, nk))
 	}
 	src := mask.Float64s()
 	rows := s[0] * s[2]
@@ -197,7 +202,7 @@ func m2KeepMask(mask *radgen.Tensor, b, nq, nk, m int) *radgen.Tensor {
 			dst[r*(nk+m)+j] = 1
 		}
 	}
-	return out.To(mask.Device()) // built on the host, used where the mask lives
+	return out.To(dev)
 }
 
 // EncoderLayer is one memory-augmented encoding layer (Cornia et al. 2020,

@@ -5,7 +5,6 @@ package mesh
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
@@ -19,16 +18,15 @@ import (
 //	M    = (Σ_i α_i ⊙ C_i) / √N ⊙ pad                               (Eq. 6)
 //	Ỹ    = AddNorm(F(M)) ⊙ pad                                       (pwff)
 //
-// where pad is 1 at real tokens and 0 at padding. One cross-attention
-// module, with its own residual and LayerNorm, is shared by all N encoder
-// levels. The published code divides by np.sqrt(3) for its three levels;
-// this is √N, the same number for N = 3. Names: self_att.*, enc_att.*,
+// where pad is 1 at real tokens and 0 at padding. The meshed
+// cross-attention ([MeshedCrossAttention]) holds one cross-attention
+// module, an [AttentionLayer] with its own residual and LayerNorm, shared
+// by all N encoder levels, and the gates. Names: self_att.*, enc_att.*,
 // pwff.*, fc_alpha1.* … fc_alphaN.*.
 type MeshedLayer struct {
 	SelfAtt *AttentionLayer
-	EncAtt  *AttentionLayer
+	Mesh    *MeshedCrossAttention // its Attention is the layer's enc_att, an *AttentionLayer
 	PWFF    *PositionWiseFeedForward
-	Alpha   []*radgen.Linear // W_i, b_i: 2D → D, one per encoder level
 }
 
 // NewMeshedLayer returns a decoder layer for levels encoder levels, with
@@ -39,28 +37,27 @@ func NewMeshedLayer(d, dk, dv, h, dff, levels int, dropout float64, rng *rand.Ra
 	if levels <= 0 {
 		panic(fmt.Sprintf("mesh: meshed layer over %d levels", levels))
 	}
-	l := &MeshedLayer{
-		SelfAtt: NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
-		EncAtt:  NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
-		PWFF:    NewPositionWiseFeedForward(d, dff, dropout, rng),
-	}
-	for range levels {
-		a := radgen.NewLinear(2*d, d, true, rng)
-		radgen.XavierUniform(a.Weight, rng)
-		radgen.Fill(a.Bias, 0)
-		l.Alpha = append(l.Alpha, a)
-	}
-	return l
+	// In the published order of initialisation: self_att, enc_att, pwff,
+	// then the gates.
+	self := NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	enc := NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	pwff := NewPositionWiseFeedForward(d, dff, dropout, rng)
+	return &MeshedLayer{SelfAtt: self, Mesh: NewMeshedCrossAttention(enc, d, levels, rng), PWFF: pwff}
 }
 
-// VisitParams implements radgen.Module.
+// EncAtt returns the layer's cross-attention (enc_att), or nil when
+// Mesh.Attention is not an [AttentionLayer].
+func (l *MeshedLayer) EncAtt() *AttentionLayer {
+	a, _ := l.Mesh.Attention.(*AttentionLayer)
+	return a
+}
+
+// VisitParams implements radgen.Module, in the published order.
 func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAtt.VisitParams(radgen.Prefixed("self_att.", visit))
-	l.EncAtt.VisitParams(radgen.Prefixed("enc_att.", visit))
+	l.Mesh.Attention.VisitParams(radgen.Prefixed("enc_att.", visit))
 	l.PWFF.VisitParams(radgen.Prefixed("pwff.", visit))
-	for i, a := range l.Alpha {
-		a.VisitParams(radgen.Prefixed(fmt.Sprintf("fc_alpha%d.", i+1), visit))
-	}
+	l.Mesh.VisitGates(visit)
 }
 
 // Forward runs the layer on y (B, T, D) over the encoder levels (B, N, R,
@@ -68,59 +65,21 @@ func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 // (B|1, 1, T, T) and encMask (B|1, 1, 1, R) are masks (zero = masked),
 // either may be nil.
 func (l *MeshedLayer) Forward(g *radgen.Graph, y, levels, pad, selfMask, encMask *radgen.Tensor) *radgen.Tensor {
-	n := len(l.Alpha)
-	if levels.Rank() != 4 || levels.Dim(1) != n || levels.Dim(0) != y.Dim(0) {
-		panic(fmt.Sprintf("mesh: meshed layer of %d levels over encoder output %v for queries %v", n, levels.Shape(), y.Shape()))
-	}
 	s := l.SelfAtt.Forward(g, y, y, y, selfMask)
 	if pad != nil {
 		s = g.Mul(s, pad)
 	}
-	cs := make([]*radgen.Tensor, n)
-	for i := range n {
-		x := g.Reshape(g.Slice(levels, 1, i, i+1), levels.Dim(0), levels.Dim(2), levels.Dim(3))
-		c := l.EncAtt.Forward(g, s, x, x, encMask) // C(X̃ⁱ, Y) (Eq. 7)
-		if pad != nil {
-			c = g.Mul(c, pad)
-		}
-		cs[i] = c
-	}
-	return l.meshFeedForward(g, s, cs, pad)
+	return l.feedForward(g, l.Mesh.Forward(g, s, levels, encMask, pad), pad)
 }
 
-// meshFeedForward is the end of Eq. 9 after the cross-attention:
-// M = M_mesh(s, cs) ⊙ pad (Eq. 6), Ỹ = AddNorm(F(M)) ⊙ pad, for Forward
-// and Step alike. pad may be nil.
-func (l *MeshedLayer) meshFeedForward(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor, pad *radgen.Tensor) *radgen.Tensor {
-	m := l.Mesh(g, s, cs)
-	if pad != nil {
-		m = g.Mul(m, pad)
-	}
+// feedForward is the end of Eq. 9 after the meshed attention:
+// Ỹ = AddNorm(F(M)) ⊙ pad, for Forward and Step alike. pad may be nil.
+func (l *MeshedLayer) feedForward(g *radgen.Graph, m, pad *radgen.Tensor) *radgen.Tensor {
 	out := l.PWFF.Forward(g, m)
 	if pad != nil {
 		out = g.Mul(out, pad)
 	}
 	return out
-}
-
-// Mesh is the meshed cross-attention M_mesh of Eq. 6 given the query
-// sequence s (B, T, D) and the cross-attention results cs[i] = C(X̃ⁱ, s):
-// Σ_i σ(W_i [s; cs[i]] + b_i) ⊙ cs[i] / √N (gates by Eq. 8).
-func (l *MeshedLayer) Mesh(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor) *radgen.Tensor {
-	if len(cs) != len(l.Alpha) {
-		panic(fmt.Sprintf("mesh: %d cross-attention results for %d gates", len(cs), len(l.Alpha)))
-	}
-	var sum *radgen.Tensor
-	for i, c := range cs {
-		alpha := g.Sigmoid(l.Alpha[i].Forward(g, g.Concat(2, s, c))) // α_i (Eq. 8)
-		term := g.Mul(c, alpha)
-		if sum == nil {
-			sum = term
-		} else {
-			sum = g.Add(sum, term)
-		}
-	}
-	return g.Scale(sum, 1/math.Sqrt(float64(len(cs))))
 }
 
 // MeshedDecoder is M²'s decoder: word embeddings plus a stored positional

@@ -145,10 +145,13 @@ func (f ReportModel) StepWeights() []*radgen.Tensor {
 	d := f.Decoder
 	ws := []*radgen.Tensor{d.FC.Weight}
 	for i, l := range d.Layers {
-		self, enc := l.SelfAtt.Attention, l.EncAtt.Attention
-		ws = append(ws, self.FCQ.Weight, self.FCK.Weight, self.FCV.Weight, self.FCO.Weight,
-			enc.FCQ.Weight, enc.FCO.Weight, l.PWFF.FC1.Weight, l.PWFF.FC2.Weight)
-		for _, a := range l.Alpha {
+		self := l.SelfAtt.Attention
+		ws = append(ws, self.FCQ.Weight, self.FCK.Weight, self.FCV.Weight, self.FCO.Weight)
+		if enc := l.EncAtt(); enc != nil {
+			ws = append(ws, enc.Attention.FCQ.Weight, enc.Attention.FCO.Weight)
+		}
+		ws = append(ws, l.PWFF.FC1.Weight, l.PWFF.FC2.Weight)
+		for _, a := range l.Mesh.Gates {
 			ws = append(ws, a.Weight)
 		}
 		if i < len(d.Views) && d.Views[i] != nil {

@@ -159,7 +159,7 @@ func (l *Layer) Forward(g *radgen.Graph, x, memory, enc, causal *radgen.Tensor) 
 // Step is Forward for one new position per row: x (R, D), memory (R, S·D);
 // the self-attention reads and extends cache, the cross-attention reads the
 // projected source of study[r] for row r.
-func (l *Layer) Step(g *radgen.Graph, x, memory *radgen.Tensor, cache *mesh.KVCache, src *mesh.M2Source, study []int) *radgen.Tensor {
+func (l *Layer) Step(g *radgen.Graph, x, memory *radgen.Tensor, cache *mesh.KVCache, src *mesh.Source, study []int) *radgen.Tensor {
 	r, d := x.Dim(0), x.Dim(1)
 	norm := func(i int, x *radgen.Tensor) *radgen.Tensor {
 		return g.Reshape(l.Norms[i].Forward(g, g.Reshape(x, r, 1, d), g.Reshape(memory, r, 1, memory.Dim(1))), r, d)
@@ -279,7 +279,7 @@ func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) 
 	}
 	for _, l := range m.Layers {
 		dec.caches = append(dec.caches, mesh.NewKVCache(b))
-		dec.sources = append(dec.sources, l.CrossAttn.Project(g, enc, nil))
+		dec.sources = append(dec.sources, l.CrossAttn.Project(g, enc))
 	}
 	return dec, nil
 }
@@ -290,7 +290,7 @@ type decoding struct {
 	g       *radgen.Graph
 	study   []int // each row's study
 	caches  []*mesh.KVCache
-	sources []*mesh.M2Source
+	sources []*mesh.Source
 	memory  *radgen.Tensor // (R, S, D): the relational memory after the last token
 	pos     int
 }
