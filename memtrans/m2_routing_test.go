@@ -61,7 +61,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		c := tinyM2Config()
 		c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 		c.EncLayers, c.DecLayers, c.Routing = 2, 2, r
-		c.Padding = mesh.PadZeroRows
+		c.Padding = m2.PadZeroRows
 		m, err := m2.New(c, 3)
 		if err != nil {
 			t.Fatal(err)

@@ -118,7 +118,7 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	m := tinyM2(t)
 	c := m.Config
 	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
-	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
+	for _, padding := range []m2.PaddingRule{m2.PadAfterNorm, m2.PadZeroRows, m2.PadNone} {
 		m.Encoder.Padding = padding
 		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
@@ -186,7 +186,7 @@ func TestM2LossGradients(t *testing.T) {
 	c := tinyM2Config()
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 	c.EncLayers, c.DecLayers = 2, 1
-	c.Padding = mesh.PadZeroRows
+	c.Padding = m2.PadZeroRows
 	m, err := m2.New(c, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestLoadM2(t *testing.T) {
 // masked ones.
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
-	m.Encoder.Padding = mesh.PadZeroRows
+	m.Encoder.Padding = m2.PadZeroRows
 	dec, err := m.NewDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
@@ -355,18 +355,18 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		paths = append(paths, path{"purego", cpu.DisableAVX2FMA})
 	}
 	zeroRows := 0
-	for _, v := range mesh.ZeroRowMask(feats).Float64s() {
+	for _, v := range m2.ZeroRowMask(feats).Float64s() {
 		if v == 0 { // zero = masked
 			zeroRows++
 		}
 	}
 	for _, fresh := range []bool{true, false} {
 		m := tinyM2(t)
-		m.Encoder.Padding = mesh.PadAfterNorm
+		m.Encoder.Padding = m2.PadAfterNorm
 		if fresh {
 			m.Encoder.Norm = mesh.NewLayerNorm(m.Config.DModel)
 		}
-		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
+		ref := m2.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
 		decided, exact := m2MaskDecided(m, feats)
 		n := 0
 		for _, d := range decided {

@@ -9,14 +9,12 @@ import (
 )
 
 // familyMembers returns the package's incremental attentions of width d:
-// R2Gen's multi-head attention, M²'s without and with memory slots, and
-// M²'s post-norm wrapper around the latter.
+// R2Gen's multi-head attention, M²'s without and with memory slots.
 func familyMembers(d int, rng *rand.Rand) map[string]IncrementalAttention {
 	out := map[string]IncrementalAttention{
 		"multi-head": NewMultiHeadAttention(d, 2, 0, rng),
 		"m2":         NewScaledDotProductAttention(d, 3, 2, 2, rng),
 		"m2-memory":  NewMemoryAttention(d, 3, 2, 2, 3, rng),
-		"m2-layer":   NewAttentionLayer(NewMemoryAttention(d, 2, 3, 2, 2, rng), 0),
 	}
 	for _, a := range out {
 		randomizeVectors(a, rng)

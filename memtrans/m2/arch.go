@@ -6,7 +6,6 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
-	"github.com/radgen/radgen/mesh"
 )
 
 // Name is the name the Meshed-Memory Transformer is registered under
@@ -35,7 +34,7 @@ func (c Config) ForReports(vocab, maxSeqLen int) Config {
 	c.Vocab, c.BOS, c.Pad, c.EOS = vocab+2, vocab, vocab+1, 0
 	c.MaxLen = maxSeqLen + 1
 	// Every patch is a real region: nothing to mask.
-	c.Padding = mesh.PadNone
+	c.Padding = PadNone
 	return c
 }
 

@@ -1,4 +1,4 @@
-package mesh
+package m2
 
 // M²'s meshed decoder. Mirrors aimagelab/meshed-memory-transformer
 // models/transformer/decoders.py (MeshedDecoderLayer, MeshedDecoder).
@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/mesh"
 )
 
 // MeshedLayer is one meshed decoder layer (Cornia et al. 2020, Eq. 9):
@@ -19,13 +20,13 @@ import (
 //	Ỹ    = AddNorm(F(M)) ⊙ pad                                       (pwff)
 //
 // where pad is 1 at real tokens and 0 at padding. The meshed
-// cross-attention ([MeshedCrossAttention]) holds one cross-attention
+// cross-attention ([mesh.MeshedCrossAttention]) holds one cross-attention
 // module, an [AttentionLayer] with its own residual and LayerNorm, shared
 // by all N encoder levels, and the gates. Names: self_att.*, enc_att.*,
 // pwff.*, fc_alpha1.* … fc_alphaN.*.
 type MeshedLayer struct {
 	SelfAtt *AttentionLayer
-	Mesh    *MeshedCrossAttention // its Attention is the layer's enc_att, an *AttentionLayer
+	Mesh    *mesh.MeshedCrossAttention // its Attention is the layer's enc_att, an *AttentionLayer
 	PWFF    *PositionWiseFeedForward
 }
 
@@ -35,14 +36,14 @@ type MeshedLayer struct {
 // re-initialises every matrix).
 func NewMeshedLayer(d, dk, dv, h, dff, levels int, dropout float64, rng *rand.Rand) *MeshedLayer {
 	if levels <= 0 {
-		panic(fmt.Sprintf("mesh: meshed layer over %d levels", levels))
+		panic(fmt.Sprintf("m2: meshed layer over %d levels", levels))
 	}
 	// In the published order of initialisation: self_att, enc_att, pwff,
 	// then the gates.
-	self := NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
-	enc := NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	self := NewAttentionLayer(mesh.NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	enc := NewAttentionLayer(mesh.NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
 	pwff := NewPositionWiseFeedForward(d, dff, dropout, rng)
-	return &MeshedLayer{SelfAtt: self, Mesh: NewMeshedCrossAttention(enc, d, levels, rng), PWFF: pwff}
+	return &MeshedLayer{SelfAtt: self, Mesh: mesh.NewMeshedCrossAttention(enc, d, levels, rng), PWFF: pwff}
 }
 
 // EncAtt returns the layer's cross-attention (enc_att), or nil when
@@ -95,7 +96,7 @@ func (l *MeshedLayer) feedForward(g *radgen.Graph, m, pad *radgen.Tensor) *radge
 // checkpoint carries a random table. Names: word_emb.weight,
 // pos_emb.weight, layers.i.*, fc.weight, and with routing views.i.*.
 //
-// With a multi-view Routing (Liu et al., layer-wise multi-view decoding),
+// With a multi-view [mesh.Routing] (Liu et al., layer-wise multi-view decoding),
 // layer-wise routing takes the place of the mesh: decoder layer i reads a
 // single source, LN(g_i(S) + S_N) (Liu et al. Eq. 8) over the encoder
 // levels S, through the same gated cross-attention (Eqs. 6–8 with N = 1).
@@ -106,24 +107,24 @@ type MeshedDecoder struct {
 	WordEmb *radgen.Tensor // (V, D)
 	PosEmb  *radgen.Tensor // (P, D), P = max_len + 1; row 0 is the padding position
 	Layers  []*MeshedLayer
-	FC      *radgen.Linear // D → V, no bias
-	Pad     int            // padding token id (1 in M²'s vocabulary)
-	Views   []*MultiView   // per layer, with a multi-view routing; nil: meshed
+	FC      *radgen.Linear    // D → V, no bias
+	Pad     int               // padding token id (1 in M²'s vocabulary)
+	Views   []*mesh.MultiView // per layer, with a multi-view routing; nil: meshed
 }
 
 // DecoderConfig sizes a [MeshedDecoder].
 type DecoderConfig struct {
-	Vocab   int     // output size
-	MaxLen  int     // longest input; the positional table has MaxLen+1 rows (54 in M²)
-	Pad     int     // <pad> id (1)
-	D       int     // model width (512)
-	DK, DV  int     // query/key and value widths per head (64, 64)
-	Heads   int     // attention heads (8)
-	DFF     int     // feed-forward width (2048)
-	Layers  int     // decoder layers (3)
-	Levels  int     // encoder levels N read by every layer (3)
-	Dropout float64 // 0.1
-	Routing Routing // layer-wise multi-view routing; RoutingNone: meshed (M²)
+	Vocab   int          // output size
+	MaxLen  int          // longest input; the positional table has MaxLen+1 rows (54 in M²)
+	Pad     int          // <pad> id (1)
+	D       int          // model width (512)
+	DK, DV  int          // query/key and value widths per head (64, 64)
+	Heads   int          // attention heads (8)
+	DFF     int          // feed-forward width (2048)
+	Layers  int          // decoder layers (3)
+	Levels  int          // encoder levels N read by every layer (3)
+	Dropout float64      // 0.1
+	Routing mesh.Routing // layer-wise multi-view routing; mesh.RoutingNone: meshed (M²)
 }
 
 // NewMeshedDecoder returns a decoder initialised as M² leaves it: word
@@ -132,8 +133,8 @@ type DecoderConfig struct {
 // nn.Embedding's zero padding row and the sinusoid table).
 func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
 	if c.Vocab <= 0 || c.MaxLen <= 0 || c.Layers <= 0 || c.Pad < 0 || c.Pad >= c.Vocab || !c.Routing.Valid() ||
-		c.Routing != RoutingNone && c.Layers > c.Levels {
-		panic(fmt.Sprintf("mesh: decoder config %+v", c))
+		c.Routing != mesh.RoutingNone && c.Layers > c.Levels {
+		panic(fmt.Sprintf("m2: decoder config %+v", c))
 	}
 	dec := &MeshedDecoder{
 		WordEmb: radgen.NewParam(c.Vocab, c.D),
@@ -145,14 +146,14 @@ func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
 	radgen.XavierUniform(dec.PosEmb, rng)
 	radgen.XavierUniform(dec.FC.Weight, rng)
 	levels := c.Levels
-	if c.Routing != RoutingNone {
+	if c.Routing != mesh.RoutingNone {
 		levels = 1
 	}
 	for range c.Layers {
 		dec.Layers = append(dec.Layers, NewMeshedLayer(c.D, c.DK, c.DV, c.Heads, c.DFF, levels, c.Dropout, rng))
 	}
-	if c.Routing != RoutingNone {
-		dec.Views = NewMultiViews(c.Routing, c.Layers, c.Levels, c.D, rng)
+	if c.Routing != mesh.RoutingNone {
+		dec.Views = mesh.NewMultiViews(c.Routing, c.Layers, c.Levels, c.D, rng)
 	}
 	return dec
 }
@@ -230,7 +231,7 @@ func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, pos
 // on a token outside the vocabulary or T beyond the positional table.
 func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, levels, encMask *radgen.Tensor) *radgen.Tensor {
 	if len(tokens) != b*t || t > dec.MaxLen() {
-		panic(fmt.Sprintf("mesh: %d tokens as (%d, %d) with a positional table for %d", len(tokens), b, t, dec.MaxLen()))
+		panic(fmt.Sprintf("m2: %d tokens as (%d, %d) with a positional table for %d", len(tokens), b, t, dec.MaxLen()))
 	}
 	pad, positions, selfMask := dec.Masks(tokens, b, t)
 	if levels.Is64() {

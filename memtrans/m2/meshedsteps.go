@@ -1,4 +1,4 @@
-package mesh
+package m2
 
 // Incremental decoding for the Meshed-Memory Transformer (Cornia et al.
 // 2020): the meshed decoder layer of Eq. 9 for one position, and a
@@ -8,20 +8,21 @@ package mesh
 // Everything is written in the root package's ops, so it runs on the
 // engine its inputs live on. The layer's step is its forward pass with the
 // attentions' steps in place of their Forward ([AttentionLayer.StepMasked],
-// [MeshedCrossAttention.Step]), and the same feed-forward end of Eq. 9.
+// [mesh.MeshedCrossAttention.Step]), and the same feed-forward end of Eq. 9.
 
 import (
 	"fmt"
 	"slices"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/mesh"
 )
 
 // Project returns the keys and values over the encoder levels (B, N, R, D)
 // that the layer's cross-attention reads, with the encoder mask (B|1, 1,
 // 1, R), zero = masked, or nil: the source of [MeshedLayer.Step]
-// ([MeshedCrossAttention.Project]).
-func (l *MeshedLayer) Project(g *radgen.Graph, levels, encMask *radgen.Tensor) *Source {
+// ([mesh.MeshedCrossAttention.Project]).
+func (l *MeshedLayer) Project(g *radgen.Graph, levels, encMask *radgen.Tensor) *mesh.Source {
 	return l.Mesh.Project(g, levels, encMask)
 }
 
@@ -34,9 +35,9 @@ func (l *MeshedLayer) Project(g *radgen.Graph, levels, encMask *radgen.Tensor) *
 // (R, 1), 1 at real tokens and 0 at padding, may be nil. It returns (R, D)
 // and, if weights is true, the cross-attention probabilities (R, N, h,
 // W+m) of every level and head.
-func (l *MeshedLayer) Step(g *radgen.Graph, y, pad *radgen.Tensor, self *KVCache, selfMask *radgen.Tensor, src *Source, study []int, weights bool) (out, probs *radgen.Tensor) {
+func (l *MeshedLayer) Step(g *radgen.Graph, y, pad *radgen.Tensor, self *mesh.KVCache, selfMask *radgen.Tensor, src *mesh.Source, study []int, weights bool) (out, probs *radgen.Tensor) {
 	if y.Rank() != 2 || y.Dim(1) != l.SelfAtt.Attention.Width() || len(study) != y.Dim(0) {
-		panic(fmt.Sprintf("mesh: meshed layer step of %v inputs for %d rows", y.Shape(), len(study)))
+		panic(fmt.Sprintf("m2: meshed layer step of %v inputs for %d rows", y.Shape(), len(study)))
 	}
 	r, d := y.Dim(0), y.Dim(1)
 	// S = AddNorm(S_mask(Y)) ⊙ pad.
@@ -57,7 +58,7 @@ func (l *MeshedLayer) Step(g *radgen.Graph, y, pad *radgen.Tensor, self *KVCache
 // under a [MeshedDecoder]: M²'s stateful decoder, one token per row and
 // step. It keeps
 //   - each layer's self-attention keys and values, projected once per
-//     position and addressed through an ancestry ([KVCache]), so that
+//     position and addressed through an ancestry ([mesh.KVCache]), so that
 //     Reorder moves indices, never cached vectors;
 //   - each layer's cross-attention keys and values over its encoder levels
 //     (every level when meshed, the routed view otherwise), projected once
@@ -74,8 +75,8 @@ func (l *MeshedLayer) Step(g *radgen.Graph, y, pad *radgen.Tensor, self *KVCache
 // came from may serve many.
 type MeshedSteps struct {
 	dec     *MeshedDecoder
-	self    []*KVCache // per layer
-	src     []*Source
+	self    []*mesh.KVCache // per layer
+	src     []*mesh.Source
 	study   []int    // row → study
 	padded  [][]bool // padded[r][j]: position j of row r was <pad>
 	t       int
@@ -93,12 +94,12 @@ func (dec *MeshedDecoder) Start(g *radgen.Graph, levels, encMask *radgen.Tensor)
 // StartWith is Start with the layers' self-attention caches given: one
 // per layer, reset here, such as those of an earlier decoding (whose
 // buffers have grown to a report's length), or nil for new ones.
-func (dec *MeshedDecoder) StartWith(g *radgen.Graph, levels, encMask *radgen.Tensor, self []*KVCache) *MeshedSteps {
+func (dec *MeshedDecoder) StartWith(g *radgen.Graph, levels, encMask *radgen.Tensor, self []*mesh.KVCache) *MeshedSteps {
 	if levels.Rank() != 4 {
-		panic(fmt.Sprintf("mesh: encoder levels %v, want (B, N, R, D)", levels.Shape()))
+		panic(fmt.Sprintf("m2: encoder levels %v, want (B, N, R, D)", levels.Shape()))
 	}
 	if self != nil && len(self) != len(dec.Layers) {
-		panic(fmt.Sprintf("mesh: %d self-attention caches for %d layers", len(self), len(dec.Layers)))
+		panic(fmt.Sprintf("m2: %d self-attention caches for %d layers", len(self), len(dec.Layers)))
 	}
 	b := levels.Dim(0)
 	s := &MeshedSteps{dec: dec, study: make([]int, b), padded: make([][]bool, b), regions: levels.Dim(2)}
@@ -106,12 +107,12 @@ func (dec *MeshedDecoder) StartWith(g *radgen.Graph, levels, encMask *radgen.Ten
 		s.study[i] = i
 	}
 	for i, src := range dec.Sources(g, levels) {
-		var c *KVCache
+		var c *mesh.KVCache
 		if self != nil {
 			c = self[i]
 			c.Reset(b)
 		} else {
-			c = NewKVCache(b)
+			c = mesh.NewKVCache(b)
 		}
 		s.self = append(s.self, c)
 		s.src = append(s.src, dec.Layers[i].Project(g, src, encMask))
@@ -133,13 +134,13 @@ func (s *MeshedSteps) Step(g *radgen.Graph, tokens []int) *radgen.Tensor {
 	dec := s.dec
 	r, v := len(s.study), dec.WordEmb.Dim(0)
 	if len(tokens) != r || s.t >= dec.MaxLen() {
-		panic(fmt.Sprintf("mesh: step %d of %d tokens for %d rows with a positional table for %d", s.t, len(tokens), r, dec.MaxLen()))
+		panic(fmt.Sprintf("m2: step %d of %d tokens for %d rows with a positional table for %d", s.t, len(tokens), r, dec.MaxLen()))
 	}
 	positions := make([]int, r)
 	padNow := false
 	for i, tok := range tokens {
 		if tok < 0 || tok >= v {
-			panic(fmt.Sprintf("mesh: token %d outside the vocabulary [0, %d)", tok, v))
+			panic(fmt.Sprintf("m2: token %d outside the vocabulary [0, %d)", tok, v))
 		}
 		positions[i] = s.t + 1
 		s.padded[i] = append(s.padded[i], tok == dec.Pad)
@@ -196,11 +197,11 @@ func (s *MeshedSteps) selfMask() *radgen.Tensor {
 // i < len(src); afterwards Rows() == len(src). Indices may repeat.
 func (s *MeshedSteps) Reorder(src []int) error {
 	if len(src) == 0 {
-		return fmt.Errorf("mesh: reorder to zero rows")
+		return fmt.Errorf("m2: reorder to zero rows")
 	}
 	for _, r := range src {
 		if r < 0 || r >= len(s.study) {
-			return fmt.Errorf("mesh: reorder index %d of %d rows", r, len(s.study))
+			return fmt.Errorf("m2: reorder index %d of %d rows", r, len(s.study))
 		}
 	}
 	for _, c := range s.self {

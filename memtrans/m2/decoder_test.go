@@ -1,4 +1,4 @@
-package mesh
+package m2
 
 import (
 	"math"
