@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
@@ -69,7 +70,7 @@ func TestM2ConfigValidate(t *testing.T) {
 	} {
 		c := tinyM2Config()
 		mutate(&c)
-		if err := checkM2(c); !errors.Is(err, ErrConfig) {
+		if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
 		}
 	}
@@ -107,7 +108,7 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 		}
 	}
 	delete(shapes, "decoder.layers.0.fc_alpha3.weight")
-	if _, err := m2.InferConfig(shapes, 4); !errors.Is(err, ErrConfig) {
+	if _, err := m2.InferConfig(shapes, 4); !errors.Is(err, arch.ErrConfig) {
 		t.Fatalf("missing gate: %v, want ErrConfig", err)
 	}
 }
@@ -291,7 +292,7 @@ func TestLoadM2(t *testing.T) {
 	if _, err := m2.Load(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("wrong shape: %v", err)
 	}
-	if _, err := m2.Load(src, 5); !errors.Is(err, ErrConfig) {
+	if _, err := m2.Load(src, 5); !errors.Is(err, arch.ErrConfig) {
 		t.Fatalf("heads not dividing the width: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
@@ -45,11 +46,11 @@ func TestM2RoutingStructure(t *testing.T) {
 	}
 	c := tinyM2Config()
 	c.Routing, c.DecLayers = mesh.RoutingGCA, c.EncLayers+1
-	if err := checkM2(c); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 		t.Errorf("more decoder layers than levels: %v", err)
 	}
 	c.Routing = "zigzag"
-	if err := checkM2(c); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 		t.Errorf("unknown routing: %v", err)
 	}
 }

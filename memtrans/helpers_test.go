@@ -1,0 +1,19 @@
+package memtrans
+
+import (
+	"math/rand/v2"
+
+	"github.com/radgen/radgen"
+)
+
+// randomizeVectors draws every one-dimensional parameter of m (biases,
+// norm gains, gates) from U(−0.3, 0.3) with PCG(seed, seed), so that no
+// term is trivially neutral.
+func randomizeVectors(m radgen.Module, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for _, p := range radgen.Params(m) {
+		if p.Tensor.Rank() == 1 {
+			radgen.Uniform(p.Tensor, rng, 0.3)
+		}
+	}
+}
