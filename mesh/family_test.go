@@ -27,7 +27,7 @@ func familyMembers(d int, rng *rand.Rand) map[string]IncrementalAttention {
 // between, gives Forward over each row's history; Attend over a source
 // projected with its mask gives Forward's result, rows grouped by study
 // and gathered.
-func TestIncrementalAttentionFamily(t *testing.T) {
+func TestIncrementalAttentionStepMatchesForward(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for name, a := range familyMembers(8, rand.New(rand.NewPCG(9, 9))) {
 			t.Run(dev.String()+"/"+name, func(t *testing.T) {
