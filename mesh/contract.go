@@ -34,6 +34,9 @@ type Attention interface {
 //     (R, D) over the source of the row's study, study[i] for row i, and
 //     returns (R, D) with, if weights is true, the probabilities
 //     (R, h, N'), N' the source's keys (memory slots included, last).
+//     Over a source of L levels ([MeshedCrossAttention.Project]) each row
+//     attends every level of its study: the results are (L·R, D) and
+//     (L·R, h, N'), level by level, each level's rows in order.
 //
 // Each gives what Forward gives for the same queries, keys, values and
 // mask, so that a layer's forward pass and its incremental step share

@@ -138,9 +138,9 @@ func (m *MeshedCrossAttention) Project(g *radgen.Graph, levels, mask *radgen.Ten
 	if n > 1 {
 		levels = g.Permute(levels, 1, 0, 2, 3) // (N, B, R, D)
 	}
-	s := m.Attention.ProjectMasked(g, g.Reshape(levels, n*b, r, d), mask)
+	s := *m.Attention.ProjectMasked(g, g.Reshape(levels, n*b, r, d), mask)
 	s.levels = n
-	return s
+	return &s
 }
 
 // Step is Forward for one query per row: y (R, D) holds each row's query,
