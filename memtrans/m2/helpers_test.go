@@ -54,11 +54,6 @@ func randomizeVectors(m radgen.Module, rng *rand.Rand) {
 	}
 }
 
-// rowOf returns row r of x (R, …) as a (1, 1, …) tensor.
-func rowOf(g *radgen.Graph, x *radgen.Tensor, r int) *radgen.Tensor {
-	return g.Reshape(g.Slice(x, 0, r, r+1), append([]int{1, 1}, x.Shape()[1:]...)...)
-}
-
 func m2Randomize(m radgen.Module, rng *rand.Rand, s float64) {
 	m.VisitParams(func(_ string, t *radgen.Tensor) { radgen.Uniform(t, rng, s) })
 }
