@@ -9,7 +9,7 @@
 //	                   (reverse-mode autodiff; NoGrad for inference), Module and named
 //	                   parameters whose names equal PyTorch state_dict names
 //	vision             image decoding and preprocessing, torchvision-compatible ResNets
-//	mesh               multi-head attention (and the M² memory-augmented / meshed forms)
+//	mesh               the attention modules: multi-head, M²'s memory-augmented and meshed forms
 //	relmem             R2Gen's relational memory (and Mem2Mem's memory bank)
 //	mcln               memory-driven conditional layer norm, R2Gen's LayerNorm
 //	decode             greedy, beam search, sampling over any step-wise model

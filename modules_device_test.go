@@ -8,6 +8,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/mcln"
+	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/relmem"
 	"github.com/radgen/radgen/vision"
@@ -122,7 +123,7 @@ func TestModulesOnDevice(t *testing.T) {
 		})
 
 	// mesh: attention with a key mask (one padded key per study), memory
-	// attention, the feed-forward block and the multi-view router.
+	// attention and the multi-view router; M²'s feed-forward block.
 	mask := radgen.FromFloat32([]float32{0, 0, 0, 1, 0, 0, 0, 0}, 2, 1, 4)
 	mha := mesh.NewMultiHeadAttention(8, 2, 0.1, r)
 	compareModule(t, "mesh.MultiHeadAttention (dropout)", dev, mha, []*radgen.Tensor{randTensor(r, 2, 3, 8), randTensor(r, 2, 4, 8)},
@@ -135,8 +136,8 @@ func TestModulesOnDevice(t *testing.T) {
 			m4 := radgen.FromFloat32([]float32{0, 0, 0, 1, 0, 0, 0, 0}, 2, 1, 1, 4)
 			return g.Sum(g.Tanh(ma.Forward(g, in[0], in[0], in[0], m4.To(in[0].Device()))))
 		})
-	ff := mesh.NewPositionWiseFeedForward(8, 16, 0.1, r)
-	compareModule(t, "mesh.PositionWiseFeedForward (dropout)", dev, ff, []*radgen.Tensor{randTensor(r, 2, 3, 8)},
+	ff := m2.NewPositionWiseFeedForward(8, 16, 0.1, r)
+	compareModule(t, "m2.PositionWiseFeedForward (dropout)", dev, ff, []*radgen.Tensor{randTensor(r, 2, 3, 8)},
 		func(g *radgen.Graph, in []*radgen.Tensor) *radgen.Tensor { return g.Sum(g.Tanh(ff.Forward(g, in[0]))) })
 	for _, routing := range []mesh.Routing{mesh.RoutingFMA, mesh.RoutingAMA} {
 		mv := mesh.NewMultiView(routing, 0, 2, 8, r)

@@ -53,7 +53,7 @@
 // published code's full-prefix recomputation is kept in the tests, as the
 // baseline of the benchmarks and a cross-check. The decoding steps are the
 // paper modules' own (mesh.MultiHeadAttention.Step and Attend, mesh.KVCache,
-// relmem.Relational.Step, mesh.MeshedDecoder.Start, mcln.Conditional.Deltas),
+// relmem.Relational.Step, m2.MeshedDecoder.Start, mcln.Conditional.Deltas),
 // on any device: there is no second copy of the model for speed, and the
 // one hint a step gives the CPU is radgen.Graph.Ahead, for the products
 // that read the step's memory alone. On the CPU a step

@@ -12,7 +12,6 @@ import (
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/m2"
-	"github.com/radgen/radgen/mesh"
 )
 
 // TestBatchIndependence: a study's report and token log-probabilities do
@@ -53,7 +52,7 @@ func TestBatchIndependence(t *testing.T) {
 		{ArchR2Gen, R2GenTiny},
 		{ArchM2, func(v int) ModelConfig {
 			c := M2Tiny(v)
-			editM2(&c, func(c *m2.Config) { c.Padding = mesh.PadZeroRows })
+			editM2(&c, func(c *m2.Config) { c.Padding = m2.PadZeroRows })
 			return c
 		}},
 		{ArchMETransformer, METransTiny},

@@ -50,7 +50,8 @@ func (m *MultiHeadAttention) Width() int { return m.Linears[0].Weight.Dim(0) }
 
 // Forward attends queries q (B, Tq, D) over keys k and values v (B, Tk, D).
 // mask, if not nil, broadcasts to (B, Tq, Tk) — for example (B, 1, Tk) or
-// (B, Tq, Tq) — and zero entries are masked out. The result is (B, Tq, D).
+// (B, Tq, Tq), or (B|1, 1, Tq|1, Tk) with a unit dimension for the heads —
+// and zero entries are masked out. The result is (B, Tq, D).
 func (m *MultiHeadAttention) Forward(g *radgen.Graph, q, k, v, mask *radgen.Tensor) *radgen.Tensor {
 	out, _ := m.forward(g, q, k, v, mask, false)
 	return out
@@ -100,12 +101,7 @@ func (m *MultiHeadAttention) heads(g *radgen.Graph, x *radgen.Tensor) *radgen.Te
 // once rather than at every step.
 func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
 	if mask != nil {
-		// (B, Tq|1, Tk) → (B, 1, Tq|1, Tk) to broadcast over heads.
-		ms := mask.Shape()
-		if len(ms) != 3 {
-			panic(fmt.Sprintf("mesh: attention mask must be (B, Tq|1, Tk), got %v", ms))
-		}
-		mask = g.Reshape(mask, ms[0], 1, ms[1], ms[2])
+		mask = headsMask(g, mask)
 	}
 	ctx, p := scaledDotProduct(g, qh, kh, vh, mask, m.Dropout)
 	out := m.Linears[3].Forward(g, ctx)
@@ -113,6 +109,20 @@ func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh, kh, vh, mask *radg
 		return out, p
 	}
 	return out, nil
+}
+
+// headsMask returns an attention mask (B|1, Tq|1, Tk) as (B|1, 1, Tq|1,
+// Tk), to broadcast over the heads; a mask that has the heads' unit
+// dimension already is returned as it is.
+func headsMask(g *radgen.Graph, mask *radgen.Tensor) *radgen.Tensor {
+	switch ms := mask.Shape(); {
+	case len(ms) == 3:
+		return g.Reshape(mask, ms[0], 1, ms[1], ms[2])
+	case len(ms) == 4 && ms[1] == 1:
+		return mask
+	default:
+		panic(fmt.Sprintf("mesh: attention mask must be (B|1, Tq|1, Tk) or (B|1, 1, Tq|1, Tk), got %v", ms))
+	}
 }
 
 // maskedScore is the attention score of a masked key: −1e9, not −∞, as

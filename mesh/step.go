@@ -276,6 +276,25 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 // (R, D) and appends the new keys and values to c, whose Rows() must be R.
 // There is no mask: a cache holds only positions the rows have consumed.
 func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache) *radgen.Tensor {
+	return m.step(g, x, c, nil)
+}
+
+// StepMasked is Step that also masks some of each row's positions: mask
+// (R|1, 1, c.Len()+1) or (R|1, 1, 1, c.Len()+1), zero = masked, on any
+// device, covers the row's cached positions, oldest first, and the new one
+// last.
+func (m *MultiHeadAttention) StepMasked(g *radgen.Graph, x *radgen.Tensor, c *KVCache, mask *radgen.Tensor) *radgen.Tensor {
+	if mask == nil {
+		return m.step(g, x, c, nil)
+	}
+	if x.Rank() == 2 {
+		checkMask(mask, x.Dim(0), 1, c.Len()+1)
+	}
+	return m.step(g, x, c, headsMask(g, mask.To(x.Device())))
+}
+
+// step is Step with the mask, if any, shaped (R|1, 1, 1, c.Len()+1).
+func (m *MultiHeadAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache, mask *radgen.Tensor) *radgen.Tensor {
 	if x.Rank() != 2 || x.Dim(1) != m.Width() {
 		panic(fmt.Sprintf("mesh: attention step wants (R, %d), got %v", m.Width(), x.Shape()))
 	}
@@ -285,22 +304,51 @@ func (m *MultiHeadAttention) Step(g *radgen.Graph, x *radgen.Tensor, c *KVCache)
 	c.append(qkv[1], qkv[2])
 	kh, vh := c.gatherHeads(g, false, m.Heads), c.gatherHeads(g, true, m.Heads)
 	qh := g.Reshape(qkv[0], r, m.Heads, 1, d/m.Heads)
-	ctx, _ := m.attendHeads(g, qh, kh, vh, nil, false)
+	ctx, _ := m.attendHeads(g, qh, kh, vh, mask, false)
 	return g.Reshape(ctx, r, d)
+}
+
+// checkMask panics unless mask, (B|1, Tq|1, Tk) or (B|1, 1, Tq|1, Tk),
+// fits b rows of tq queries over tk keys.
+func checkMask(mask *radgen.Tensor, b, tq, tk int) {
+	s := mask.Shape()
+	if len(s) == 4 && s[1] == 1 {
+		s = []int{s[0], s[2], s[3]}
+	}
+	if len(s) != 3 || (s[0] != b && s[0] != 1) || (s[1] != tq && s[1] != 1) || s[2] != tk {
+		panic(fmt.Sprintf("mesh: attention mask %v, want (%d|1, %d|1, %d) or (%d|1, 1, %d|1, %d)", mask.Shape(), b, tq, tk, b, tq, tk))
+	}
 }
 
 // Source is an attention's keys and values over a source (the encoder
 // output of a batch of studies), projected once and read by every
-// decoding step of every row of the studies.
+// decoding step of every row of the studies, with the source's mask: what
+// [IncrementalAttention.Project] and ProjectMasked return and Attend
+// reads, for [MultiHeadAttention] and [ScaledDotProductAttention] alike.
+//
+// A source may hold L levels of every study (M²'s encoder levels, which
+// [MeshedCrossAttention.Project] projects at once): then each row attends
+// every level of its study, and Attend's results are L per row.
 type Source struct {
-	keys, values *radgen.Tensor // (B, h, N, d_k), projected and split into heads
+	// keys and values are split into heads, (L·B, h, N', d_k) and
+	// (L·B, h, N', d_v), N' = N plus the attention's memory slots (last);
+	// level l of study b is at l·B + b.
+	keys, values *radgen.Tensor
+	unmasked     *radgen.Tensor // (L·B|1, 1, 1, N'), zero = masked; nil: nothing is
+	width        int            // N
+	levels       int            // L ≥ 1
 }
 
 // Studies returns B.
-func (s *Source) Studies() int { return s.keys.Dim(0) }
+func (s *Source) Studies() int { return s.keys.Dim(0) / s.Levels() }
 
-// Width returns N, the positions of each study's source.
-func (s *Source) Width() int { return s.keys.Dim(2) }
+// Width returns N, the source positions of each study (an attention's
+// memory slots not counted).
+func (s *Source) Width() int { return s.width }
+
+// Levels returns L, the levels of each study's source (1 unless
+// [MeshedCrossAttention.Project] made it).
+func (s *Source) Levels() int { return max(s.levels, 1) }
 
 // Project returns the keys and values of the source src (B, N, D), the
 // part of Forward that does not depend on the queries.
@@ -308,7 +356,19 @@ func (m *MultiHeadAttention) Project(g *radgen.Graph, src *radgen.Tensor) *Sourc
 	if src.Rank() != 3 || src.Dim(2) != m.Width() {
 		panic(fmt.Sprintf("mesh: attention source %v, want (B, N, %d)", src.Shape(), m.Width()))
 	}
-	return &Source{keys: m.heads(g, m.Linears[1].Forward(g, src)), values: m.heads(g, m.Linears[2].Forward(g, src))}
+	return &Source{keys: m.heads(g, m.Linears[1].Forward(g, src)), values: m.heads(g, m.Linears[2].Forward(g, src)),
+		width: src.Dim(1), levels: 1}
+}
+
+// ProjectMasked is Project of a source with its mask (B|1, 1, N) or
+// (B|1, 1, 1, N), zero = masked, on any device, or nil for none.
+func (m *MultiHeadAttention) ProjectMasked(g *radgen.Graph, src, mask *radgen.Tensor) *Source {
+	s := m.Project(g, src)
+	if mask != nil {
+		checkMask(mask, src.Dim(0), 1, src.Dim(1))
+		s.unmasked = g.Reshape(mask.To(src.Device()), mask.Dim(0), 1, 1, src.Dim(1))
+	}
+	return s
 }
 
 // Attend is Forward for one query per row over a projected source: row i
@@ -316,25 +376,70 @@ func (m *MultiHeadAttention) Project(g *radgen.Graph, src *radgen.Tensor) *Sourc
 // the studies' rows in order, R/B each (as package decode keeps them), the
 // product reads each study's keys and values once for all of its rows;
 // otherwise they are gathered per row. It returns (R, D) and, if weights
-// is true, the attention probabilities (R, h, N).
+// is true, the attention probabilities (R, h, N). Over a source of L
+// levels (see [Source]) the results are (L·R, D) and (L·R, h, N), level
+// by level.
 func (m *MultiHeadAttention) Attend(g *radgen.Graph, q *radgen.Tensor, src *Source, study []int, weights bool) (out, probs *radgen.Tensor) {
 	if q.Rank() != 2 || q.Dim(1) != m.Width() || len(study) != q.Dim(0) {
 		panic(fmt.Sprintf("mesh: attention of %v queries for %d rows", q.Shape(), len(study)))
 	}
-	r, d := q.Dim(0), q.Dim(1)
-	b, n := src.Studies(), src.Width()
-	qp := m.Linears[0].Forward(g, q)
+	return src.attend(g, m, m.Linears[0].Forward(g, q), study, weights)
+}
+
+// attendSplit implements sourceAttention: the heads of the projected
+// queries qp (B', Tq, D), then Eq. 1 and the output projection.
+func (m *MultiHeadAttention) attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	return m.attendHeads(g, m.heads(g, qp), kh, vh, unmasked, keep)
+}
+
+// sourceAttention is what [Source.attend] needs of an attention: Eq. 1 and
+// the output projection for projected queries qp (B', Tq, h·d_k) over keys
+// kh (B', h, N', d_k) and values vh (B', h, N', d_v) split into heads, with
+// a mask (B'|1, 1, 1, N'), zero = masked, or nil. It returns (B', Tq, D)
+// and, if keep is true, the probabilities (B', h, Tq, N').
+type sourceAttention interface {
+	attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (out, probs *radgen.Tensor)
+}
+
+// attend is Attend over s for projected queries qp (R, h·d_k), written
+// once for every attention a of the package. Over L levels each row's
+// query is repeated for every level (row k of level l at l·R + k), so that
+// one product attends every level, and the rows, if grouped by study, are
+// still grouped.
+func (s *Source) attend(g *radgen.Graph, a sourceAttention, qp *radgen.Tensor, study []int, weights bool) (out, probs *radgen.Tensor) {
+	b, lv := s.Studies(), s.Levels()
+	for _, st := range study {
+		if st < 0 || st >= b {
+			panic(fmt.Sprintf("mesh: row of study %d over a source of %d", st, b))
+		}
+	}
+	if lv > 1 {
+		r := qp.Dim(0)
+		rowOf, srcOf := make([]int, lv*r), make([]int, lv*r)
+		for l := range lv {
+			for k, st := range study {
+				rowOf[l*r+k], srcOf[l*r+k] = k, l*b+st
+			}
+		}
+		qp, study = g.IndexSelect(qp, 0, rowOf), srcOf
+	}
+	r, hk := qp.Dim(0), qp.Dim(1)
+	nb, w := s.keys.Dim(0), s.keys.Dim(2)
 	var ctx *radgen.Tensor
-	if per, ok := grouped(study, b); ok {
-		ctx, probs = m.attendHeads(g, m.heads(g, g.Reshape(qp, b, per, d)), src.keys, src.values, nil, weights)
+	if per, ok := grouped(study, nb); ok {
+		ctx, probs = a.attendSplit(g, g.Reshape(qp, nb, per, hk), s.keys, s.values, s.unmasked, weights)
 	} else {
-		k, v := g.IndexSelect(src.keys, 0, study), g.IndexSelect(src.values, 0, study)
-		ctx, probs = m.attendHeads(g, g.Reshape(qp, r, m.Heads, 1, d/m.Heads), k, v, nil, weights)
+		k, v := g.IndexSelect(s.keys, 0, study), g.IndexSelect(s.values, 0, study)
+		unmasked := s.unmasked
+		if unmasked != nil && unmasked.Dim(0) > 1 {
+			unmasked = g.IndexSelect(unmasked, 0, study)
+		}
+		ctx, probs = a.attendSplit(g, g.Reshape(qp, r, 1, hk), k, v, unmasked, weights)
 	}
 	if probs != nil {
-		probs = g.Reshape(g.Permute(probs, 0, 2, 1, 3), r, m.Heads, n) // (B, h, per, N) → (R, h, N)
+		probs = g.Reshape(g.Permute(probs, 0, 2, 1, 3), r, probs.Dim(1), w) // (B', h, per, N') → (R, h, N')
 	}
-	return g.Reshape(ctx, r, d), probs
+	return g.Reshape(ctx, r, ctx.Dim(2)), probs
 }
 
 // grouped reports whether the rows are b studies' rows in order, the same

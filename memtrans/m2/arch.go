@@ -6,7 +6,6 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
-	"github.com/radgen/radgen/mesh"
 )
 
 // Name is the name the Meshed-Memory Transformer is registered under
@@ -35,7 +34,7 @@ func (c Config) ForReports(vocab, maxSeqLen int) Config {
 	c.Vocab, c.BOS, c.Pad, c.EOS = vocab+2, vocab, vocab+1, 0
 	c.MaxLen = maxSeqLen + 1
 	// Every patch is a real region: nothing to mask.
-	c.Padding = mesh.PadNone
+	c.Padding = PadNone
 	return c
 }
 
@@ -145,10 +144,13 @@ func (f ReportModel) StepWeights() []*radgen.Tensor {
 	d := f.Decoder
 	ws := []*radgen.Tensor{d.FC.Weight}
 	for i, l := range d.Layers {
-		self, enc := l.SelfAtt.Attention, l.EncAtt.Attention
-		ws = append(ws, self.FCQ.Weight, self.FCK.Weight, self.FCV.Weight, self.FCO.Weight,
-			enc.FCQ.Weight, enc.FCO.Weight, l.PWFF.FC1.Weight, l.PWFF.FC2.Weight)
-		for _, a := range l.Alpha {
+		self := l.SelfAtt.Attention
+		ws = append(ws, self.FCQ.Weight, self.FCK.Weight, self.FCV.Weight, self.FCO.Weight)
+		if enc := l.EncAtt(); enc != nil {
+			ws = append(ws, enc.Attention.FCQ.Weight, enc.Attention.FCO.Weight)
+		}
+		ws = append(ws, l.PWFF.FC1.Weight, l.PWFF.FC2.Weight)
+		for _, a := range l.Mesh.Gates {
 			ws = append(ws, a.Weight)
 		}
 		if i < len(d.Views) && d.Views[i] != nil {

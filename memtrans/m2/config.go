@@ -29,11 +29,11 @@ type Config struct {
 	Dropout     float64 `json:"dropout"`      // 0.1
 
 	// Padding is the encoder's masking rule. The zero value is the
-	// published code's (see mesh.PadAfterNorm).
-	Padding mesh.PaddingRule `json:"padding"`
+	// published code's (see PadAfterNorm).
+	Padding PaddingRule `json:"padding"`
 
 	// Routing, when set, replaces the meshed connectivity with layer-wise
-	// multi-view routing (see mesh.MeshedDecoder); it needs DecLayers ≤
+	// multi-view routing (see MeshedDecoder); it needs DecLayers ≤
 	// EncLayers. The zero value is M²'s mesh.
 	Routing mesh.Routing `json:"routing,omitempty"`
 }
@@ -99,7 +99,7 @@ func (c Config) ValidateShape() error {
 		return bad("dropout %v outside [0, 1)", c.Dropout)
 	}
 	switch c.Padding {
-	case mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone:
+	case PadAfterNorm, PadZeroRows, PadNone:
 	default:
 		return bad("unknown %v", c.Padding)
 	}

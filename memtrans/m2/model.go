@@ -6,7 +6,6 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans/arch"
-	"github.com/radgen/radgen/mesh"
 	"github.com/radgen/radgen/vision"
 )
 
@@ -20,8 +19,8 @@ import (
 // NoGrad graphs or decode; training mutates it and must be exclusive.
 type Model struct {
 	Config  Config
-	Encoder *mesh.MemoryEncoder
-	Decoder *mesh.MeshedDecoder
+	Encoder *MemoryEncoder
+	Decoder *MeshedDecoder
 }
 
 // New returns a model initialised as the published code
@@ -33,12 +32,12 @@ func New(c Config, seed uint64) (*Model, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x4d32))
-	enc := mesh.NewMemoryEncoder(mesh.EncoderConfig{
+	enc := NewMemoryEncoder(EncoderConfig{
 		DIn: c.DIn, D: c.DModel, DK: c.DK, DV: c.DV, Heads: c.Heads, DFF: c.DFF,
 		Layers: c.EncLayers, Slots: c.MemorySlots, Dropout: c.Dropout,
 	}, rng)
 	enc.Padding = c.Padding
-	dec := mesh.NewMeshedDecoder(mesh.DecoderConfig{
+	dec := NewMeshedDecoder(DecoderConfig{
 		Vocab: c.Vocab, MaxLen: c.MaxLen, Pad: c.Pad, D: c.DModel, DK: c.DK, DV: c.DV, Heads: c.Heads,
 		DFF: c.DFF, Layers: c.DecLayers, Levels: c.EncLayers, Dropout: c.Dropout, Routing: c.Routing,
 	}, rng)

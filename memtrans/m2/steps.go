@@ -7,12 +7,11 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
-	"github.com/radgen/radgen/mesh"
 )
 
 // Decoding is the incremental decoding state of a batch of
 // studies under an M2Transformer, built from the modules' own steps
-// ([mesh.MeshedSteps]: the meshed layer's step over a key/value cache and
+// ([MeshedSteps]: the meshed layer's step over a key/value cache and
 // over its sources projected once per study), so it runs on whatever
 // device the model's parameters and the features live on, the CPU
 // included. It implements decode.Model, so any strategy of package decode
@@ -30,7 +29,7 @@ import (
 type Decoding struct {
 	m       *Model
 	g       *radgen.Graph
-	steps   *mesh.MeshedSteps
+	steps   *MeshedSteps
 	regions int // R, regions per study
 
 	// space holds each step's results on the CPU, in its arena: a step's
@@ -118,7 +117,7 @@ func (s *Decoding) AttentionWidth() int { return s.regions }
 
 // Attention implements decode.AttentionRecorder: after a Step, the last
 // decoder layer's cross-attention over the regions, averaged over heads
-// and encoder levels (see [mesh.MeshedSteps.Attention]), [Rows() × R].
+// and encoder levels (see [MeshedSteps.Attention]), [Rows() × R].
 func (s *Decoding) Attention(dst []float32) error {
 	a := s.steps.Attention(s.g)
 	if a == nil {

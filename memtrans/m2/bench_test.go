@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans/m2"
-	"github.com/radgen/radgen/mesh"
 )
 
 // m2Golden is an opened M² golden directory: the published M² code in eval
@@ -109,12 +108,12 @@ func (g *m2Golden) keepMask(t testing.TB) *radgen.Tensor {
 // features and the encoding it returns.
 //
 // M²'s mask is "the sum of the layer-normalised embedding is exactly 0.0"
-// (mesh.PadAfterNorm), decided by the last bits of float32 rounding: it
+// (m2.PadAfterNorm), decided by the last bits of float32 rounding: it
 // depends on how the GEMM before the LayerNorm rounds, which differs
 // between kernel paths (AVX-512, AVX2, pure Go). So the test checks the
 // mask in two ways that no CPU can change:
 //
-//   - the reference's arithmetic: mesh.AfterNormMask over the embedding's
+//   - the reference's arithmetic: m2.AfterNormMask over the embedding's
 //     input computed in the reference's order (m2ReferencePre), which is
 //     plain Go, gives the golden's mask on every region;
 //   - the model's own mask (the kernels of dev) agrees with the golden on
@@ -129,8 +128,8 @@ func (g *m2Golden) goldenEncoding(t *testing.T, m *m2.Model, dev radgen.Device) 
 	t.Logf("kernel path: %s", cpu.Describe())
 	feats := g.tensor(t, "features")
 	wantMask := g.keepMask(t)
-	if m.Config.Padding == mesh.PadAfterNorm {
-		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm)
+	if m.Config.Padding == m2.PadAfterNorm {
+		ref := m2.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm)
 		differ, ours, theirs := m2MaskAgreement(ref, wantMask)
 		t.Logf("encoder mask in the reference's arithmetic: %d of %d regions differ from the golden (masks %d, the golden %d)",
 			differ, wantMask.Len(), ours, theirs)
@@ -228,7 +227,7 @@ func m2ReferencePre(feats *radgen.Tensor, fc *radgen.Linear) *radgen.Tensor {
 // With T = T_LN + T_GEMM, the reference's sum and ours are both within T of
 // f(p). A region is decided when Eᵢ = 0 for every i (its LN input, hence
 // the deterministic emulation of torch's LayerNorm and sum in
-// mesh.AfterNormMask, is the same on every CPU), or when |Σyᵢ| > 2T for
+// m2.AfterNormMask, is the same on every CPU), or when |Σyᵢ| > 2T for
 // this machine's embedding y: then no computation can reach 0 and the
 // region is not masked. Second-order terms (products of two u) are far
 // below the margins that γₘ's denominators leave.

@@ -1,4 +1,4 @@
-package memtrans
+package r2gen_test
 
 import (
 	"context"

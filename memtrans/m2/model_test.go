@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/cpu"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
@@ -69,7 +70,7 @@ func TestM2ConfigValidate(t *testing.T) {
 	} {
 		c := tinyM2Config()
 		mutate(&c)
-		if err := checkM2(c); !errors.Is(err, ErrConfig) {
+		if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
 		}
 	}
@@ -107,7 +108,7 @@ func TestInferM2ConfigRoundTrip(t *testing.T) {
 		}
 	}
 	delete(shapes, "decoder.layers.0.fc_alpha3.weight")
-	if _, err := m2.InferConfig(shapes, 4); !errors.Is(err, ErrConfig) {
+	if _, err := m2.InferConfig(shapes, 4); !errors.Is(err, arch.ErrConfig) {
 		t.Fatalf("missing gate: %v, want ErrConfig", err)
 	}
 }
@@ -118,7 +119,7 @@ func TestM2BeamMatchesTeacherForcing(t *testing.T) {
 	m := tinyM2(t)
 	c := m.Config
 	feats := m2Feats(rand.New(rand.NewPCG(2, 2)), 3, 6, 12)
-	for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
+	for _, padding := range []m2.PaddingRule{m2.PadAfterNorm, m2.PadZeroRows, m2.PadNone} {
 		m.Encoder.Padding = padding
 		enc, err := m.Encode(radgen.NoGrad(), feats)
 		if err != nil {
@@ -186,7 +187,7 @@ func TestM2LossGradients(t *testing.T) {
 	c := tinyM2Config()
 	c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 	c.EncLayers, c.DecLayers = 2, 1
-	c.Padding = mesh.PadZeroRows
+	c.Padding = m2.PadZeroRows
 	m, err := m2.New(c, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestM2LossGradients(t *testing.T) {
 		}
 		return m.NLL(g, lp, targets)
 	}, feats, m.Encoder.FC.Weight, m.Encoder.Layers[1].MHAtt.Attention.MemK, m.Decoder.WordEmb,
-		l.Alpha[1].Weight, l.EncAtt.Attention.FCQ.Weight, m.Decoder.FC.Weight)
+		l.Mesh.Gates[1].Weight, l.EncAtt().Attention.FCQ.Weight, m.Decoder.FC.Weight)
 }
 
 // A few steps of gradient descent on one batch lower the loss: the model
@@ -291,7 +292,7 @@ func TestLoadM2(t *testing.T) {
 	if _, err := m2.Load(src, m.Config.Heads); !errors.Is(err, radgen.ErrShapeMismatch) {
 		t.Fatalf("wrong shape: %v", err)
 	}
-	if _, err := m2.Load(src, 5); !errors.Is(err, ErrConfig) {
+	if _, err := m2.Load(src, 5); !errors.Is(err, arch.ErrConfig) {
 		t.Fatalf("heads not dividing the width: %v", err)
 	}
 }
@@ -300,7 +301,7 @@ func TestLoadM2(t *testing.T) {
 // masked ones.
 func TestM2Attention(t *testing.T) {
 	m := tinyM2(t)
-	m.Encoder.Padding = mesh.PadZeroRows
+	m.Encoder.Padding = m2.PadZeroRows
 	dec, err := m.NewDecoding(m2Feats(rand.New(rand.NewPCG(7, 7)), 2, 6, 12))
 	if err != nil {
 		t.Fatal(err)
@@ -355,18 +356,18 @@ func TestM2AfterNormMaskOnEveryKernelPath(t *testing.T) {
 		paths = append(paths, path{"purego", cpu.DisableAVX2FMA})
 	}
 	zeroRows := 0
-	for _, v := range mesh.ZeroRowMask(feats).Float64s() {
+	for _, v := range m2.ZeroRowMask(feats).Float64s() {
 		if v == 0 { // zero = masked
 			zeroRows++
 		}
 	}
 	for _, fresh := range []bool{true, false} {
 		m := tinyM2(t)
-		m.Encoder.Padding = mesh.PadAfterNorm
+		m.Encoder.Padding = m2.PadAfterNorm
 		if fresh {
 			m.Encoder.Norm = mesh.NewLayerNorm(m.Config.DModel)
 		}
-		ref := mesh.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
+		ref := m2.AfterNormMask(m2ReferencePre(feats, m.Encoder.FC), m.Encoder.Norm).Float64s()
 		decided, exact := m2MaskDecided(m, feats)
 		n := 0
 		for _, d := range decided {

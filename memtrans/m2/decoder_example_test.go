@@ -1,4 +1,4 @@
-package mesh_test
+package m2_test
 
 import (
 	"fmt"
@@ -6,20 +6,20 @@ import (
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/mesh"
+	"github.com/radgen/radgen/memtrans/m2"
 )
 
-// A Meshed-Memory Transformer from the mesh modules: a memory-augmented
+// A Meshed-Memory Transformer from its blocks: a memory-augmented
 // encoder turns 20 region features into three encoding levels, and the
 // meshed decoder reads all of them to score the next word at every
 // position of two 5-token inputs.
 func ExampleMeshedDecoder_Forward() {
 	rng := rand.New(rand.NewPCG(1, 1))
-	enc := mesh.NewMemoryEncoder(mesh.EncoderConfig{
+	enc := m2.NewMemoryEncoder(m2.EncoderConfig{
 		DIn: 32, D: 16, DK: 4, DV: 4, Heads: 4, DFF: 32, Layers: 3, Slots: 8,
 	}, rng)
-	enc.Padding = mesh.PadZeroRows
-	dec := mesh.NewMeshedDecoder(mesh.DecoderConfig{
+	enc.Padding = m2.PadZeroRows
+	dec := m2.NewMeshedDecoder(m2.DecoderConfig{
 		Vocab: 12, MaxLen: 20, Pad: 1, D: 16, DK: 4, DV: 4, Heads: 4, DFF: 32, Layers: 3, Levels: 3,
 	}, rng)
 

@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/internal/gradcheck"
+	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
@@ -34,8 +35,8 @@ func TestM2RoutingStructure(t *testing.T) {
 			t.Fatalf("%s: %d views for %d layers", r, len(m.Decoder.Views), m.Config.DecLayers)
 		}
 		for i, l := range m.Decoder.Layers {
-			if len(l.Alpha) != 1 {
-				t.Fatalf("%s: layer %d has %d gates", r, i, len(l.Alpha))
+			if len(l.Mesh.Gates) != 1 {
+				t.Fatalf("%s: layer %d has %d gates", r, i, len(l.Mesh.Gates))
 			}
 		}
 		sd := radgen.StateDict(m, "")
@@ -45,11 +46,11 @@ func TestM2RoutingStructure(t *testing.T) {
 	}
 	c := tinyM2Config()
 	c.Routing, c.DecLayers = mesh.RoutingGCA, c.EncLayers+1
-	if err := checkM2(c); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 		t.Errorf("more decoder layers than levels: %v", err)
 	}
 	c.Routing = "zigzag"
-	if err := checkM2(c); !errors.Is(err, ErrConfig) {
+	if err := checkM2(c); !errors.Is(err, arch.ErrConfig) {
 		t.Errorf("unknown routing: %v", err)
 	}
 }
@@ -61,7 +62,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		c := tinyM2Config()
 		c.DModel, c.DK, c.DV, c.Heads, c.DFF, c.MemorySlots, c.DIn, c.Vocab = 6, 2, 2, 2, 8, 3, 5, 9
 		c.EncLayers, c.DecLayers, c.Routing = 2, 2, r
-		c.Padding = mesh.PadZeroRows
+		c.Padding = m2.PadZeroRows
 		m, err := m2.New(c, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func TestM2RoutingGradients(t *testing.T) {
 		in := []int{2, 5, 6, 2, 7, 1}
 		targets := []int{5, 6, 3, 7, 3, 1}
 		v := m.Decoder.Views[1]
-		check := []*radgen.Tensor{feats, m.Encoder.FC.Weight, v.Gamma, v.Beta, m.Decoder.Layers[0].Alpha[0].Weight}
+		check := []*radgen.Tensor{feats, m.Encoder.FC.Weight, v.Gamma, v.Beta, m.Decoder.Layers[0].Mesh.Gates[0].Weight}
 		switch r {
 		case mesh.RoutingFMA:
 			check = append(check, v.Mix[0].Weight, v.Mix[1].Bias)

@@ -1,14 +1,14 @@
-package mesh
+package m2
 
 // M²'s meshed decoder. Mirrors aimagelab/meshed-memory-transformer
 // models/transformer/decoders.py (MeshedDecoderLayer, MeshedDecoder).
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/radgen/radgen"
+	"github.com/radgen/radgen/mesh"
 )
 
 // MeshedLayer is one meshed decoder layer (Cornia et al. 2020, Eq. 9):
@@ -19,16 +19,15 @@ import (
 //	M    = (Σ_i α_i ⊙ C_i) / √N ⊙ pad                               (Eq. 6)
 //	Ỹ    = AddNorm(F(M)) ⊙ pad                                       (pwff)
 //
-// where pad is 1 at real tokens and 0 at padding. One cross-attention
-// module, with its own residual and LayerNorm, is shared by all N encoder
-// levels. The published code divides by np.sqrt(3) for its three levels;
-// this is √N, the same number for N = 3. Names: self_att.*, enc_att.*,
+// where pad is 1 at real tokens and 0 at padding. The meshed
+// cross-attention ([mesh.MeshedCrossAttention]) holds one cross-attention
+// module, an [AttentionLayer] with its own residual and LayerNorm, shared
+// by all N encoder levels, and the gates. Names: self_att.*, enc_att.*,
 // pwff.*, fc_alpha1.* … fc_alphaN.*.
 type MeshedLayer struct {
 	SelfAtt *AttentionLayer
-	EncAtt  *AttentionLayer
+	Mesh    *mesh.MeshedCrossAttention // its Attention is the layer's enc_att, an *AttentionLayer
 	PWFF    *PositionWiseFeedForward
-	Alpha   []*radgen.Linear // W_i, b_i: 2D → D, one per encoder level
 }
 
 // NewMeshedLayer returns a decoder layer for levels encoder levels, with
@@ -37,30 +36,29 @@ type MeshedLayer struct {
 // re-initialises every matrix).
 func NewMeshedLayer(d, dk, dv, h, dff, levels int, dropout float64, rng *rand.Rand) *MeshedLayer {
 	if levels <= 0 {
-		panic(fmt.Sprintf("mesh: meshed layer over %d levels", levels))
+		panic(fmt.Sprintf("m2: meshed layer over %d levels", levels))
 	}
-	l := &MeshedLayer{
-		SelfAtt: NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
-		EncAtt:  NewAttentionLayer(NewScaledDotProductAttention(d, dk, dv, h, rng), dropout),
-		PWFF:    NewPositionWiseFeedForward(d, dff, dropout, rng),
-	}
-	for range levels {
-		a := radgen.NewLinear(2*d, d, true, rng)
-		radgen.XavierUniform(a.Weight, rng)
-		radgen.Fill(a.Bias, 0)
-		l.Alpha = append(l.Alpha, a)
-	}
-	return l
+	// In the published order of initialisation: self_att, enc_att, pwff,
+	// then the gates.
+	self := NewAttentionLayer(mesh.NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	enc := NewAttentionLayer(mesh.NewScaledDotProductAttention(d, dk, dv, h, rng), dropout)
+	pwff := NewPositionWiseFeedForward(d, dff, dropout, rng)
+	return &MeshedLayer{SelfAtt: self, Mesh: mesh.NewMeshedCrossAttention(enc, d, levels, rng), PWFF: pwff}
 }
 
-// VisitParams implements radgen.Module.
+// EncAtt returns the layer's cross-attention (enc_att), or nil when
+// Mesh.Attention is not an [AttentionLayer].
+func (l *MeshedLayer) EncAtt() *AttentionLayer {
+	a, _ := l.Mesh.Attention.(*AttentionLayer)
+	return a
+}
+
+// VisitParams implements radgen.Module, in the published order.
 func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 	l.SelfAtt.VisitParams(radgen.Prefixed("self_att.", visit))
-	l.EncAtt.VisitParams(radgen.Prefixed("enc_att.", visit))
+	l.Mesh.Attention.VisitParams(radgen.Prefixed("enc_att.", visit))
 	l.PWFF.VisitParams(radgen.Prefixed("pwff.", visit))
-	for i, a := range l.Alpha {
-		a.VisitParams(radgen.Prefixed(fmt.Sprintf("fc_alpha%d.", i+1), visit))
-	}
+	l.Mesh.VisitGates(visit)
 }
 
 // Forward runs the layer on y (B, T, D) over the encoder levels (B, N, R,
@@ -68,59 +66,21 @@ func (l *MeshedLayer) VisitParams(visit func(string, *radgen.Tensor)) {
 // (B|1, 1, T, T) and encMask (B|1, 1, 1, R) are masks (zero = masked),
 // either may be nil.
 func (l *MeshedLayer) Forward(g *radgen.Graph, y, levels, pad, selfMask, encMask *radgen.Tensor) *radgen.Tensor {
-	n := len(l.Alpha)
-	if levels.Rank() != 4 || levels.Dim(1) != n || levels.Dim(0) != y.Dim(0) {
-		panic(fmt.Sprintf("mesh: meshed layer of %d levels over encoder output %v for queries %v", n, levels.Shape(), y.Shape()))
-	}
 	s := l.SelfAtt.Forward(g, y, y, y, selfMask)
 	if pad != nil {
 		s = g.Mul(s, pad)
 	}
-	cs := make([]*radgen.Tensor, n)
-	for i := range n {
-		x := g.Reshape(g.Slice(levels, 1, i, i+1), levels.Dim(0), levels.Dim(2), levels.Dim(3))
-		c := l.EncAtt.Forward(g, s, x, x, encMask) // C(X̃ⁱ, Y) (Eq. 7)
-		if pad != nil {
-			c = g.Mul(c, pad)
-		}
-		cs[i] = c
-	}
-	return l.meshFeedForward(g, s, cs, pad)
+	return l.feedForward(g, l.Mesh.Forward(g, s, levels, encMask, pad), pad)
 }
 
-// meshFeedForward is the end of Eq. 9 after the cross-attention:
-// M = M_mesh(s, cs) ⊙ pad (Eq. 6), Ỹ = AddNorm(F(M)) ⊙ pad, for Forward
-// and Step alike. pad may be nil.
-func (l *MeshedLayer) meshFeedForward(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor, pad *radgen.Tensor) *radgen.Tensor {
-	m := l.Mesh(g, s, cs)
-	if pad != nil {
-		m = g.Mul(m, pad)
-	}
+// feedForward is the end of Eq. 9 after the meshed attention:
+// Ỹ = AddNorm(F(M)) ⊙ pad, for Forward and Step alike. pad may be nil.
+func (l *MeshedLayer) feedForward(g *radgen.Graph, m, pad *radgen.Tensor) *radgen.Tensor {
 	out := l.PWFF.Forward(g, m)
 	if pad != nil {
 		out = g.Mul(out, pad)
 	}
 	return out
-}
-
-// Mesh is the meshed cross-attention M_mesh of Eq. 6 given the query
-// sequence s (B, T, D) and the cross-attention results cs[i] = C(X̃ⁱ, s):
-// Σ_i σ(W_i [s; cs[i]] + b_i) ⊙ cs[i] / √N (gates by Eq. 8).
-func (l *MeshedLayer) Mesh(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tensor) *radgen.Tensor {
-	if len(cs) != len(l.Alpha) {
-		panic(fmt.Sprintf("mesh: %d cross-attention results for %d gates", len(cs), len(l.Alpha)))
-	}
-	var sum *radgen.Tensor
-	for i, c := range cs {
-		alpha := g.Sigmoid(l.Alpha[i].Forward(g, g.Concat(2, s, c))) // α_i (Eq. 8)
-		term := g.Mul(c, alpha)
-		if sum == nil {
-			sum = term
-		} else {
-			sum = g.Add(sum, term)
-		}
-	}
-	return g.Scale(sum, 1/math.Sqrt(float64(len(cs))))
 }
 
 // MeshedDecoder is M²'s decoder: word embeddings plus a stored positional
@@ -136,7 +96,7 @@ func (l *MeshedLayer) Mesh(g *radgen.Graph, s *radgen.Tensor, cs []*radgen.Tenso
 // checkpoint carries a random table. Names: word_emb.weight,
 // pos_emb.weight, layers.i.*, fc.weight, and with routing views.i.*.
 //
-// With a multi-view Routing (Liu et al., layer-wise multi-view decoding),
+// With a multi-view [mesh.Routing] (Liu et al., layer-wise multi-view decoding),
 // layer-wise routing takes the place of the mesh: decoder layer i reads a
 // single source, LN(g_i(S) + S_N) (Liu et al. Eq. 8) over the encoder
 // levels S, through the same gated cross-attention (Eqs. 6–8 with N = 1).
@@ -147,24 +107,24 @@ type MeshedDecoder struct {
 	WordEmb *radgen.Tensor // (V, D)
 	PosEmb  *radgen.Tensor // (P, D), P = max_len + 1; row 0 is the padding position
 	Layers  []*MeshedLayer
-	FC      *radgen.Linear // D → V, no bias
-	Pad     int            // padding token id (1 in M²'s vocabulary)
-	Views   []*MultiView   // per layer, with a multi-view routing; nil: meshed
+	FC      *radgen.Linear    // D → V, no bias
+	Pad     int               // padding token id (1 in M²'s vocabulary)
+	Views   []*mesh.MultiView // per layer, with a multi-view routing; nil: meshed
 }
 
 // DecoderConfig sizes a [MeshedDecoder].
 type DecoderConfig struct {
-	Vocab   int     // output size
-	MaxLen  int     // longest input; the positional table has MaxLen+1 rows (54 in M²)
-	Pad     int     // <pad> id (1)
-	D       int     // model width (512)
-	DK, DV  int     // query/key and value widths per head (64, 64)
-	Heads   int     // attention heads (8)
-	DFF     int     // feed-forward width (2048)
-	Layers  int     // decoder layers (3)
-	Levels  int     // encoder levels N read by every layer (3)
-	Dropout float64 // 0.1
-	Routing Routing // layer-wise multi-view routing; RoutingNone: meshed (M²)
+	Vocab   int          // output size
+	MaxLen  int          // longest input; the positional table has MaxLen+1 rows (54 in M²)
+	Pad     int          // <pad> id (1)
+	D       int          // model width (512)
+	DK, DV  int          // query/key and value widths per head (64, 64)
+	Heads   int          // attention heads (8)
+	DFF     int          // feed-forward width (2048)
+	Layers  int          // decoder layers (3)
+	Levels  int          // encoder levels N read by every layer (3)
+	Dropout float64      // 0.1
+	Routing mesh.Routing // layer-wise multi-view routing; mesh.RoutingNone: meshed (M²)
 }
 
 // NewMeshedDecoder returns a decoder initialised as M² leaves it: word
@@ -173,8 +133,8 @@ type DecoderConfig struct {
 // nn.Embedding's zero padding row and the sinusoid table).
 func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
 	if c.Vocab <= 0 || c.MaxLen <= 0 || c.Layers <= 0 || c.Pad < 0 || c.Pad >= c.Vocab || !c.Routing.Valid() ||
-		c.Routing != RoutingNone && c.Layers > c.Levels {
-		panic(fmt.Sprintf("mesh: decoder config %+v", c))
+		c.Routing != mesh.RoutingNone && c.Layers > c.Levels {
+		panic(fmt.Sprintf("m2: decoder config %+v", c))
 	}
 	dec := &MeshedDecoder{
 		WordEmb: radgen.NewParam(c.Vocab, c.D),
@@ -186,14 +146,14 @@ func NewMeshedDecoder(c DecoderConfig, rng *rand.Rand) *MeshedDecoder {
 	radgen.XavierUniform(dec.PosEmb, rng)
 	radgen.XavierUniform(dec.FC.Weight, rng)
 	levels := c.Levels
-	if c.Routing != RoutingNone {
+	if c.Routing != mesh.RoutingNone {
 		levels = 1
 	}
 	for range c.Layers {
 		dec.Layers = append(dec.Layers, NewMeshedLayer(c.D, c.DK, c.DV, c.Heads, c.DFF, levels, c.Dropout, rng))
 	}
-	if c.Routing != RoutingNone {
-		dec.Views = NewMultiViews(c.Routing, c.Layers, c.Levels, c.D, rng)
+	if c.Routing != mesh.RoutingNone {
+		dec.Views = mesh.NewMultiViews(c.Routing, c.Layers, c.Levels, c.D, rng)
 	}
 	return dec
 }
@@ -271,7 +231,7 @@ func (dec *MeshedDecoder) Masks(tokens []int, b, t int) (pad *radgen.Tensor, pos
 // on a token outside the vocabulary or T beyond the positional table.
 func (dec *MeshedDecoder) Forward(g *radgen.Graph, tokens []int, b, t int, levels, encMask *radgen.Tensor) *radgen.Tensor {
 	if len(tokens) != b*t || t > dec.MaxLen() {
-		panic(fmt.Sprintf("mesh: %d tokens as (%d, %d) with a positional table for %d", len(tokens), b, t, dec.MaxLen()))
+		panic(fmt.Sprintf("m2: %d tokens as (%d, %d) with a positional table for %d", len(tokens), b, t, dec.MaxLen()))
 	}
 	pad, positions, selfMask := dec.Masks(tokens, b, t)
 	if levels.Is64() {

@@ -1,4 +1,4 @@
-package mesh
+package m2
 
 // M²'s encoder padding mask, bit for bit.
 //
@@ -35,6 +35,7 @@ import (
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/kernels"
+	"github.com/radgen/radgen/mesh"
 )
 
 const (
@@ -50,9 +51,9 @@ const (
 // arithmetic (see the file comment). pre may be float64; it is rounded to
 // float32 first. The result is the same on every CPU for the same pre; pre
 // itself, when a model computes it, is not (see PadAfterNorm).
-func AfterNormMask(pre *radgen.Tensor, ln *LayerNorm) *radgen.Tensor {
+func AfterNormMask(pre *radgen.Tensor, ln *mesh.LayerNorm) *radgen.Tensor {
 	if pre.Rank() != 3 || pre.Dim(2) != ln.Weight.Dim(0) {
-		panic("mesh: AfterNormMask wants (B, N, D) input to a LayerNorm of width D")
+		panic("m2: AfterNormMask wants (B, N, D) input to a mesh.LayerNorm of width D")
 	}
 	b, n, d := pre.Dim(0), pre.Dim(1), pre.Dim(2)
 	x := pre

@@ -1,4 +1,4 @@
-package memtrans_test
+package m2_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/radgen/radgen/memtrans/data"
 )
 
-// A small, seeded Meshed-Memory Transformer writes reports through the
-// same Model as R2Gen, with M²'s own beam search: finished beams stay in
-// the beam with their score frozen.
-func ExampleM2Tiny() {
+// A small, seeded Meshed-Memory Transformer (memtrans.M2Tiny) writes
+// reports through the facade's Model, as R2Gen does, with M²'s own beam
+// search: finished beams stay in the beam with their score frozen.
+func Example_facade() {
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal in size.", "no pleural effusion."})
 	if err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-package memtrans
+package m2_test
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func compareHypotheses(t *testing.T, got, want [][]decode.Hypothesis) (lp, att f
 func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for _, routing := range []mesh.Routing{mesh.RoutingNone, mesh.RoutingGCA} {
-			for _, padding := range []mesh.PaddingRule{mesh.PadAfterNorm, mesh.PadZeroRows, mesh.PadNone} {
+			for _, padding := range []m2.PaddingRule{m2.PadAfterNorm, m2.PadZeroRows, m2.PadNone} {
 				name := fmt.Sprintf("%v/%v/%v", dev, padding, routing)
 				if routing == mesh.RoutingNone {
 					name = fmt.Sprintf("%v/%v/meshed", dev, padding)
@@ -90,11 +90,11 @@ func TestM2ModuleDecodingMatchesTeacherForcing(t *testing.T) {
 						t.Fatal(err)
 					}
 					start := func() (*m2.Decoding, error) {
-						if padding != mesh.PadAfterNorm || dev == radgen.CPU {
+						if padding != m2.PadAfterNorm || dev == radgen.CPU {
 							return m.NewDecoding(feats)
 						}
 						// The after-norm rule is decided by the last bits of
-						// float32 rounding (see mesh.PadAfterNorm): decode
+						// float32 rounding (see m2.PadAfterNorm): decode
 						// the device with the CPU's mask.
 						var mask *radgen.Tensor
 						if enc.Mask != nil {
@@ -155,7 +155,7 @@ func TestM2ModuleDecodingPadTokens(t *testing.T) {
 			ref := tinyM2(t)
 			m := tinyM2(t)
 			c := ref.Config
-			c.Padding = mesh.PadZeroRows
+			c.Padding = m2.PadZeroRows
 			ref.Config, m.Config = c, c
 			ref.Encoder.Padding, m.Encoder.Padding = c.Padding, c.Padding
 			if err := radgen.ToDevice(m, dev); err != nil {
@@ -342,7 +342,7 @@ func BenchmarkM2ModuleDecoding(b *testing.B) {
 		c    m2.Config
 	}{{"coco", m2.COCO(10201)}, {"tiny", m2.Tiny(200, 256)}} {
 		c := cfg.c
-		c.Padding = mesh.PadNone
+		c.Padding = m2.PadNone
 		m, err := m2.New(c, 1)
 		if err != nil {
 			b.Fatal(err)

@@ -1,4 +1,4 @@
-package mesh
+package m2
 
 import (
 	"math"
@@ -8,50 +8,6 @@ import (
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/gradcheck"
 )
-
-// Eq. 6 by hand: with zero gate weights and biases b_i, α_i = σ(b_i), so
-// M = Σ σ(b_i)·C_i / √N.
-func TestMeshGatesByHand(t *testing.T) {
-	l := NewMeshedLayer(2, 1, 1, 2, 4, 3, 0, rand.New(rand.NewPCG(1, 1)))
-	biases := []float64{0, 1, -2}
-	for i, a := range l.Alpha {
-		radgen.Fill(a.Weight, 0)
-		radgen.Fill(a.Bias, biases[i])
-	}
-	s := radgen.FromFloat32([]float32{9, 9}, 1, 1, 2)
-	cs := []*radgen.Tensor{
-		radgen.FromFloat32([]float32{1, 2}, 1, 1, 2),
-		radgen.FromFloat32([]float32{3, -1}, 1, 1, 2),
-		radgen.FromFloat32([]float32{0.5, 4}, 1, 1, 2),
-	}
-	got := l.Mesh(radgen.NoGrad(), s, cs).Data()
-	sig := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-	for j := range 2 {
-		var want float64
-		for i, c := range cs {
-			want += sig(biases[i]) * float64(c.Data()[j])
-		}
-		want /= math.Sqrt(3) // the published code's np.sqrt(3)
-		if math.Abs(float64(got[j])-want) > 1e-6 {
-			t.Fatalf("M[%d] = %v, want %v", j, got[j], want)
-		}
-	}
-}
-
-// The gates read [Y; C_i]: a weight on the Y half only changes α_i by the
-// query, checked against Eq. 8 evaluated by hand.
-func TestMeshGateInput(t *testing.T) {
-	l := NewMeshedLayer(1, 1, 1, 1, 2, 1, 0, rand.New(rand.NewPCG(2, 2)))
-	l.Alpha[0].Weight.Data()[0], l.Alpha[0].Weight.Data()[1] = 0.5, -0.25 // W [y; c]
-	radgen.Fill(l.Alpha[0].Bias, 0.1)
-	s := radgen.FromFloat32([]float32{2}, 1, 1, 1)
-	c := radgen.FromFloat32([]float32{4}, 1, 1, 1)
-	got := l.Mesh(radgen.NoGrad(), s, []*radgen.Tensor{c}).Data()[0]
-	want := 4 / (1 + math.Exp(-(0.5*2 - 0.25*4 + 0.1)))
-	if math.Abs(float64(got)-want) > 1e-6 {
-		t.Fatalf("M = %v, want %v", got, want)
-	}
-}
 
 func TestDecoderMasks(t *testing.T) {
 	dec := &MeshedDecoder{Pad: 1, PosEmb: radgen.Zeros(10, 2)}
@@ -81,7 +37,7 @@ func TestDecoderMasks(t *testing.T) {
 func m2SmallDecoder(rng *rand.Rand) *MeshedDecoder {
 	dec := NewMeshedDecoder(DecoderConfig{Vocab: 7, MaxLen: 6, Pad: 1, D: 4, DK: 2, DV: 2, Heads: 2, DFF: 6, Layers: 2, Levels: 3}, rng)
 	for _, l := range dec.Layers {
-		for _, a := range l.Alpha {
+		for _, a := range l.Mesh.Gates {
 			radgen.Uniform(a.Bias, rng, 0.5)
 		}
 	}
@@ -123,7 +79,7 @@ func TestGradientsMeshedDecoder(t *testing.T) {
 	l := dec.Layers[0]
 	gradcheck.Check(t, "meshed decoder", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
 		return dec.Forward(g, tokens, 2, 4, levels, encMask)
-	}, levels, dec.WordEmb, dec.FC.Weight, l.Alpha[0].Weight, l.Alpha[2].Bias, l.EncAtt.Attention.FCK.Weight,
+	}, levels, dec.WordEmb, dec.FC.Weight, l.Mesh.Gates[0].Weight, l.Mesh.Gates[2].Bias, l.EncAtt().Attention.FCK.Weight,
 		l.SelfAtt.Attention.FCV.Weight, l.SelfAtt.Norm.Weight, dec.Layers[1].PWFF.FC1.Weight)
 
 	y := gradcheck.Rand(rng, 1, 2, 3, 4)
@@ -131,5 +87,5 @@ func TestGradientsMeshedDecoder(t *testing.T) {
 	self := radgen.FromFloat64([]float64{0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1}, 2, 1, 3, 3)
 	gradcheck.Check(t, "meshed layer", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
 		return l.Forward(g, y, levels, pad, self, encMask)
-	}, y, levels, l.Alpha[1].Weight, l.EncAtt.Norm.Bias)
+	}, y, levels, l.Mesh.Gates[1].Weight, l.EncAtt().Norm.Bias)
 }

@@ -1,4 +1,4 @@
-package memtrans
+package r2gen_test
 
 import (
 	"context"
@@ -12,14 +12,6 @@ import (
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
-
-// stepDevices are the devices the module decoding runs on in these tests:
-// the CPU and the device of RADGEN_DEVICE (the reference engine when that
-// is the CPU).
-func stepDevices(t *testing.T) []radgen.Device {
-	t.Helper()
-	return []radgen.Device{radgen.CPU, testDevice(t)}
-}
 
 // moduleStepConfigs are every Transformer configuration: the variants of
 // the other seeds, and R2Gen, BASE and BASE+RM.
@@ -128,7 +120,7 @@ func TestModuleDecodingParityR2Gen(t *testing.T) {
 // nothing on the CPU, in float32 and with half-precision weights: results
 // come from the decoding's arena, the caches grow by doubling.
 func TestModuleDecodingStepAllocs(t *testing.T) {
-	if m2Race {
+	if raceEnabled {
 		t.Skip("the race detector's instrumentation allocates")
 	}
 	for _, v := range []r2gen.Variant{r2gen.VariantR2Gen, r2gen.VariantBase} {

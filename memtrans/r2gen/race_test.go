@@ -1,0 +1,6 @@
+//go:build race
+
+package r2gen_test
+
+// raceEnabled is true under the race detector, whose instrumentation allocates.
+const raceEnabled = true
