@@ -81,7 +81,7 @@
 // 5xx, an answer broken off, after the client's own retries), or a search
 // answer that does not read (not JSON, over the client's limits, an HTML
 // page), cuts the round short: the worker waits with exponential backoff
-// (Config.Backoff, honouring the PACS's Retry-After up to an hour) and
+// (Config.Backoff, honouring the PACS's Retry-After up to Backoff.Max) and
 // tries again, forever; nothing the PACS answers ends [Worker.Run].
 //
 // One study failing for a reason that may pass — its retrieval broken off

@@ -78,7 +78,9 @@ func (w *Worker) search(ctx context.Context) (searchResult, error) {
 				if i >= 0 {
 					n, _ := d.Int(dicomweb.TagNumberOfStudyInstances)
 					res.studies[i].count = max(res.studies[i].count, n)
-					w.duplicate(ctx, uid)
+					if !w.done[uid] && !w.isDead(uid) {
+						w.duplicate(ctx, uid)
+					}
 				}
 				continue
 			}

@@ -66,15 +66,16 @@ type Config struct {
 	// Backoff paces the searches while the PACS (or the HL7 receiver) is
 	// unreachable; its Attempts is ignored: the worker never gives up
 	// (default 1 s doubling to 60 s). A Retry-After of the PACS is
-	// honoured, up to an hour.
+	// honoured, up to Backoff.Max.
 	Backoff dicomweb.Retry
 
 	// StudyRetry paces the attempts at one study that failed for a reason
 	// that may pass while the PACS answers otherwise (a retrieval broken
 	// off or past its deadline, 408, 429, 5xx, 404): StudyRetry.Attempts
 	// failed attempts dead-letter it (default 8), waiting StudyRetry.Base
-	// doubling to StudyRetry.Max between them (default 1 min to 30 min); a
-	// 404 dead-letters it at its third. The other studies go on meanwhile.
+	// doubling to StudyRetry.Max between them (default 1 min to 30 min),
+	// or the PACS's Retry-After up to StudyRetry.Max; a 404 dead-letters it
+	// at its third. The other studies go on meanwhile.
 	StudyRetry dicomweb.Retry
 	// StudyMaxAge dead-letters a study still failing this long after its
 	// first failure, whatever its count (default 24 h).
@@ -332,10 +333,7 @@ func (w *Worker) run(parent context.Context, once bool) error {
 		case err != nil:
 			failures++
 			w.count(func(s *Stats) { s.Outages++ })
-			wait = w.cfg.Backoff.Delay(failures)
-			if se, ok := errors.AsType[*dicomweb.StatusError](err); ok && se.RetryAfter > wait {
-				wait = se.RetryAfter
-			}
+			wait = max(w.cfg.Backoff.Delay(failures), min(retryAfter(err), w.cfg.Backoff.Max))
 			w.log.LogAttrs(ctx, slog.LevelWarn, "pacs: unreachable, waiting", slog.Duration("wait", wait), slog.Int("failures", failures), slog.String("error", err.Error()))
 		default:
 			failures = 0
@@ -624,7 +622,7 @@ func (w *Worker) studyFailed(ctx context.Context, uid string, st *studyState, k 
 	case now.Sub(st.firstFail) >= w.cfg.StudyMaxAge:
 		return w.deadLetter(ctx, uid, fmt.Errorf("still failing %s after its first failure: %w", now.Sub(st.firstFail).Round(time.Second), err))
 	}
-	wait := max(w.cfg.StudyRetry.Delay(st.failures), min(retryAfter(err), dicomweb.MaxRetryAfter))
+	wait := max(w.cfg.StudyRetry.Delay(st.failures), min(retryAfter(err), w.cfg.StudyRetry.Max))
 	st.next = now.Add(wait)
 	w.count(func(s *Stats) { s.Retries++ })
 	w.log.LogAttrs(ctx, slog.LevelWarn, "pacs: study failed, retrying it later", slog.String("study", uid), slog.Int("failures", st.failures),
