@@ -9,37 +9,30 @@ import (
 	"unicode/utf8"
 )
 
-// readLines calls line with each line of r (without its newline) up to
-// max bytes of r in all, and skipped with each line it leaves out: one
-// longer than maxLine bytes, or the rest of r past max. It fails only
-// when r does.
+// readLines calls line with each line of r (without its newline) within
+// its first max bytes, and skipped with each line it leaves out: one
+// longer than maxLine bytes, or the one that runs past max, where it
+// stops. It keeps at most maxLine bytes at a time, and fails only when r
+// does.
 func readLines(r io.Reader, max int64, maxLine int, line func(n int, b []byte), skipped func(n int, why string)) error {
-	lr := &io.LimitedReader{R: r, N: max + 1}
-	br := bufio.NewReaderSize(lr, maxLine+1)
+	br := bufio.NewReaderSize(r, maxLine+1)
+	var used int64
 	for n := 1; ; n++ {
 		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			for errors.Is(err, bufio.ErrBufferFull) { // skip to the line's end
-				_, err = br.ReadSlice('\n')
-			}
-			if lr.N <= 0 {
-				skipped(n, fmt.Sprintf("the file goes on past %d bytes", max))
-				return nil
-			}
-			skipped(n, fmt.Sprintf("longer than %d bytes", maxLine))
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			continue
+		used += int64(len(b))
+		long := false
+		for errors.Is(err, bufio.ErrBufferFull) && used <= max { // skip to the line's end
+			long = true
+			b, err = br.ReadSlice('\n')
+			used += int64(len(b))
 		}
-		if lr.N <= 0 {
+		switch {
+		case used > max:
 			skipped(n, fmt.Sprintf("the file goes on past %d bytes", max))
 			return nil
-		}
-		if len(b) > 0 {
+		case long:
+			skipped(n, fmt.Sprintf("longer than %d bytes", maxLine))
+		case len(b) > 0:
 			line(n, b)
 		}
 		if errors.Is(err, io.EOF) {

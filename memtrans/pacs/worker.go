@@ -694,7 +694,10 @@ func (w *Worker) study(ctx context.Context, uid string) error {
 			}
 			return nil
 		}
-		if slices.Contains(w.cfg.Modalities, s.String(dicomweb.TagModality)) && suid != "" {
+		if slices.Contains(w.cfg.Modalities, s.String(dicomweb.TagModality)) && suid != "" && !slices.Contains(images, suid) {
+			if len(images) == w.cfg.MaxInstances { // each series holds an instance at least
+				return fmt.Errorf("study %s: %w: more than %d series of modality %s", uid, dicomweb.ErrLimit, w.cfg.MaxInstances, strings.Join(w.cfg.Modalities, " or "))
+			}
 			images = append(images, suid)
 		}
 	}
@@ -752,7 +755,7 @@ func (w *Worker) study(ctx context.Context, uid string) error {
 		w.setPending()
 	}
 	if _, err := w.cfg.PACS.Store(ctx, uid, doc.Bytes()); err != nil {
-		if err := w.storeFailed(ctx, uid, srSeries, p, err); err != nil {
+		if err := w.storeFailed(ctx, uid, srSeries, err); err != nil {
 			return err
 		}
 	}
@@ -773,7 +776,7 @@ func (w *Worker) study(ctx context.Context, uid string) error {
 // unreachable it is asked; nil means the SR is there. When it is not, the
 // journalled message goes (the study will be reported on afresh), unless
 // the outcome is unknown.
-func (w *Worker) storeFailed(ctx context.Context, uid, srSeries string, p *pending, err error) error {
+func (w *Worker) storeFailed(ctx context.Context, uid, srSeries string, err error) error {
 	err = fmt.Errorf("study %s: storing the SR: %w", uid, err)
 	if errors.Is(err, dicomweb.ErrUnavailable) || ctx.Err() != nil {
 		return err // the journal keeps the message; the next attempt or flush looks for the SR
@@ -787,11 +790,8 @@ func (w *Worker) storeFailed(ctx context.Context, uid, srSeries string, p *pendi
 			slog.String("answer", clean(err.Error(), 1024)))
 		return nil
 	}
-	if p != nil {
-		if rerr := w.journal.remove(uid); rerr != nil {
-			return rerr
-		}
-		w.setPending()
+	if rerr := w.unjournal(uid); rerr != nil {
+		return rerr
 	}
 	return err
 }
