@@ -689,3 +689,40 @@ func TestRunNeverExits(t *testing.T) {
 	}
 	t.Logf("stats %+v", w.Stats())
 }
+
+// TestHL7JournalFull: with the receiver down and room for one pending
+// message, the first study's SR is stored and its message journalled,
+// and the second study is held back, nothing of it stored, with one log
+// line a round; once the receiver is back (a restart) both messages go
+// and both SRs are stored, each once.
+func TestHL7JournalFull(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "hl7.jsonl")
+	a, b := uid(2100), uid(2101)
+	f := newFake(t, a, b)
+	down := newRIS(t, func(int, []byte) string { return "AA" })
+	addr := down.addr()
+	down.ln.Close()
+	w, l := hostileWorker(t, f, pacs.Config{MLLP: &hl7.Sender{Addr: addr, Timeout: time.Second}, JournalFile: journal, MaxPendingHL7: 1,
+		OnceTimeout: 2 * time.Second})
+	if err := runOnce(t, w); !errors.Is(err, pacs.ErrIncomplete) {
+		t.Errorf("RunOnce with the receiver down: %v", err)
+	}
+	if !f.hasSR(a) || f.hasSR(b) || f.hit("series", b) != 0 {
+		t.Errorf("SR of %s %v, of %s %v (its series asked %d times)", a, f.hasSR(a), b, f.hasSR(b), f.hit("series", b))
+	}
+	if st := w.Stats(); st.HL7Pending != 1 || st.Waiting != 1 || st.Reported != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if n, polls := l.count("the HL7 journal is full"), w.Stats().Polls; n == 0 || n > polls {
+		t.Errorf("%d log lines of a full journal over %d rounds", n, polls)
+	}
+	up := newRIS(t, func(int, []byte) string { return "AA" })
+	w, _ = hostileWorker(t, f, pacs.Config{MLLP: &hl7.Sender{Addr: up.addr(), Timeout: 10 * time.Second}, JournalFile: journal, MaxPendingHL7: 1})
+	if err := runOnce(t, w); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, f, a, b)
+	if msgs := up.messages(); len(msgs) != 2 || !strings.HasPrefix(msgs[0], a+" ") || !strings.HasPrefix(msgs[1], b+" ") {
+		t.Errorf("messages %q", msgs)
+	}
+}

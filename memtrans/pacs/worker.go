@@ -456,6 +456,7 @@ type pollResult struct {
 	complete bool      // the search listed every study
 	left     int       // studies found and not done
 	settling int       // among them, studies waiting for their count to hold
+	held     int       // among them, studies held back by a full HL7 journal
 	soonest  time.Time // the earliest retry of a study or an HL7 message held back; zero if none
 }
 
@@ -504,9 +505,12 @@ func (w *Worker) poll(ctx context.Context) (pollResult, error) {
 			continue
 		}
 		if w.journal != nil && w.journal.len() >= w.cfg.MaxPendingHL7 && w.journal.get(f.uid) == nil {
+			if res.held == 0 {
+				w.log.LogAttrs(ctx, slog.LevelWarn, "pacs: the HL7 journal is full; no new study is reported on until the receiver takes its messages",
+					slog.Int("pending", w.journal.len()), slog.String("first_study_held", f.uid))
+			}
 			res.left++
-			w.log.LogAttrs(ctx, slog.LevelWarn, "pacs: the HL7 journal is full; no new study is reported on until the receiver takes its messages",
-				slog.Int("pending", w.journal.len()), slog.String("study", f.uid))
+			res.held++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
