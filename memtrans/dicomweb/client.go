@@ -118,24 +118,32 @@ type Limits struct {
 var DefaultLimits = Limits{JSONBytes: 64 << 20, Results: 100000, InstanceBytes: 1 << 30, TotalBytes: 4 << 30, Parts: 10000}
 
 // Timeouts bound each attempt of a request in time, whatever HTTP client
-// carries it.
+// carries it. An attempt cut off by one fails as an outage
+// (ErrUnavailable).
 type Timeouts struct {
 	// Header runs from the request's start (the upload of its body
 	// included) to the answer's headers (default 30 s).
 	Header time.Duration
 	// Body runs from the answer's headers to the end of its body (default
-	// 10 min): a server that trickles its answer is cut off then, and the
-	// attempt fails as an outage (ErrUnavailable).
+	// 10 min).
 	Body time.Duration
+	// Stall cuts off an answer whose body brings less than StallBytes in
+	// any window this long (default 30 s): a server trickling its answer
+	// is given up on long before Body.
+	Stall time.Duration
 	// Progress: an answer still coming after this long is logged (at
 	// Info, "dicomweb: slow answer", with the bytes so far), and again at
-	// each such interval (default 30 s).
+	// each such interval (default 10 s).
 	Progress time.Duration
 }
 
+// StallBytes is the least an answer's body must bring in each window of
+// Timeouts.Stall.
+const StallBytes = 1024
+
 // DefaultTimeouts are the client's timeouts unless WithTimeouts sets
 // others.
-var DefaultTimeouts = Timeouts{Header: 30 * time.Second, Body: 10 * time.Minute, Progress: 30 * time.Second}
+var DefaultTimeouts = Timeouts{Header: 30 * time.Second, Body: 10 * time.Minute, Stall: 30 * time.Second, Progress: 10 * time.Second}
 
 // maxRedirects bounds the redirects followed within the server's origin.
 const maxRedirects = 5
@@ -239,11 +247,11 @@ func WithLimits(l Limits) Option {
 // DefaultTimeouts); a zero field keeps its default.
 func WithTimeouts(t Timeouts) Option {
 	return func(c *Client) error {
-		if t.Header < 0 || t.Body < 0 || t.Progress < 0 {
+		if t.Header < 0 || t.Body < 0 || t.Stall < 0 || t.Progress < 0 {
 			return fmt.Errorf("%w: negative timeout in %+v", ErrInput, t)
 		}
 		d := DefaultTimeouts
-		c.timeouts = Timeouts{Header: or(t.Header, d.Header), Body: or(t.Body, d.Body), Progress: or(t.Progress, d.Progress)}
+		c.timeouts = Timeouts{Header: or(t.Header, d.Header), Body: or(t.Body, d.Body), Stall: or(t.Stall, d.Stall), Progress: or(t.Progress, d.Progress)}
 		return nil
 	}
 }
@@ -409,11 +417,15 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 
 // deadlineError is an attempt cut off by one of the Timeouts.
 type deadlineError struct {
-	what string // "headers" or "body"
+	what string // "headers", "body" or "stall"
 	d    time.Duration
+	n    int64 // for a stall, the bytes of its window
 }
 
 func (e *deadlineError) Error() string {
+	if e.what == "stall" {
+		return fmt.Sprintf("the answer's body stalled: %d bytes in %s", e.n, e.d)
+	}
 	return fmt.Sprintf("no answer's %s within %s", e.what, e.d)
 }
 func (e *deadlineError) Timeout() bool { return true }
@@ -438,7 +450,7 @@ func (c *Client) once(ctx context.Context, req request) (*http.Response, error) 
 		r.Header.Set("Authorization", c.auth)
 	}
 	t := &transfer{c: c, req: req, ctx: actx, cancel: cancel, start: time.Now()}
-	t.deadline = time.AfterFunc(c.timeouts.Header, func() { cancel(&deadlineError{"headers", c.timeouts.Header}) })
+	t.deadline = time.AfterFunc(c.timeouts.Header, func() { cancel(&deadlineError{what: "headers", d: c.timeouts.Header}) })
 	t.mu.Lock()
 	t.progress = time.AfterFunc(c.timeouts.Progress, t.slow)
 	t.mu.Unlock()
@@ -457,7 +469,10 @@ func (c *Client) once(ctx context.Context, req request) (*http.Response, error) 
 	t.mu.Lock()
 	t.inBody = true
 	t.mu.Unlock()
-	t.deadline = time.AfterFunc(c.timeouts.Body, func() { cancel(&deadlineError{"body", c.timeouts.Body}) })
+	t.deadline = time.AfterFunc(c.timeouts.Body, func() { cancel(&deadlineError{what: "body", d: c.timeouts.Body}) })
+	t.mu.Lock()
+	t.stall = time.AfterFunc(c.timeouts.Stall, t.stalled)
+	t.mu.Unlock()
 	t.rc = resp.Body
 	resp.Body = t
 	return resp, nil
@@ -476,9 +491,11 @@ type transfer struct {
 
 	mu       sync.Mutex
 	progress *time.Timer
+	stall    *time.Timer
 	inBody   bool
 	done     bool
 	n        int64
+	window   int64 // n at the start of the stall window
 }
 
 func (t *transfer) Read(b []byte) (int, error) {
@@ -486,6 +503,12 @@ func (t *transfer) Read(b []byte) (int, error) {
 	t.mu.Lock()
 	t.n += int64(n)
 	read := t.n
+	if errors.Is(err, io.EOF) && !t.done { // the whole body is in: nothing left to time
+		t.done = true
+		t.progress.Stop()
+		t.stall.Stop()
+		t.deadline.Stop()
+	}
 	t.mu.Unlock()
 	if err != nil && !errors.Is(err, io.EOF) {
 		if de, ok := context.Cause(t.ctx).(*deadlineError); ok {
@@ -505,9 +528,28 @@ func (t *transfer) stop() {
 	t.mu.Lock()
 	t.done = true
 	t.progress.Stop()
+	if t.stall != nil {
+		t.stall.Stop()
+	}
 	t.mu.Unlock()
 	t.deadline.Stop()
 	t.cancel(context.Canceled)
+}
+
+// stalled cuts the answer off when its window brought less than
+// StallBytes, and otherwise opens the next window.
+func (t *transfer) stalled() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	if got := t.n - t.window; got < StallBytes {
+		t.cancel(&deadlineError{what: "stall", d: t.c.timeouts.Stall, n: got})
+		return
+	}
+	t.window = t.n
+	t.stall.Reset(t.c.timeouts.Stall)
 }
 
 // slow logs an answer still coming, and arms itself again.

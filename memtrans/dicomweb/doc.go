@@ -34,11 +34,12 @@
 //
 // # Deadlines
 //
-// Each attempt has two deadlines whatever HTTP client carries it
+// Each attempt is bounded in time whatever HTTP client carries it
 // ([Timeouts], [WithTimeouts]): 30 s from the request's start to the
-// answer's headers, and 10 min for the answer's body; an answer still
-// coming after 30 s is logged, and again every 30 s, with the bytes so
-// far.
+// answer's headers, 10 min for the answer's body, and a body that brings
+// less than [StallBytes] (1 KiB) in any 30 s is cut off then; an answer
+// still coming after 10 s is logged, and again every 10 s, with the bytes
+// so far. An attempt cut off is an outage (ErrUnavailable).
 //
 // # Redirects
 //

@@ -270,9 +270,10 @@ func stall(r *http.Request, done <-chan struct{}) {
 }
 
 // TestDeadlines: a server that sends no headers, or trickles its body (a
-// search, a retrieval), is cut off at the client's deadlines, and the
-// failure is an outage (ErrUnavailable); a slow answer is logged with its
-// progress.
+// search, a retrieval), is cut off at the client's deadlines — the
+// body's, or the stall's when a window brings less than StallBytes — and
+// the failure is an outage (ErrUnavailable); a slow answer is logged with
+// its progress.
 func TestDeadlines(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
@@ -325,6 +326,10 @@ func TestDeadlines(t *testing.T) {
 	})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrTruncated) || errors.Is(err, ErrMalformed) || parts != 1 {
 		t.Errorf("a retrieval trickled: %v, %d parts", err, parts)
+	}
+	stalling, _ := New(srv.URL+"/trickle", fastRetry, WithTimeouts(Timeouts{Body: time.Minute, Stall: 200 * time.Millisecond}))
+	if _, err := stalling.SearchStudies(ctx, Query{}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "stalled") {
+		t.Errorf("a search trickled below StallBytes a window: %v", err)
 	}
 	for _, want := range []string{"waiting_for=headers", "waiting_for=body"} {
 		if !strings.Contains(logs.String(), "dicomweb: slow answer") || !strings.Contains(logs.String(), want) {
