@@ -201,7 +201,9 @@ func isOurs(err error) bool {
 // is returned wrapped with ErrUnavailable (and ErrTruncated), not
 // retried: the caller may try again later. Parts are bounded by the
 // client's Limits (ErrLimit); a complete answer that is not a multipart
-// of DICOM instances is ErrMalformed.
+// of DICOM instances is ErrMalformed. fn's time counts against the
+// client's Timeouts: one that holds the body unread for Timeouts.Stall
+// has the answer cut off (copy the part out first when its work is long).
 func (c *Client) Retrieve(ctx context.Context, studyUID, seriesUID, instanceUID string, fn func(Part) error) error {
 	segs, err := resource(studyUID, seriesUID, instanceUID)
 	if err != nil {
