@@ -726,3 +726,37 @@ func TestHL7JournalFull(t *testing.T) {
 		t.Errorf("messages %q", msgs)
 	}
 }
+
+// TestOnceBoundMidStudy: RunOnce's bound reached while a study is in hand
+// (its WADO-RS answer never comes) abandons the study, neither reported
+// nor dead-lettered, and returns ErrIncomplete.
+func TestOnceBoundMidStudy(t *testing.T) {
+	hung := uid(2200)
+	f := newFake(t, hung)
+	done := make(chan struct{})
+	defer close(done)
+	f.set(func(f *fakePACS) {
+		f.hook = func(kind, study string, w http.ResponseWriter, r *http.Request) bool {
+			if kind != "wado" {
+				return false
+			}
+			select {
+			case <-r.Context().Done():
+			case <-done:
+			}
+			return true
+		}
+	})
+	dead := filepath.Join(t.TempDir(), "dead.jsonl")
+	c := fastClient(t, f.URL, dicomweb.WithTimeouts(dicomweb.Timeouts{Header: time.Hour}))
+	w, _ := hostileWorker(t, f, pacs.Config{PACS: c, OnceTimeout: time.Second, DeadLetterFile: dead})
+	if err := runOnce(t, w); !errors.Is(err, pacs.ErrIncomplete) {
+		t.Errorf("RunOnce: %v", err)
+	}
+	if st := w.Stats(); st.DeadLetters != 0 || st.Reported != 0 || f.hit("wado", hung) != 1 {
+		t.Errorf("stats %+v, %d retrievals", st, f.hit("wado", hung))
+	}
+	if b, _ := os.ReadFile(dead); len(b) != 0 {
+		t.Errorf("dead letters %s", b)
+	}
+}

@@ -521,7 +521,8 @@ func (w *Worker) poll(ctx context.Context) (pollResult, error) {
 			delete(w.state, f.uid)
 			continue
 		}
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errOnceTimeout) || classify(err) == passing) {
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errOnceTimeout) ||
+			classify(err) == passing) {
 			res.left++
 			return res, ctx.Err() // cut short by the stop: not the study's fault
 		}
