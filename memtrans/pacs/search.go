@@ -46,6 +46,9 @@ func (w *Worker) search(ctx context.Context) (searchResult, error) {
 			return res, nil
 		}
 		ds, err := w.cfg.PACS.SearchStudies(ctx, dicomweb.Query{Modalities: w.cfg.Modalities, From: w.cfg.Since, Limit: w.cfg.PageSize, Offset: offset})
+		if ctx.Err() != nil {
+			return res, ctx.Err() // stopped: no anomaly of the PACS
+		}
 		if err != nil {
 			if se, ok := errors.AsType[*dicomweb.StatusError](err); page > 0 && short && ok && !se.Temporary() {
 				w.log.LogAttrs(ctx, slog.LevelInfo, "pacs: the PACS refuses the page past a short one; taken as the search's end",

@@ -475,7 +475,7 @@ func (w *Worker) poll(ctx context.Context) (pollResult, error) {
 		return res, err
 	}
 	sr, serr := w.search(ctx)
-	if serr != nil && len(sr.studies) == 0 {
+	if ctx.Err() != nil || serr != nil && len(sr.studies) == 0 {
 		return res, serr
 	}
 	res.searched, res.complete = true, sr.complete
