@@ -52,7 +52,9 @@
 //
 // A stop (the context of [Worker.Run] done, SIGTERM in the CLI) comes
 // between studies: the study in hand finishes within Config.Drain, and is
-// otherwise abandoned with nothing stored. [Worker.RunOnce] is bounded by
+// otherwise abandoned: its SR, if not yet stored, is not stored (the next
+// run reports on it), and its HL7 message, if not yet acknowledged, stays
+// in the journal. [Worker.RunOnce] is bounded by
 // Config.OnceTimeout (default 1 h), the study in hand included; past it,
 // or when its search could not list every study, it returns an error
 // wrapping [ErrIncomplete].
