@@ -125,7 +125,7 @@ type Config struct {
 
 	// Drain is how long the study in hand may go on once the context of
 	// Run is done (default 30 s; negative: abandon it at once). A study
-	// cut short stores nothing and is reported at the next run.
+	// cut short before its SR is stored is reported at the next run.
 	Drain time.Duration
 
 	// Logger receives progress (default: none).
