@@ -37,8 +37,10 @@ func watch(ctx context.Context, args []string) error {
 	modalities := fs.String("modalities", "CR,DX", "modalities of the studies to report on")
 	immediate := fs.Bool("immediate", false, "report on a study at once, without waiting for its instance count to hold between two searches")
 	once := fs.Bool("once", false, "report on what the PACS holds now, then exit")
+	onceTimeout := fs.Duration("once-timeout", time.Hour, "with -once, give up (exit 1) after this long with studies or HL7 messages left")
 	deadLetter := fs.String("dead-letter", "", "JSON Lines file of the studies given up on (skipped at the next start)")
 	mllp := fs.String("mllp", "", "host:port of an HL7 v2 receiver (MLLP): each report is sent there as an ORU^R01")
+	journal := fs.String("hl7-journal", "", "file of the ORU^R01 messages not yet acknowledged, kept across a crash (required with -mllp; it holds reports: mode 0600)")
 	hl7App := fs.String("hl7-receiver", "", "receiving application^facility in MSH-5/6")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	beam := fs.Int("beam", 3, "beam size (1 = greedy)")
@@ -60,6 +62,9 @@ func watch(ctx context.Context, args []string) error {
 	}
 	if *pacsURL == "" || *mf.path == "" {
 		return errors.New("-pacs and -model are required")
+	}
+	if *mllp != "" && *journal == "" {
+		return errors.New("-mllp needs -hl7-journal FILE, where the messages not yet acknowledged are kept across a crash")
 	}
 	var logger *slog.Logger
 	if *jsonLogs {
@@ -100,7 +105,7 @@ func watch(ctx context.Context, args []string) error {
 	cfg := pacs.Config{
 		PACS: client, Model: model, ModelInfo: dicomsr.Model{Name: name, Version: *modelVers, Checksum: sum},
 		Interval: *interval, Immediate: *immediate, DeadLetterFile: *deadLetter, Decode: lim.imageOptions(),
-		TempDir: *tmp, Logger: logger,
+		TempDir: *tmp, Logger: logger, OnceTimeout: *onceTimeout, JournalFile: *journal,
 	}
 	for _, m := range strings.Split(*modalities, ",") {
 		if m = strings.TrimSpace(m); m != "" {

@@ -67,3 +67,13 @@ func TestGenerateHL7(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchNeedsJournal: -mllp without -hl7-journal is refused before
+// anything is loaded: without the journal a crash between the SR and its
+// ORU^R01 would lose the message.
+func TestWatchNeedsJournal(t *testing.T) {
+	err := watch(context.Background(), []string{"-pacs", "http://127.0.0.1:1/dicom-web", "-model", "missing.radgen", "-mllp", "127.0.0.1:2"})
+	if err == nil || !strings.Contains(err.Error(), "-hl7-journal") {
+		t.Errorf("watch -mllp without -hl7-journal: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package dicomweb
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -213,7 +214,7 @@ func TestLimits(t *testing.T) {
 }
 
 // TestStoreAnswer: a STOW-RS answer's stored and failed instances are
-// read; a failed instance is an error.
+// read; a failed instance is an error, final for its reason (0xC122).
 func TestStoreAnswer(t *testing.T) {
 	answer := `{"00081199":{"vr":"SQ","Value":[{"00081150":{"vr":"UI","Value":["1.2.840.10008.5.1.4.1.1.88.11"]},"00081155":{"vr":"UI","Value":["1.2.3.4"]}}]},
 "00081198":{"vr":"SQ","Value":[{"00081155":{"vr":"UI","Value":["1.2.3.5"]},"00081197":{"vr":"US","Value":[49442]}}]}}`
@@ -226,8 +227,10 @@ func TestStoreAnswer(t *testing.T) {
 	}))
 	defer srv.Close()
 	cl, _ := New(srv.URL)
-	res, err := cl.Store(context.Background(), "1.2.3", []byte("DICM one"), []byte("DICM two"))
-	if err == nil || !strings.Contains(err.Error(), "1 of 2 instances failed, first 1.2.3.5 (reason 0xC122)") {
+	res, err := cl.Store(context.Background(), "1.2.3", part10("1.2.3.4"), part10("1.2.3.5"))
+	var serr *StoreError
+	if !errors.As(err, &serr) || !errors.Is(err, ErrNotStored) || !strings.Contains(err.Error(), "1 instances failed, first 1.2.3.5 (reason 0xC122)") ||
+		len(serr.Missing) != 0 || serr.Temporary() {
 		t.Errorf("error %v", err)
 	}
 	if res == nil || len(res.Stored) != 1 || res.Stored[0].InstanceUID != "1.2.3.4" || len(res.Failed) != 1 || res.Failed[0].Reason != 0xC122 {
@@ -266,4 +269,33 @@ func TestLongBoundary(t *testing.T) {
 			t.Errorf("boundary of %d: %v", len(c.boundary), err)
 		}
 	}
+}
+
+// part10 returns a minimal DICOM Part 10 file of the given SOP Instance
+// UID: preamble, file meta group, and a dataset of that UID.
+func part10(sop string) []byte {
+	el := func(dst []byte, tag uint32, vr string, v []byte) []byte {
+		if len(v)%2 == 1 {
+			v = append(v, 0)
+		}
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(tag>>16))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(tag))
+		dst = append(dst, vr...)
+		if vr == "OB" {
+			dst = append(dst, 0, 0)
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v)))
+		} else {
+			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(v)))
+		}
+		return append(dst, v...)
+	}
+	var meta []byte
+	meta = el(meta, 0x00020001, "OB", []byte{0, 1})
+	meta = el(meta, 0x00020002, "UI", []byte("1.2.840.10008.5.1.4.1.1.88.11"))
+	meta = el(meta, 0x00020003, "UI", []byte(sop))
+	meta = el(meta, 0x00020010, "UI", []byte("1.2.840.10008.1.2.1"))
+	out := append(make([]byte, 128), "DICM"...)
+	out = el(out, 0x00020000, "UL", binary.LittleEndian.AppendUint32(nil, uint32(len(meta))))
+	out = append(out, meta...)
+	return el(out, 0x00080018, "UI", []byte(sop))
 }

@@ -11,14 +11,44 @@
 //
 // # Failures
 //
-// Connection errors and 5xx answers are retried with exponential backoff
-// ([Retry], honouring a Retry-After header); when the attempts run out the
-// error wraps [ErrUnavailable], so a caller can ride out an outage at its
-// own pace. Any other answer that is not a success is a [*StatusError]
-// naming the method, the URL (without credentials) and the status, with
-// the start of the server's message. STOW-RS is retried as the reads are:
-// storing an instance whose SOP Instance UID the server already holds does
-// not add a second one.
+// Connection errors, attempts past a deadline ([Timeouts]) and 408, 429
+// and 5xx answers are retried with exponential backoff ([Retry]),
+// honouring a Retry-After header (delta-seconds or an HTTP-date, at most
+// [MaxRetryAfter]; one longer than Retry.Max ends the retries at once and
+// is left in [StatusError].RetryAfter for the caller to wait); when the
+// attempts run out the error wraps [ErrUnavailable], so a caller can ride
+// out an outage at its own pace. An answer broken off after it started (a
+// dropped connection, a body past its deadline, a multipart body without
+// its closing delimiter) wraps ErrUnavailable and [ErrTruncated] too. Any
+// other answer that is not a success is a [*StatusError] naming the
+// method, the URL (without credentials) and the status, with the start of
+// the server's message; a complete answer that is not what it should be is
+// [ErrMalformed].
+//
+// STOW-RS is retried as the reads are: storing an instance whose SOP
+// Instance UID the server already holds does not add a second one. A
+// store succeeds only when the answer lists each instance sent, by its
+// SOP Instance UID, in its Referenced SOP Sequence and none in its Failed
+// SOP Sequence; otherwise [Client.Store] returns a [*StoreError], which
+// says whether storing again may help.
+//
+// # Deadlines
+//
+// Each attempt is bounded in time whatever HTTP client carries it
+// ([Timeouts], [WithTimeouts]): 30 s from the request's start to the
+// answer's headers, 10 min for the answer's body, and a body that brings
+// less than [StallBytes] (1 KiB) in any 30 s is cut off then; an answer
+// still coming after 10 s is logged, and again every 10 s, with the bytes
+// so far. An attempt cut off is an outage (ErrUnavailable).
+//
+// # Redirects
+//
+// A redirect is followed only within the root's origin (same scheme, host
+// and port), at most 5 in a row, each logged. A redirect to another
+// origin — http from https, another host, another port — is not followed:
+// the credentials and the request's body stay where they were sent, and
+// the request fails with [ErrRedirect], never retried. The policy is set
+// on the client's own copy of any HTTP client given ([WithHTTPClient]).
 //
 // # Bounds
 //
@@ -26,7 +56,8 @@
 // by size, search results by count, multipart answers by their parts'
 // count and sizes, each checked while reading, before the bytes are kept.
 // A server that sends more gets an error wrapping [ErrLimit]; a body that
-// is not what its Content-Type says gets [ErrMalformed].
+// is not what its Content-Type says, or a search answered with an HTML
+// page, gets [ErrMalformed].
 //
 // # Formats
 //

@@ -35,9 +35,11 @@ const maxBoundary = 256
 // Content-Type is contentType and calls fn with each part in order; fn
 // may read the part's body or not (the rest is skipped). It stops at the
 // first error fn returns, and returns it. A body that is not multipart,
-// has no boundary, or breaks off gets ErrMalformed; one with more parts or
-// bytes than lim allows gets ErrLimit, raised while reading, before the
-// excess is kept anywhere.
+// has no boundary, or whose part headers do not read gets ErrMalformed;
+// one that breaks off — body's reader fails, or it ends before its
+// closing delimiter — gets ErrTruncated (so does reading a part's body
+// then); one with more parts or bytes than lim allows gets ErrLimit,
+// raised while reading, before the excess is kept anywhere.
 func ReadMultipart(contentType string, body io.Reader, lim PartLimits, fn func(Part) error) error {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || !strings.HasPrefix(mt, "multipart/") {
@@ -58,8 +60,13 @@ func ReadMultipart(contentType string, body io.Reader, lim PartLimits, fn func(P
 			return nil
 		}
 		if err != nil {
-			if total.over {
+			switch {
+			case total.over:
 				return fmt.Errorf("%w: multipart body larger than %d bytes", ErrLimit, lim.TotalBytes)
+			case total.err != nil:
+				return fmt.Errorf("%w: before part %d: %w", ErrTruncated, n, total.err)
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				return fmt.Errorf("%w: the body ends before its closing delimiter (part %d)", ErrTruncated, n)
 			}
 			return fmt.Errorf("%w: part %d: %v", ErrMalformed, n, err)
 		}
@@ -80,11 +87,13 @@ func ReadMultipart(contentType string, body io.Reader, lim PartLimits, fn func(P
 	}
 }
 
-// countingReader fails once more than left bytes have been read.
+// countingReader fails once more than left bytes have been read, and
+// keeps the first error of its reader other than io.EOF.
 type countingReader struct {
 	r    io.Reader
 	left int64
 	over bool
+	err  error
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
@@ -96,14 +105,21 @@ func (c *countingReader) Read(b []byte) (int, error) {
 			c.over = true
 			return 0, fmt.Errorf("%w: body over the limit", ErrLimit)
 		}
-		return 0, err
+		return 0, c.keep(err)
 	}
 	if int64(len(b)) > c.left {
 		b = b[:c.left]
 	}
 	n, err := c.r.Read(b)
 	c.left -= int64(n)
-	return n, err
+	return n, c.keep(err)
+}
+
+func (c *countingReader) keep(err error) error {
+	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
+		c.err = err
+	}
+	return err
 }
 
 // limitedPart is a part's body that fails past its limit.
@@ -125,8 +141,8 @@ func (l *limitedPart) Read(b []byte) (int, error) {
 	if l.left < 0 {
 		return 0, fmt.Errorf("%w: part %d larger than its limit", ErrLimit, l.n)
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: part %d: %w", ErrMalformed, l.n, err)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, ErrLimit) {
+		err = fmt.Errorf("%w: part %d: %w", ErrTruncated, l.n, err) // only the body's end or its reader fails inside a part
 	}
 	return n, err
 }

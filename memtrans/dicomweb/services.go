@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +150,9 @@ func (c *Client) getJSON(ctx context.Context, u string) ([]Dataset, error) {
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
 	}
+	if ct := resp.Header.Get("Content-Type"); notJSON(ct) {
+		return nil, fmt.Errorf("dicomweb: GET %s: %w: an answer of type %q, not DICOM JSON", u, ErrMalformed, truncate(ct, 64))
+	}
 	b, err := readLimited(resp.Body, c.limits.JSONBytes, "answer")
 	if err != nil {
 		return nil, fmt.Errorf("dicomweb: GET %s: %w", u, wrapRead(err))
@@ -160,17 +164,27 @@ func (c *Client) getJSON(ctx context.Context, u string) ([]Dataset, error) {
 	return ds, nil
 }
 
+// notJSON reports whether a Content-Type is one no JSON answer has (a
+// login page, an error page of a proxy); a missing or unusual one is
+// left to the parser.
+func notJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "text/html" || mt == "application/xhtml+xml" || strings.HasSuffix(mt, "/xml") ||
+		strings.HasPrefix(mt, "multipart/") || strings.HasPrefix(mt, "image/") || mt == "application/dicom")
+}
+
 // wrapRead marks an error that broke off a body as an outage (the
-// connection went), leaving the client's own limit errors as they are.
+// connection went, a deadline passed), leaving the client's own limit
+// errors as they are.
 func wrapRead(err error) error {
-	if isOurs(err) {
-		return err
+	if errors.Is(err, ErrTruncated) || !isOurs(err) {
+		return fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: reading the answer: %w", ErrUnavailable, err)
+	return err
 }
 
 func isOurs(err error) bool {
-	for _, e := range []error{ErrLimit, ErrMalformed, ErrInput, ErrUnavailable} {
+	for _, e := range []error{ErrLimit, ErrMalformed, ErrInput, ErrUnavailable, ErrTruncated} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -182,8 +196,14 @@ func isOurs(err error) bool {
 // (WADO-RS, GET {root}/studies/{study}[/series/{series}[/instances/{sop}]])
 // as stored (transfer-syntax=*), and calls fn with each, in the order the
 // server sends them. The request is retried until the answer starts;
-// once fn has seen a part, a broken connection is returned (wrapped with
-// ErrUnavailable), not retried. Parts are bounded by the client's Limits.
+// once it has started, an answer broken off (the connection dropped, the
+// body's deadline passed, the body ending before its closing delimiter)
+// is returned wrapped with ErrUnavailable (and ErrTruncated), not
+// retried: the caller may try again later. Parts are bounded by the
+// client's Limits (ErrLimit); a complete answer that is not a multipart
+// of DICOM instances is ErrMalformed. fn's time counts against the
+// client's Timeouts: one that holds the body unread for Timeouts.Stall
+// has the answer cut off (copy the part out first when its work is long).
 func (c *Client) Retrieve(ctx context.Context, studyUID, seriesUID, instanceUID string, fn func(Part) error) error {
 	segs, err := resource(studyUID, seriesUID, instanceUID)
 	if err != nil {
@@ -197,19 +217,23 @@ func (c *Client) Retrieve(ctx context.Context, studyUID, seriesUID, instanceUID 
 	}
 	defer resp.Body.Close()
 	lim := PartLimits{Parts: c.limits.Parts, PartBytes: c.limits.InstanceBytes, TotalBytes: c.limits.TotalBytes}
+	var fnErr error
 	err = ReadMultipart(resp.Header.Get("Content-Type"), resp.Body, lim, func(p Part) error {
 		if mt, _, _ := mime.ParseMediaType(p.ContentType); mt != "" && mt != "application/dicom" {
 			return fmt.Errorf("%w: a part of type %q", ErrMalformed, truncate(p.ContentType, 64))
 		}
-		return fn(p)
+		fnErr = fn(p)
+		return fnErr
 	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("dicomweb: GET %s: %w", u, ctx.Err())
-		}
-		return fmt.Errorf("dicomweb: GET %s: %w", u, wrapRead(err))
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("dicomweb: GET %s: %w", u, ctx.Err())
+	case fnErr != nil && err == fnErr && !errors.Is(err, ErrTruncated):
+		return fmt.Errorf("dicomweb: GET %s: %w", u, err) // the caller's own error, as it is
 	}
-	return nil
+	return fmt.Errorf("dicomweb: GET %s: %w", u, wrapRead(err))
 }
 
 // resource checks UIDs and returns the path segments of a study, series
@@ -256,12 +280,61 @@ type StoreResult struct {
 	Failed []SOPRef // Failed SOP Sequence, with the failure reason
 }
 
+// StoreError is a STOW-RS answer of success (200 or 202) that does not
+// list every instance sent in its Referenced SOP Sequence, or lists one
+// in its Failed SOP Sequence. It wraps ErrNotStored.
+type StoreError struct {
+	URL     string   // without credentials
+	Status  int      // the answer's status
+	Missing []string // SOP Instance UIDs sent and in neither sequence
+	Failed  []SOPRef // instances sent and failed, with their reason
+}
+
+// Error names the request and the first instance not stored.
+func (e *StoreError) Error() string {
+	s := fmt.Sprintf("dicomweb: POST %s: %d: ", e.URL, e.Status)
+	if len(e.Failed) > 0 {
+		f := e.Failed[0]
+		s += fmt.Sprintf("%d instances failed, first %s (reason 0x%04X)", len(e.Failed), truncate(f.InstanceUID, 64), f.Reason)
+		if len(e.Missing) > 0 {
+			s += ", and "
+		}
+	}
+	if len(e.Missing) > 0 {
+		s += fmt.Sprintf("%d instances not in the answer's Referenced SOP Sequence, first %s", len(e.Missing), truncate(e.Missing[0], 64))
+	}
+	return s
+}
+
+// Unwrap returns ErrNotStored.
+func (e *StoreError) Unwrap() error { return ErrNotStored }
+
+// Temporary reports whether storing again may succeed: an instance the
+// answer does not name may or may not be stored (a server answering
+// success without saying what it kept), and a failure for want of
+// resources (0xA7xx) or in processing (0x0110) may pass; the other
+// reasons (0xA9xx the data set does not match its SOP class, 0xCxxx it
+// cannot be understood, 0x0122 the SOP class is not supported …) are
+// final.
+func (e *StoreError) Temporary() bool {
+	for _, f := range e.Failed {
+		if f.Reason&0xFF00 != 0xA700 && f.Reason != 0x0110 {
+			return false
+		}
+	}
+	return true
+}
+
 // Store stores DICOM Part 10 instances (STOW-RS, POST {root}/studies, or
 // {root}/studies/{study} when studyUID is given: then the server refuses
-// instances of other studies). It returns an error when any instance
-// failed, with the result listing which. The request is retried on
-// connection errors and 5xx: an instance the server already holds is
-// kept once.
+// instances of other studies). It succeeds when the answer (200 or 202)
+// lists every instance — by the Media Storage SOP Instance UID of its
+// file meta information — in its Referenced SOP Sequence and none in its
+// Failed SOP Sequence; otherwise the error is a [*StoreError] (wrapping
+// ErrNotStored) and the result says what the server answered. 409 (no
+// instance stored) and the other 4xx are a *StatusError. The request is
+// retried on connection errors, deadlines passed, 408, 429 and 5xx: an
+// instance the server already holds is kept once.
 func (c *Client) Store(ctx context.Context, studyUID string, instances ...[]byte) (*StoreResult, error) {
 	if len(instances) == 0 {
 		return nil, fmt.Errorf("%w: nothing to store", ErrInput)
@@ -272,6 +345,14 @@ func (c *Client) Store(ctx context.Context, studyUID string, instances ...[]byte
 			return nil, err
 		}
 		segs = append(segs, studyUID)
+	}
+	sops := make([]string, len(instances))
+	for i, b := range instances {
+		uid, ok := sopInstanceUID(b)
+		if !ok {
+			return nil, fmt.Errorf("%w: instance %d is not a DICOM Part 10 file naming its SOP Instance UID (0002,0003)", ErrInput, i)
+		}
+		sops[i] = uid
 	}
 	var body bytes.Buffer
 	var ctype string
@@ -318,9 +399,17 @@ func (c *Client) Store(ctx context.Context, studyUID string, instances ...[]byte
 			}
 		}
 	}
-	if len(res.Failed) > 0 {
-		f := res.Failed[0]
-		return res, fmt.Errorf("dicomweb: POST %s: %d of %d instances failed, first %s (reason 0x%04X)", u, len(res.Failed), len(instances), f.InstanceUID, f.Reason)
+	serr := &StoreError{URL: u, Status: resp.StatusCode}
+	for _, sop := range sops {
+		same := func(r SOPRef) bool { return r.InstanceUID == sop }
+		if i := slices.IndexFunc(res.Failed, same); i >= 0 {
+			serr.Failed = append(serr.Failed, res.Failed[i])
+		} else if !slices.ContainsFunc(res.Stored, same) {
+			serr.Missing = append(serr.Missing, sop)
+		}
+	}
+	if len(serr.Failed) > 0 || len(serr.Missing) > 0 {
+		return res, serr
 	}
 	return res, nil
 }

@@ -28,8 +28,14 @@
 //
 // [Sender] sends a message over MLLP (a 0x0B byte, the message, 0x1C
 // 0x0D) and waits for the acknowledgement: AA or CA is success; AE, AR,
-// CE or CR is a [*NAKError]; a connection that cannot be made, breaks or
-// times out is an error wrapping [ErrUnavailable], which may pass.
+// CE or CR is a [*NAKError]. As HL7 v2.5 §2.9 has it, AE and CE say the
+// message's content is in error (final), AR and CR that it was rejected
+// for reasons unrelated to its content, such as the receiving system
+// being down (the error wraps [ErrRejected]: send it again later). A
+// connection that cannot be made, breaks or times out is an error
+// wrapping [ErrUnavailable], which may pass. An answer that is not an
+// acknowledgement of the message sent, or a frame longer than
+// MaxAckBytes, is [ErrMalformed].
 // [ParseMessage], [ReadFrame] and [NewACK] serve the other side (a test
 // listener, a small receiver); all of them bound what they read.
 package hl7

@@ -18,6 +18,10 @@ var (
 	// not have arrived; sending it again is safe for a receiver that
 	// drops repeated control IDs.
 	ErrUnavailable = errors.New("hl7: receiver unavailable")
+	// ErrRejected: the receiver answered AR or CR, rejecting the message
+	// for reasons unrelated to its content (HL7 v2.5 §2.9); it may take it
+	// later. Wrapped by a NAKError.
+	ErrRejected = errors.New("hl7: message rejected by the receiver, not for its content")
 )
 
 // Bounds of ParseMessage.

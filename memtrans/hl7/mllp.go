@@ -85,16 +85,34 @@ type Ack struct {
 }
 
 // NAKError is a negative acknowledgement: the receiver got the message
-// and refused it (AE/CE: an application error, AR/CR: rejected).
+// and refused it. HL7 v2.5 §2.9 tells two kinds apart. AE (application
+// error, original mode) and CE (commit error, enhanced mode) say the
+// message's content is in error: sending it again cannot help. AR
+// (application reject) and CR (commit reject) say it was rejected for
+// reasons unrelated to its content — the receiving system down or in
+// error, or the message's type, version or processing ID not accepted
+// there — which may pass, so the message is worth sending again later:
+// a NAKError of AR or CR wraps ErrRejected, and Temporary reports it.
 type NAKError struct{ Ack *Ack }
 
 // Error names the message refused, the code and the receiver's text.
 func (e *NAKError) Error() string {
-	s := fmt.Sprintf("hl7: message %s refused: %s", e.Ack.ControlID, e.Ack.Code)
+	s := fmt.Sprintf("hl7: message %s refused: %s", truncate(e.Ack.ControlID, 64), e.Ack.Code)
 	if e.Ack.Text != "" {
-		s += ": " + e.Ack.Text
+		s += ": " + truncate(e.Ack.Text, 256)
 	}
 	return s
+}
+
+// Temporary reports whether the refusal may pass (AR or CR).
+func (e *NAKError) Temporary() bool { return e.Ack.Code == "AR" || e.Ack.Code == "CR" }
+
+// Unwrap returns ErrRejected for AR and CR, nil for AE and CE.
+func (e *NAKError) Unwrap() error {
+	if e.Temporary() {
+		return ErrRejected
+	}
+	return nil
 }
 
 // Sender sends messages over MLLP to one receiver. The zero value of its
@@ -106,9 +124,10 @@ type Sender struct {
 	Dialer      net.Dialer
 }
 
-// Send sends msg on a new connection and waits for its acknowledgement.
-// It returns the ACK when it accepts the message (AA or CA); a
-// *NAKError when it refuses it; an error wrapping ErrUnavailable when no
+// Send sends msg on a new connection and waits for its acknowledgement,
+// all within Timeout. It returns the ACK when it accepts the message (AA
+// or CA); a *NAKError when it refuses it (wrapping ErrRejected for AR and
+// CR, which may pass); an error wrapping ErrUnavailable when no
 // acknowledgement came (no connection, a broken one, the timeout); an
 // error wrapping ErrMalformed when the answer is not an ACK of msg.
 func (s *Sender) Send(ctx context.Context, msg []byte) (*Ack, error) {
@@ -143,9 +162,10 @@ func (s *Sender) Send(ctx context.Context, msg []byte) (*Ack, error) {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	raw, err := ReadFrame(bufio.NewReader(conn), max)
+	rec := &connReader{r: conn}
+	raw, err := ReadFrame(bufio.NewReader(rec), max)
 	if err != nil {
-		if errors.Is(err, ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if rec.err == nil { // what came is wrong, not cut short
 			return nil, fmt.Errorf("hl7: MLLP %s: the answer: %w", s.Addr, err)
 		}
 		if ctx.Err() != nil {
@@ -165,6 +185,21 @@ func (s *Sender) Send(ctx context.Context, msg []byte) (*Ack, error) {
 		return ack, nil
 	}
 	return ack, &NAKError{Ack: ack}
+}
+
+// connReader keeps the first error of its reader (io.EOF included): a
+// frame that failed with one was cut short, not malformed.
+type connReader struct {
+	r   io.Reader
+	err error
+}
+
+func (c *connReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // ParseAck reads an acknowledgement message (its MSA segment).

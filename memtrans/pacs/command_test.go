@@ -46,7 +46,7 @@ func TestRadgenWatchOnce(t *testing.T) {
 	}
 	dead := filepath.Join(dir, "dead.jsonl")
 	cmd := exec.Command(filepath.Join(bin, "radgen"), "watch", "-pacs", server.URL, "-user", orthanctest.User, "-model", model, "-once", "-immediate", "-beam", "1",
-		"-mllp", mllp.ln.Addr().String(), "-hl7-receiver", "RIS^GENERAL", "-dead-letter", dead, "-model-version", "test-1", "-tmp", dir)
+		"-mllp", mllp.ln.Addr().String(), "-hl7-journal", filepath.Join(dir, "hl7.jsonl"), "-hl7-receiver", "RIS^GENERAL", "-dead-letter", dead, "-model-version", "test-1", "-tmp", dir)
 	cmd.Env = append(os.Environ(), "RADGEN_PACS_PASSWORD="+orthanctest.Password)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("radgen watch: %v\n%s", err, out)

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/radgen/radgen/internal/orthanctest"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/dicomweb"
+	"github.com/radgen/radgen/memtrans/hl7"
 	"github.com/radgen/radgen/memtrans/pacs"
 )
 
@@ -37,7 +39,8 @@ func TestMain(m *testing.M) {
 }
 
 // childWorker runs RunOnce against $RADGEN_PACS_URL with the model at
-// $RADGEN_PACS_MODEL and prints its Stats as JSON.
+// $RADGEN_PACS_MODEL, sending HL7 messages to $RADGEN_PACS_MLLP with the
+// journal $RADGEN_PACS_JOURNAL, and prints its Stats as JSON.
 func childWorker() int {
 	c, err := dicomweb.New(os.Getenv("RADGEN_PACS_URL"), dicomweb.WithBasicAuth(orthanctest.User, orthanctest.Password))
 	if err != nil {
@@ -49,8 +52,13 @@ func childWorker() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	w, err := pacs.New(pacs.Config{PACS: c, Model: model, ModelInfo: modelInfo, Immediate: true, Interval: 10 * time.Millisecond,
-		Generate: genOpts, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	cfg := pacs.Config{PACS: c, Model: model, ModelInfo: modelInfo, Immediate: true, Interval: 10 * time.Millisecond,
+		Generate: genOpts, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	if addr := os.Getenv("RADGEN_PACS_MLLP"); addr != "" {
+		cfg.MLLP = &hl7.Sender{Addr: addr, Timeout: 10 * time.Second}
+		cfg.JournalFile = os.Getenv("RADGEN_PACS_JOURNAL")
+	}
+	w, err := pacs.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -66,8 +74,10 @@ func childWorker() int {
 
 // TestWorkerSIGKILL kills a worker process with SIGKILL in the middle of a
 // run — at the worst moment: the PACS has stored the second SR and the
-// worker has not yet seen the answer — and starts it again: every study
-// ends with exactly one SR series, none twice, none missing. Before that,
+// worker has not yet seen the answer, nor sent its HL7 message — and
+// starts it again: every study ends with exactly one SR series, none
+// twice, none missing, and the RIS gets each study's ORU^R01 once (the
+// second from the journal). Before that,
 // a STOW-RS whose answer is lost (the connection dropped after the PACS
 // stored the SR) is retried by the client and the SR is still one
 // instance.
@@ -144,10 +154,13 @@ func TestWorkerSIGKILL(t *testing.T) {
 	dropAt.Store(0)
 	posts.Store(0)
 
+	ris := listenMLLP(t)
+	journal := filepath.Join(t.TempDir(), "hl7.jsonl")
 	run := func(kill int32) (string, error) {
 		killAt.Store(kill)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "RADGEN_PACS_CHILD=1", "RADGEN_PACS_URL="+frontURL, "RADGEN_PACS_MODEL="+modelPath)
+		cmd.Env = append(os.Environ(), "RADGEN_PACS_CHILD=1", "RADGEN_PACS_URL="+frontURL, "RADGEN_PACS_MODEL="+modelPath,
+			"RADGEN_PACS_MLLP="+ris.ln.Addr().String(), "RADGEN_PACS_JOURNAL="+journal)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		mu.Lock()
@@ -172,6 +185,9 @@ func TestWorkerSIGKILL(t *testing.T) {
 	if total != 2 {
 		t.Errorf("after the kill %d studies have an SR, want 2 (the kill came with the second SR's answer)", total)
 	}
+	if got := len(ris.messages()); got != 1 {
+		t.Errorf("after the kill the RIS has %d messages, want 1 (the first study's)", got)
+	}
 	out, err := run(0)
 	if err != nil {
 		t.Fatalf("the restarted worker: %v", err)
@@ -180,8 +196,21 @@ func TestWorkerSIGKILL(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("stats %q: %v", out, err)
 	}
-	if st.Reported != n-2 || st.AlreadyReported != 3 || st.DeadLetters != 0 {
-		t.Errorf("restarted worker: %+v, want %d reported and 3 found reported (2 before the kill and the lone study)", st, n-2)
+	if st.Reported != n-2 || st.AlreadyReported != 3 || st.DeadLetters != 0 || st.HL7Sent != n-1 || st.HL7Pending != 0 {
+		t.Errorf("restarted worker: %+v, want %d reported and 3 found reported (2 before the kill and the lone study), %d messages sent", st, n-2, n-1)
+	}
+	seen := map[string]int{}
+	for _, b := range ris.messages() {
+		m, err := hl7.ParseMessage(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[m.Component(m.Field("ZDS", 1), 1)]++
+	}
+	for _, s := range studies {
+		if seen[s] != 1 {
+			t.Errorf("study %s: %d HL7 messages, want 1", s, seen[s])
+		}
 	}
 	for _, s := range append(studies, lone) {
 		series, files := srSeries(t, c, s)

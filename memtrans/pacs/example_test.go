@@ -41,7 +41,8 @@ func ExampleWorker() {
 		PACS:      client,
 		Model:     model,
 		ModelInfo: dicomsr.Model{Name: "radgen R2Gen", Version: "0.1.0", Checksum: "sha256:9f86d081"},
-		// MLLP: &hl7.Sender{Addr: "ris.example:2575"} would send each report to the RIS too.
+		// MLLP: &hl7.Sender{Addr: "ris.example:2575"} and JournalFile: "hl7-journal.jsonl"
+		// would send each report to the RIS too.
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -65,11 +66,27 @@ func ExampleWorker() {
 	// # HELP radgen_pacs_outages_total Searches or studies cut short by an unreachable PACS or HL7 receiver.
 	// # TYPE radgen_pacs_outages_total counter
 	// radgen_pacs_outages_total 0
-	// # HELP radgen_pacs_waiting_studies Studies found at the last search, waiting for their instances to settle.
+	// # HELP radgen_pacs_waiting_studies Studies found at the last search and not done: settling, waiting to be retried, or held back.
 	// # TYPE radgen_pacs_waiting_studies gauge
 	// radgen_pacs_waiting_studies 0
 	// # HELP radgen_pacs_study_seconds Time to report on a study, from its search to its stored SR.
 	// # TYPE radgen_pacs_study_seconds summary
 	// radgen_pacs_study_seconds_sum 0
 	// radgen_pacs_study_seconds_count 0
+	// # HELP radgen_pacs_retries_total Failures of one study or HL7 message that may pass, retried later.
+	// # TYPE radgen_pacs_retries_total counter
+	// radgen_pacs_retries_total 0
+	// # HELP radgen_pacs_anomalies_total What the PACS listed that the worker rode out, by kind.
+	// # TYPE radgen_pacs_anomalies_total counter
+	// radgen_pacs_anomalies_total{kind="duplicate_uid"} 0
+	// radgen_pacs_anomalies_total{kind="unsettled"} 0
+	// radgen_pacs_anomalies_total{kind="invalid_uid"} 0
+	// radgen_pacs_anomalies_total{kind="short_page"} 0
+	// radgen_pacs_anomalies_total{kind="search_cut"} 0
+	// # HELP radgen_pacs_hl7_sent_total ORU^R01 messages acknowledged by the receiver.
+	// # TYPE radgen_pacs_hl7_sent_total counter
+	// radgen_pacs_hl7_sent_total 0
+	// # HELP radgen_pacs_hl7_pending ORU^R01 messages journalled whose acknowledgement has not come.
+	// # TYPE radgen_pacs_hl7_pending gauge
+	// radgen_pacs_hl7_pending 0
 }

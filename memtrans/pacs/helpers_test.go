@@ -229,6 +229,9 @@ func newWorker(t testing.TB, cfg pacs.Config) *pacs.Worker {
 	}
 	cfg.Generate = genOpts
 	cfg.TempDir = t.TempDir()
+	if cfg.MLLP != nil && cfg.JournalFile == "" {
+		cfg.JournalFile = filepath.Join(cfg.TempDir, "hl7-journal.jsonl")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -208,17 +209,36 @@ func TestWorkerOutage(t *testing.T) {
 	}
 }
 
-// TestConfig: a worker without its required parts is refused, and so is a
-// dead-letter file that is not one.
+// TestConfig: a worker without its required parts is refused, and so is
+// one with an MLLP receiver and no journal; a dead-letter file with lines
+// that are not dead letters (not JSON, a line of 2 MB, a study that is no
+// UID) is read all the same, those lines logged and skipped.
 func TestConfig(t *testing.T) {
 	if _, err := pacs.New(pacs.Config{}); !errors.Is(err, pacs.ErrConfig) {
 		t.Errorf("empty config: %v", err)
 	}
 	model, _ := tinyModel(t, 1)
 	c := client(t, "http://127.0.0.1:1")
+	info := dicomsr.Model{Name: "m"}
+	if _, err := pacs.New(pacs.Config{PACS: c, Model: model, ModelInfo: info, MLLP: &hl7.Sender{Addr: "127.0.0.1:1"}}); !errors.Is(err, pacs.ErrConfig) {
+		t.Errorf("MLLP without a journal: %v", err)
+	}
+	if _, err := pacs.New(pacs.Config{PACS: c, Model: model, ModelInfo: info, Modalities: []string{"CR,DX"}}); !errors.Is(err, pacs.ErrConfig) {
+		t.Errorf("a modality holding a comma: %v", err)
+	}
 	bad := filepath.Join(t.TempDir(), "dead.jsonl")
-	os.WriteFile(bad, []byte("not json\n"), 0o644)
-	if _, err := pacs.New(pacs.Config{PACS: c, Model: model, ModelInfo: dicomsr.Model{Name: "m"}, DeadLetterFile: bad}); !errors.Is(err, pacs.ErrConfig) {
-		t.Errorf("bad dead-letter file: %v", err)
+	os.WriteFile(bad, []byte("not json\n"+`{"study":"`+strings.Repeat("1", 2<<20)+`","error":"x"}`+"\n"+
+		`{"study":"../../etc","error":"x"}`+"\n"+`{"study":"1.2.3","error":"kept"}`+"\n"), 0o644)
+	var logs strings.Builder
+	w, err := pacs.New(pacs.Config{PACS: c, Model: model, ModelInfo: info, DeadLetterFile: bad,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl := w.DeadLetters(); len(dl) != 1 || dl[0].Study != "1.2.3" || dl[0].Error != "kept" {
+		t.Errorf("dead letters %+v", dl)
+	}
+	if n := strings.Count(logs.String(), "dead-letter line skipped"); n != 3 {
+		t.Errorf("%d lines logged as skipped, want 3:\n%s", n, logs.String())
 	}
 }
