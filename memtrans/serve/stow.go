@@ -468,9 +468,21 @@ func (h *Handler) stow(w http.ResponseWriter, r *http.Request, start time.Time, 
 // not hold.
 func (h *Handler) srStored(study, sop string, res *dicomweb.StoreResult, err error) *apiError {
 	var failed *dicomweb.SOPRef
+	isSR := func(f dicomweb.SOPRef) bool { return f.InstanceUID == sop }
 	if res != nil {
-		if i := slices.IndexFunc(res.Failed, func(f dicomweb.SOPRef) bool { return f.InstanceUID == sop }); i >= 0 {
+		if i := slices.IndexFunc(res.Failed, isSR); i >= 0 {
 			failed = &res.Failed[i]
+		}
+	}
+	// The client's own check (dicomweb.StoreError) says the same of an
+	// answer of success: the SR failed, or is missing from it.
+	se, notStored := errors.AsType[*dicomweb.StoreError](err)
+	if notStored {
+		if i := slices.IndexFunc(se.Failed, isSR); i >= 0 && failed == nil {
+			failed = &se.Failed[i]
+		}
+		if failed == nil && slices.Contains(se.Missing, sop) {
+			err, res = nil, nil // unconfirmed, below
 		}
 	}
 	switch {
