@@ -1,7 +1,8 @@
-package main
+package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -59,6 +60,7 @@ func sniffModel(head []byte, size int64) modelKind {
 
 // modelFlags are the flags that say how to read -model.
 type modelFlags struct {
+	cmd         *command
 	path        *string
 	vocab       *string
 	corpus      *string
@@ -67,8 +69,9 @@ type modelFlags struct {
 	memoryHeads *int
 }
 
-func newModelFlags(fs *flag.FlagSet) *modelFlags {
+func (c *command) newModelFlags(fs *flag.FlagSet) *modelFlags {
 	return &modelFlags{
+		cmd:         c,
 		path:        fs.String("model", "", "model: a radgen checkpoint (.radgen), or R2Gen weights (PyTorch .pth or safetensors; then -vocab)"),
 		vocab:       fs.String("vocab", "", "R2Gen weights: the annotation.json R2Gen trained on, whose train split gives the vocabulary (default: -ann)"),
 		corpus:      fs.String("corpus", "iu_xray", "R2Gen weights: the corpus they were trained on (tokenizer, views): iu_xray or mimic_cxr"),
@@ -128,7 +131,7 @@ func (f *modelFlags) load(lim *limits, ann string, opts ...memtrans.Option) (*me
 		if c != data.IUXray && c != data.MIMICCXR {
 			return nil, fmt.Errorf("unknown -corpus %q (iu_xray or mimic_cxr)", c)
 		}
-		tok, err := trainTokenizer(a, c)
+		tok, err := trainTokenizer(a, c, 0)
 		if err != nil {
 			return nil, fmt.Errorf("-vocab %s: %w", vocab, err)
 		}
@@ -143,12 +146,12 @@ func (f *modelFlags) load(lim *limits, ann string, opts ...memtrans.Option) (*me
 
 // convert reads -model (any kind load reads) and writes it as a native
 // checkpoint to -out.
-func convert(args []string) error {
+func (c *command) convert(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
-	mf := newModelFlags(fs)
+	mf := c.newModelFlags(fs)
 	out := fs.String("out", "", "the radgen checkpoint to write (.radgen)")
 	lim := limitFlags(fs)
-	rest, err := parseArgs(fs, args)
+	rest, err := c.parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -170,6 +173,6 @@ func convert(args []string) error {
 		return err
 	}
 	cfg := m.Config()
-	fmt.Printf("wrote %s: %s, %d views, a vocabulary of %d tokens\n", *out, cfg.Architecture(), cfg.Views, m.Tokenizer().Len())
+	fmt.Fprintf(c.stdout, "wrote %s: %s, %d views, a vocabulary of %d tokens\n", *out, cfg.Architecture(), cfg.Views, m.Tokenizer().Len())
 	return nil
 }
