@@ -1,7 +1,8 @@
 // Package cli is the radgen command as a library: [Main] runs it with the
 // arguments, the output writers and the context a program gives it, and
 // returns its exit status. examples/radgen is a main of a few lines over
-// it.
+// it; [ServerMain] is the report service alone (radgen serve), and
+// examples/server a main over that.
 //
 // Checkpoints name their architecture, and loading one needs the package
 // that registered it (arch.Register, in its init function). The stock
@@ -41,6 +42,7 @@
 //	radgen convert  -model model_best.pth -vocab annotation.json [-corpus iu_xray] [-heads 8] [-memory-heads 8] -out model.radgen
 //	radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
 //	radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-once] [-mllp host:port]
+//	radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web]
 //
 // -model reads a radgen checkpoint (.radgen, written by train, convert or
 // memtrans.Model.SaveFile) or R2Gen's own weights: the model_best.pth its
@@ -50,6 +52,11 @@
 // names the annotation.json they were trained on, whose train split R2Gen's
 // tokenizer is rebuilt from (as R2Gen does at every start), and -heads and
 // -memory-heads are R2Gen's num_heads and rm_num_heads.
+//
+// serve runs the memtrans/serve handler over a native checkpoint (or, with
+// no -model, the quickstart's tiny model, trained on synthetic films on
+// first use and cached), with a graceful shutdown: on SIGINT or SIGTERM the
+// uploads still arriving are cut and the generations in flight finish.
 //
 // Input files are read with size limits (flags of every subcommand), and
 // anything but a regular file is refused unless -allow-nonregular; output

@@ -24,14 +24,14 @@ import (
 
 // Main runs the radgen command with args, the arguments after the
 // program's name (os.Args[1:]): a subcommand (train, generate, convert,
-// eval, watch) and its flags. The command's output goes to stdout,
+// eval, watch, serve) and its flags. The command's output goes to stdout,
 // its progress, logs and errors to stderr; nothing else is written to. It
 // returns the exit status: 0 on success, 1 when the subcommand failed, 2
 // for a usage error. It never exits the process.
 //
 // ctx stops a subcommand in progress (training between steps, generation
-// between studies); a program passes one that a signal cancels. watch
-// also stops gracefully on SIGINT and SIGTERM while it runs.
+// between studies); a program passes one that a signal cancels. watch and
+// serve also stop gracefully on SIGINT and SIGTERM while they run.
 //
 // Checkpoints of any architecture registered with arch.Register in the
 // program load: a program that imports an architecture's package runs the
@@ -54,6 +54,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = c.eval(ctx, args[1:])
 	case "watch":
 		err = c.watch(ctx, args[1:])
+	case "serve":
+		err = c.serve(ctx, args[1:])
 	default:
 		c.usage()
 		return 2
@@ -105,9 +107,10 @@ func (c *command) usage() {
   radgen convert  -model model_best.pth|weights.safetensors -vocab annotation.json -out model.radgen
   radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
   radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
+  radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web] [-json-logs]
 R2Gen weights (.pth or safetensors) for generate, convert and watch: -vocab annotation.json (generate: default -ann)
                   [-corpus iu_xray|mimic_cxr] [-threshold n] [-max-seq-length n] [-views n] [-heads 8] [-memory-heads 8]
-every command: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
+every command but serve: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
                [-max-image-bytes n] [-max-pixels n] [-allow-nonregular]; flags may follow the file names`)
 }
 
