@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
@@ -89,10 +90,11 @@ func newCommand(stdout, stderr io.Writer) *command {
 
 // explain adds to err what to do about it where the command knows better
 // than the library: a checkpoint of an architecture this program does not
-// register needs a program that imports its package.
+// register needs a program that imports its package. (memtrans.Load keeps
+// the message of the configuration's error, not always the error itself.)
 func explain(err error) error {
-	if errors.Is(err, arch.ErrUnregistered) {
-		return fmt.Errorf("%w (this program registers %q; build a radgen whose main imports the architecture's package and calls cli.Main, as examples/variant/radgen does)", err, arch.Registered())
+	if errors.Is(err, arch.ErrUnregistered) || strings.Contains(err.Error(), arch.ErrUnregistered.Error()) {
+		return fmt.Errorf("%w (build a radgen whose main imports the architecture's package and calls cli.Main, as examples/variant/radgen does)", err)
 	}
 	return err
 }
@@ -105,7 +107,7 @@ func (c *command) usage() {
                   (-ann annotation.json -images dir [-split test] | -manifest studies.jsonl | image files... | DICOM folders...) [-beam 3]
                   [-device cpu|cuda:N|reference] [-half] [-o reports.json] [-fhir out.json|dir] [-sr out.dcm|dir] [-hl7 out.hl7|dir]
   radgen convert  -model model_best.pth|weights.safetensors -vocab annotation.json -out model.radgen
-  radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray]
+  radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray] [-threshold n] [-max-seq-length n]
   radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
   radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web] [-json-logs]
 R2Gen weights (.pth or safetensors) for generate, convert and watch: -vocab annotation.json (generate: default -ann)
@@ -450,6 +452,8 @@ func (c *command) eval(ctx context.Context, args []string) error {
 	repPath := fs.String("reports", "", "reports.json written by radgen generate -o")
 	split := fs.String("split", "test", "split of the annotation")
 	corpusName := fs.String("corpus", "iu_xray", "report cleaner and tokenizer: iu_xray or mimic_cxr")
+	threshold := fs.Int("threshold", 0, "the references' vocabulary: R2Gen's --threshold (default: the corpus's, 3 for iu_xray and 10 for mimic_cxr); rarer words read <unk>")
+	maxSeqLen := fs.Int("max-seq-length", 0, "the references' length: R2Gen's --max_seq_length (default: the corpus's, 60 for iu_xray and 100 for mimic_cxr)")
 	lim := limitFlags(fs)
 	rest, err := c.parseArgs(fs, args)
 	if err != nil {
@@ -473,7 +477,13 @@ func (c *command) eval(ctx context.Context, args []string) error {
 		return err
 	}
 	corpus := data.Corpus(*corpusName)
-	tok, err := trainTokenizer(ann, corpus, 0)
+	if *threshold < 0 || *maxSeqLen < 0 {
+		return fmt.Errorf("-threshold %d, -max-seq-length %d: 0 (the corpus's) or more", *threshold, *maxSeqLen)
+	}
+	if *maxSeqLen == 0 {
+		*maxSeqLen = corpus.MaxSeqLen()
+	}
+	tok, err := trainTokenizer(ann, corpus, *threshold)
 	if err != nil {
 		return err
 	}
@@ -483,7 +493,7 @@ func (c *command) eval(ctx context.Context, args []string) error {
 	}
 	byID := map[string]string{}
 	for _, s := range list {
-		byID[s.ID] = tok.Reference(s.Report, corpus.MaxSeqLen())
+		byID[s.ID] = tok.Reference(s.Report, *maxSeqLen)
 	}
 	var refs [][]string
 	var hyps []string
