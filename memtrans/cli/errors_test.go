@@ -190,7 +190,7 @@ func TestCommandErrors(t *testing.T) {
 		{"R2Gen weights without -vocab", generate, []string{"-model", fixturePth, p("0.png"), p("1.png")}, "carry no vocabulary: give -vocab", false},
 		{"R2Gen weights, -vocab not an annotation", generate, []string{"-model", fixturePth, "-vocab", p("bad.json"), p("0.png"), p("1.png")}, "bad study", false},
 		{"R2Gen weights, heads that do not divide d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "3", p("0.png"), p("1.png")}, "-heads 3: R2Gen's num_heads must divide d_model, which is 16 in " + fixturePth, false},
-		{"R2Gen weights, default heads", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "32", p("0.png"), p("1.png")}, "-heads 32: R2Gen's num_heads must divide d_model", false},
+		{"R2Gen weights, heads that divide no d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "32", p("0.png"), p("1.png")}, "-heads 32: R2Gen's num_heads must divide d_model", false},
 		{"R2Gen weights, memory heads that do not divide d_model", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "2", "-memory-heads", "3", "-out", p("out.radgen")}, "-memory-heads 3: R2Gen's rm_num_heads must divide the memory's width, d_model, which is 16", false},
 		{"R2Gen weights, another threshold", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-threshold", "1", "-heads", "2", "-memory-heads", "2", "-out", p("out.radgen")},
 			"-vocab " + fixtureAnn + ": its train split gives a vocabulary of 22 tokens at -threshold 1 and -corpus iu_xray, an output of 23 ids, but the weights' logit layer has 14 (-threshold 3 gives 14)", false},

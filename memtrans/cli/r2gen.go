@@ -71,10 +71,13 @@ func (f *modelFlags) settings() (r2genSettings, error) {
 func (f *modelFlags) flagName(name string, value int) string {
 	set := false
 	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
-	if set {
+	switch {
+	case set:
 		return fmt.Sprintf("-%s %d", name, value)
+	case name == "threshold" || name == "max-seq-length" || name == "views":
+		return fmt.Sprintf("-%s (default %d for -corpus %s)", name, value, *f.corpus)
 	}
-	return fmt.Sprintf("-%s (default %d for -corpus %s)", name, value, *f.corpus)
+	return fmt.Sprintf("-%s (default %d)", name, value)
 }
 
 // loadR2Gen builds a model from R2Gen weights in file, an open regular
