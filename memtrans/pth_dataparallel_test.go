@@ -20,11 +20,11 @@ import (
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
 
-var updateCLIFixture = flag.Bool("update-cli-fixture", false, "rewrite examples/radgen/testdata's model_best.pth and annotation.json")
+var updateCLIFixture = flag.Bool("update-cli-fixture", false, "rewrite memtrans/cli/testdata's model_best.pth and annotation.json")
 
-// cliFixtureDir holds the R2Gen checkpoint examples/radgen's tests read:
-// the command cannot write one itself without an internal package.
-const cliFixtureDir = "../examples/radgen/testdata"
+// cliFixtureDir holds the R2Gen checkpoint memtrans/cli's tests read,
+// written by TestLoadR2GenDataParallel with -update-cli-fixture.
+const cliFixtureDir = "cli/testdata"
 
 // dataParallelFixture returns the annotation, its tokenizer and the
 // weights of a tiny R2Gen saved from a DataParallel model: every name
@@ -140,7 +140,7 @@ func deflatedPth(t *testing.T, ts []pth.Tensor) []byte {
 
 // TestLoadR2GenDataParallel loads a checkpoint saved from a DataParallel
 // model (every name under "module.") and requires every parameter bit for
-// bit; the fixture examples/radgen's tests read holds the same tensors
+// bit; the fixture memtrans/cli's tests read holds the same tensors
 // (rewrite it with -update-cli-fixture).
 func TestLoadR2GenDataParallel(t *testing.T) {
 	ann, tok, ts := dataParallelFixture(t)

@@ -1,7 +1,8 @@
 // Command server runs radgen's report service: the memtrans/serve handler
 // over a model, on one port, with structured logs and a graceful shutdown
 // that cuts the uploads still arriving and lets the generations in flight
-// finish.
+// finish. It is memtrans/cli's ServerMain, radgen serve as a program of its
+// own.
 //
 //	go run ./examples/server -model model.radgen [-addr 127.0.0.1:8080]
 //
@@ -13,292 +14,23 @@
 //	curl -F view=@0.png -F view=@1.png -F beam_size=3 http://127.0.0.1:8080/v1/reports
 //
 // A PACS or a router may push studies to http://ADDR/dicomweb/studies by
-// STOW-RS; with -pacs the SR of each is stored into the study there.
+// STOW-RS; with -pacs the SR of each is stored into the study there. A
+// program that also imports an architecture's package serves that
+// architecture's checkpoints the same way.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"log/slog"
-	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/memtrans"
-	"github.com/radgen/radgen/memtrans/data"
-	"github.com/radgen/radgen/memtrans/dicomweb"
-	"github.com/radgen/radgen/memtrans/serve"
-	"github.com/radgen/radgen/memtrans/synth"
+	"github.com/radgen/radgen/memtrans/cli"
 )
 
-// config holds the command's flags.
-type config struct {
-	model       string
-	addr        string
-	token       string
-	cache       string
-	epochs      int
-	queue       int
-	concurrency int
-	maxBatch    int
-	batchWait   time.Duration
-	noBatching  bool
-	timeout     time.Duration
-	maxUpload   int64
-	maxPixels   int64
-	shutdown    time.Duration
-	jsonLogs    bool
-	memory      int64
-	upload      time.Duration
-	pacs        string // DICOMweb root where the SRs of pushed studies are stored
-	pacsUser    string // basic auth, password from $RADGEN_PACS_PASSWORD
-	pacsToken   bool   // bearer token from $RADGEN_PACS_TOKEN
-}
-
 func main() {
-	var c config
-	cache, _ := os.UserCacheDir()
-	if cache == "" {
-		cache = os.TempDir()
-	}
-	flag.StringVar(&c.model, "model", "", "model checkpoint (native .radgen); empty: the quickstart's tiny model, trained on first use")
-	flag.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
-	flag.StringVar(&c.token, "token", os.Getenv("RADGEN_TOKEN"), "bearer token required on /v1 and /metrics (default $RADGEN_TOKEN; empty: none)")
-	flag.StringVar(&c.cache, "cache", filepath.Join(cache, "radgen", "server"), "where the quickstart model and its synthetic films are kept")
-	flag.IntVar(&c.epochs, "epochs", synth.Defaults.Epochs, "training epochs of the quickstart model (when it is trained)")
-	flag.IntVar(&c.queue, "queue", serve.DefaultQueue, "report requests admitted at once; more get 429")
-	flag.IntVar(&c.concurrency, "concurrency", 1, "Generate calls at once")
-	flag.IntVar(&c.maxBatch, "batch", serve.DefaultMaxBatch, "most studies decoded in one batch")
-	flag.DurationVar(&c.batchWait, "batch-wait", serve.DefaultBatchWait, "longest wait for a batch to fill")
-	flag.BoolVar(&c.noBatching, "no-batching", false, "one Generate call per request")
-	flag.DurationVar(&c.timeout, "timeout", serve.DefaultTimeout, "per-request limit, queueing included")
-	flag.Int64Var(&c.maxUpload, "max-upload", serve.DefaultMaxUploadBytes, "largest request body in bytes")
-	flag.Int64Var(&c.maxPixels, "max-pixels", serve.DefaultMaxPixels, "largest view in pixels")
-	flag.DurationVar(&c.shutdown, "shutdown-grace", 0, "how long a shutdown waits for the generations in flight (default: -timeout + 5s); uploads still arriving are cut at once")
-	flag.Int64Var(&c.memory, "memory-budget", 0, "bytes report requests may hold at once (default: half the machine's memory less the model)")
-	flag.DurationVar(&c.upload, "upload-timeout", serve.DefaultUploadTimeout, "longest time an upload's body may take to arrive")
-	flag.StringVar(&c.pacs, "pacs", "", "DICOMweb root of a PACS (e.g. http://127.0.0.1:8042/dicom-web): the SR of each study pushed by STOW-RS is stored there")
-	flag.StringVar(&c.pacsUser, "pacs-user", "", "basic-auth user of the PACS (password from $RADGEN_PACS_PASSWORD)")
-	flag.BoolVar(&c.pacsToken, "pacs-token", false, "send $RADGEN_PACS_TOKEN to the PACS as a bearer token")
-	flag.BoolVar(&c.jsonLogs, "json-logs", false, "log JSON lines instead of text")
-	flag.Parse()
-
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-	if c.jsonLogs {
-		h = slog.NewJSONHandler(os.Stderr, nil)
-	}
-	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, c, log, nil); err != nil {
-		log.Error("server stopped", "err", err)
-		os.Exit(1)
-	}
-}
-
-// run serves until ctx is done, then shuts down gracefully. When ready is
-// not nil it receives the listening address once the model is warm.
-func run(ctx context.Context, c config, log *slog.Logger, ready chan<- string) error {
-	pacs, err := pacsClient(c, log) // before a model is trained for nothing
-	if err != nil {
-		return err
-	}
-	model, name, err := loadModel(ctx, c, log)
-	if err != nil {
-		return err
-	}
-	defer model.Close()
-
-	opts := []serve.Option{serve.WithLogger(log), serve.WithModelName(name), serve.WithQueue(c.queue),
-		serve.WithConcurrency(c.concurrency), serve.WithTimeout(c.timeout), serve.WithMaxUploadBytes(c.maxUpload),
-		serve.WithMaxPixels(c.maxPixels), serve.WithBatching(c.maxBatch, c.batchWait)}
-	if c.memory > 0 {
-		opts = append(opts, serve.WithMemoryBudget(c.memory))
-	}
-	if c.upload > 0 {
-		opts = append(opts, serve.WithUploadTimeout(c.upload))
-	}
-	if c.noBatching {
-		opts = append(opts, serve.WithoutBatching())
-	}
-	if c.token != "" {
-		opts = append(opts, serve.WithBearerToken(c.token))
-	}
-	if pacs != nil {
-		opts = append(opts, serve.WithPACS(pacs))
-	}
-	h, err := serve.New(model, opts...)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	// The Go runtime collects harder as the heap nears the budget plus the
-	// model, rather than growing past it (the limit is soft: it never
-	// fails an allocation).
-	if prev := debug.SetMemoryLimit(-1); prev == math.MaxInt64 {
-		debug.SetMemoryLimit(h.Info().MemoryBudget + modelBytes(model) + 256<<20)
-	}
-
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		// The handler gives each upload its own read deadline
-		// (-upload-timeout); this bounds the other routes' bodies.
-		ReadTimeout:    c.upload + 10*time.Second,
-		WriteTimeout:   c.timeout + time.Minute,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	// Shutdown cuts the uploads still arriving at once, then waits for the
-	// generations in flight.
-	srv.RegisterOnShutdown(h.Drain)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", name, "checksum", h.Info().Checksum)
-
-	// Ready once warm: /readyz answers 503 until then, /healthz 200.
-	if err := h.WarmUp(ctx); err != nil {
-		srv.Close()
-		return err
-	}
-	if ready != nil {
-		ready <- ln.Addr().String()
-	}
-
-	select {
-	case err := <-serveErr:
-		return err
-	case <-ctx.Done():
-	}
-	grace := c.shutdown
-	if grace <= 0 {
-		grace = c.timeout + 5*time.Second
-	}
-	log.Info("shutting down: uploads still arriving are cut, generations in flight finish", "grace", grace)
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	log.Info("stopped")
-	return nil
-}
-
-// pacsClient is the DICOMweb client of -pacs, with its credentials; nil
-// without -pacs.
-func pacsClient(c config, log *slog.Logger) (*dicomweb.Client, error) {
-	opts := []dicomweb.Option{dicomweb.WithLogger(log)}
-	switch {
-	case c.pacs == "" && (c.pacsUser != "" || c.pacsToken):
-		return nil, errors.New("-pacs-user and -pacs-token need -pacs")
-	case c.pacs == "":
-		return nil, nil
-	case c.pacsToken && c.pacsUser != "":
-		return nil, errors.New("give -pacs-user or -pacs-token, not both")
-	case c.pacsToken:
-		opts = append(opts, dicomweb.WithBearerToken(os.Getenv("RADGEN_PACS_TOKEN")))
-	case c.pacsUser != "":
-		opts = append(opts, dicomweb.WithBasicAuth(c.pacsUser, os.Getenv("RADGEN_PACS_PASSWORD")))
-	}
-	client, err := dicomweb.New(c.pacs, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("-pacs: %w", err)
-	}
-	return client, nil
-}
-
-// loadModel loads -model, or the cached quickstart model, training it on
-// synthetic films first when the cache has none.
-func loadModel(ctx context.Context, c config, log *slog.Logger) (*memtrans.Model, string, error) {
-	mopts := memtrans.WithModelOptions(memtrans.WithLogger(log))
-	if c.model != "" {
-		start := time.Now()
-		m, err := memtrans.LoadFile(c.model, mopts)
-		if err != nil {
-			return nil, "", err
-		}
-		log.Info("model loaded", "path", c.model, "architecture", m.Config().Architecture(), "took", time.Since(start).Round(time.Millisecond))
-		return m, filepath.Base(c.model), nil
-	}
-	o := synth.Defaults
-	o.Epochs = c.epochs
-	o.Dir = filepath.Join(c.cache, "films")
-	path := filepath.Join(c.cache, fmt.Sprintf("quickstart-seed%d-epochs%d.radgen", o.Seed, o.Epochs))
-	name := "quickstart tiny R2Gen"
-	// A cached model written before checkpoints recorded their data is the
-	// same synthetic-film model: say so.
-	sopts := memtrans.WithModelOptions(memtrans.WithLogger(log), memtrans.WithProvenance(synth.Provenance))
-	if m, err := memtrans.LoadFile(path, sopts); err == nil {
-		log.Info("quickstart model loaded", "path", path)
-		logSample(o.Dir, log)
-		return m, name, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		log.Warn("cached quickstart model unreadable; training it again", "path", path, "err", err)
-	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	log.Info("no model given: training the quickstart's tiny model on synthetic films", "epochs", o.Epochs, "studies", o.Train, "dir", o.Dir)
-	last := time.Now()
-	o.Progress = func(p memtrans.Progress) {
-		if p.Batch == p.Batches-1 || time.Since(last) > 10*time.Second {
-			last = time.Now()
-			log.Info("training", "epoch", p.Epoch+1, "of", p.Epochs, "batch", p.Batch+1, "batches", p.Batches, "loss", fmt.Sprintf("%.3f", p.Loss))
-		}
-	}
-	res, err := synth.Run(ctx, o)
-	if err != nil {
-		return nil, "", err
-	}
-	log.Info("trained", "took", res.TrainTime.Round(time.Second), "BLEU-4", fmt.Sprintf("%.3f", res.Scores.BLEU[3]), "CIDEr-D", fmt.Sprintf("%.3f", res.Scores.CIDErD))
-	if err := res.Model.SaveFile(path); err != nil {
-		log.Warn("could not cache the model", "path", path, "err", err)
-	} else {
-		log.Info("model cached", "path", path)
-	}
-	logSample(o.Dir, log)
-	return res.Model, name, nil
-}
-
-// modelBytes counts the bytes of a model's weights.
-func modelBytes(m *memtrans.Model) int64 {
-	var n int64
-	m.VisitParams(func(_ string, t *radgen.Tensor) { n += 4 * int64(len(t.Data())) })
-	return n
-}
-
-// logSample names a held-out synthetic study to try the page with.
-func logSample(dir string, log *slog.Logger) {
-	ann, err := data.LoadAnnotation(filepath.Join(dir, "annotation.json"))
-	if err != nil {
-		return
-	}
-	test, err := ann.Split("test")
-	if err != nil || len(test) == 0 {
-		return
-	}
-	s := test[0]
-	var files []string
-	for _, p := range s.ImagePath {
-		files = append(files, filepath.Join(dir, "images", p))
-	}
-	log.Info("a held-out synthetic study to try", "files", files, "reference", s.Report)
+	code := cli.ServerMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

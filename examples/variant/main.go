@@ -7,6 +7,10 @@
 //
 //	go run ./examples/variant             # synthetic films in a temporary directory
 //	go run ./examples/variant -serve :8080 # then serve the model until interrupted
+//
+// examples/variant/radgen is the radgen command for the variant: its main
+// imports mclnm2 and calls memtrans/cli's Main, and then generates from,
+// converts, evaluates and serves the variant's checkpoints.
 package main
 
 import (

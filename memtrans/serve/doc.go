@@ -141,6 +141,6 @@
 // A Handler does not own its model. Register Drain with the server
 // (srv.RegisterOnShutdown(h.Drain)) so that Shutdown cuts the uploads still
 // arriving at once and waits only for the requests being decoded or
-// generated; then Close the handler, then the model. The command
-// examples/server does exactly this.
+// generated; then Close the handler, then the model. memtrans/cli's
+// ServerMain (radgen serve, examples/server) does exactly this.
 package serve

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -27,6 +27,19 @@ import (
 // it again with a valid checksum, as a forger would.
 func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byte {
 	t.Helper()
+	return resealedMeta(t, file, func(md map[string]string) {
+		var cfg memtrans.ModelConfig
+		json.Unmarshal([]byte(md["radgen.config"]), &cfg)
+		edit(&cfg)
+		b, _ := json.Marshal(cfg)
+		md["radgen.config"] = string(b)
+	})
+}
+
+// resealedMeta rewrites the metadata inside a native checkpoint and seals
+// it again with a valid checksum.
+func resealedMeta(t *testing.T, file []byte, edit func(map[string]string)) []byte {
+	t.Helper()
 	const hdr = 8 + 8 + sha256.Size
 	dec, err := zstd.NewReader(bytes.NewReader(file[hdr:]))
 	if err != nil {
@@ -42,11 +55,7 @@ func resealed(t *testing.T, file []byte, edit func(*memtrans.ModelConfig)) []byt
 		t.Fatal(err)
 	}
 	md := w.Metadata()
-	var cfg memtrans.ModelConfig
-	json.Unmarshal([]byte(md["radgen.config"]), &cfg)
-	edit(&cfg)
-	b, _ := json.Marshal(cfg)
-	md["radgen.config"] = string(b)
+	edit(md)
 	var p bytes.Buffer
 	if err := radgen.SaveWeights(&p, weightsModule{w}, md); err != nil {
 		t.Fatal(err)
@@ -180,7 +189,19 @@ func TestCommandErrors(t *testing.T) {
 		{"model empty", generate, []string{"-model", p("empty.pth"), p("0.png")}, "not a radgen checkpoint", false},
 		{"R2Gen weights without -vocab", generate, []string{"-model", fixturePth, p("0.png"), p("1.png")}, "carry no vocabulary: give -vocab", false},
 		{"R2Gen weights, -vocab not an annotation", generate, []string{"-model", fixturePth, "-vocab", p("bad.json"), p("0.png"), p("1.png")}, "bad study", false},
-		{"R2Gen weights, heads that do not divide d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "3", p("0.png"), p("1.png")}, "head", false},
+		{"R2Gen weights, heads that do not divide d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "3", p("0.png"), p("1.png")}, "-heads 3: R2Gen's num_heads must divide d_model, which is 16 in " + fixturePth, false},
+		{"R2Gen weights, heads that divide no d_model", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "32", p("0.png"), p("1.png")}, "-heads 32: R2Gen's num_heads must divide d_model", false},
+		{"R2Gen weights, memory heads that do not divide d_model", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-heads", "2", "-memory-heads", "3", "-out", p("out.radgen")}, "-memory-heads 3: R2Gen's rm_num_heads must divide the memory's width, d_model, which is 16", false},
+		{"R2Gen weights, another threshold", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-threshold", "1", "-heads", "2", "-memory-heads", "2", "-out", p("out.radgen")},
+			"-vocab " + fixtureAnn + ": its train split gives a vocabulary of 22 tokens at -threshold 1 and -corpus iu_xray, an output of 23 ids, but the weights' logit layer has 14 (-threshold 3 gives 14)", false},
+		{"R2Gen weights, another corpus", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-corpus", "mimic_cxr", "-heads", "2", "-memory-heads", "2", "-out", p("out.radgen")},
+			"at -threshold (default 10 for -corpus mimic_cxr) and -corpus mimic_cxr, an output of 3 ids, but the weights' logit layer has 14 (-threshold 3 gives 14)", false},
+		{"R2Gen weights, -vocab defaulting to -ann", generate, []string{"-model", fixturePth, "-ann", p("ann.json"), "-heads", "2", "-memory-heads", "2"}, "-vocab (default -ann) " + p("ann.json") + ": its train split gives a vocabulary of 1 tokens at -threshold (default 3 for -corpus iu_xray) and -corpus iu_xray, an output of 2 ids, but the weights' logit layer has 14", false},
+		{"R2Gen weights, reports longer than the positional table", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-max-seq-length", "513", "-heads", "2", "-memory-heads", "2", "-out", p("out.radgen")},
+			"-max-seq-length 513: longer than the 512 rows of the positional table in " + fixturePth, false},
+		{"R2Gen weights, negative threshold", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-threshold", "-1", "-out", p("out.radgen")}, "-threshold -1: outside [0, ", false},
+		{"R2Gen weights, 17 views", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-views", "17", "-out", p("out.radgen")}, "-views 17: outside [0, 16]", false},
+		{"R2Gen weights, no heads", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-memory-heads", "0", "-out", p("out.radgen")}, "-memory-heads 0: outside [1, ", false},
 		{"R2Gen weights, unknown corpus", generate, []string{"-model", fixturePth, "-vocab", fixtureAnn, "-corpus", "chexpert", p("0.png"), p("1.png")}, `unknown -corpus "chexpert"`, false},
 		{"convert without -out", convert, []string{"-model", fixturePth, "-vocab", fixtureAnn}, "-out is required", false},
 		{"convert without -model", convert, []string{"-out", p("out.radgen")}, "-model is required", false},
@@ -204,6 +225,7 @@ func TestCommandErrors(t *testing.T) {
 		{"eval reports over the limit", eval, []string{"-ann", p("ann.json"), "-reports", p("reports.json"), "-max-reports-bytes", "5"}, "exceeds its size limit", false},
 		{"eval without -ann", eval, []string{"-reports", p("reports.json")}, "-ann is required", false},
 		{"eval report not in split", eval, []string{"-ann", p("ann.json"), "-reports", p("reports.json")}, `"a", which is not in split "test"`, false},
+		{"eval negative -max-seq-length", eval, []string{"-ann", p("ann.json"), "-reports", p("reports.json"), "-max-seq-length", "-2"}, "-max-seq-length -2: 0 (the corpus's) or more", false},
 	}
 	for _, c := range cases {
 		if c.fifo && !haveFIFO {

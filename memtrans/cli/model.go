@@ -1,15 +1,17 @@
-package main
+package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/radgen/radgen/memtrans"
-	"github.com/radgen/radgen/memtrans/data"
 )
 
 // What -model may name, recognised from the file's first bytes (never its
@@ -22,8 +24,9 @@ import (
 //     names included, or a safetensors file of the same state_dict names.
 //     They carry neither the vocabulary nor the head counts: R2Gen
 //     rebuilds its tokenizer from the annotation.json it trained on at
-//     every start, and so does -vocab here; -heads and -memory-heads are
-//     R2Gen's num_heads and rm_num_heads.
+//     every start, and so does -vocab here (with -threshold and -corpus);
+//     -heads and -memory-heads are R2Gen's num_heads and rm_num_heads,
+//     -max-seq-length its max_seq_length (see r2gen.go).
 type modelKind int
 
 const (
@@ -59,22 +62,34 @@ func sniffModel(head []byte, size int64) modelKind {
 
 // modelFlags are the flags that say how to read -model.
 type modelFlags struct {
+	cmd         *command
+	fs          *flag.FlagSet
 	path        *string
 	vocab       *string
 	corpus      *string
+	threshold   *int
+	maxSeqLen   *int
 	views       *int
 	heads       *int
 	memoryHeads *int
 }
 
-func newModelFlags(fs *flag.FlagSet) *modelFlags {
+// r2genFlags are the flags that say how to read R2Gen weights, which a
+// radgen checkpoint does not need.
+var r2genFlags = []string{"vocab", "corpus", "threshold", "max-seq-length", "views", "heads", "memory-heads"}
+
+func (c *command) newModelFlags(fs *flag.FlagSet) *modelFlags {
 	return &modelFlags{
+		cmd:         c,
+		fs:          fs,
 		path:        fs.String("model", "", "model: a radgen checkpoint (.radgen), or R2Gen weights (PyTorch .pth or safetensors; then -vocab)"),
-		vocab:       fs.String("vocab", "", "R2Gen weights: the annotation.json R2Gen trained on, whose train split gives the vocabulary (default: -ann)"),
-		corpus:      fs.String("corpus", "iu_xray", "R2Gen weights: the corpus they were trained on (tokenizer, views): iu_xray or mimic_cxr"),
-		views:       fs.Int("views", 0, "R2Gen weights: images per study (default: the corpus's, 2 for iu_xray and 1 for mimic_cxr)"),
-		heads:       fs.Int("heads", 8, "R2Gen weights: attention heads (R2Gen's num_heads)"),
-		memoryHeads: fs.Int("memory-heads", 8, "R2Gen weights: relational-memory heads (R2Gen's rm_num_heads)"),
+		vocab:       fs.String("vocab", "", "R2Gen weights: the annotation.json R2Gen trained on (its --ann_path), whose train split gives the vocabulary (generate: default -ann, which is then logged)"),
+		corpus:      fs.String("corpus", "iu_xray", "R2Gen weights: the corpus they were trained on (R2Gen's --dataset_name: the report cleaner, the views and the run script's defaults): iu_xray or mimic_cxr"),
+		threshold:   fs.Int("threshold", 0, "R2Gen weights: R2Gen's --threshold, the fewest occurrences in -vocab's train split for a word to enter the vocabulary (default: the corpus's run script, 3 for iu_xray and 10 for mimic_cxr)"),
+		maxSeqLen:   fs.Int("max-seq-length", 0, "R2Gen weights: R2Gen's --max_seq_length, the longest report in tokens (default: the corpus's run script, 60 for iu_xray and 100 for mimic_cxr); at most the rows of the weights' positional table"),
+		views:       fs.Int("views", 0, "R2Gen weights: images per study (default: the corpus's, 2 for iu_xray and 1 for mimic_cxr); the weights cannot tell it"),
+		heads:       fs.Int("heads", 8, "R2Gen weights: attention heads (R2Gen's --num_heads); the weights' shapes cannot tell it, only that it divides d_model"),
+		memoryHeads: fs.Int("memory-heads", 8, "R2Gen weights: relational-memory heads (R2Gen's --rm_num_heads); the weights' shapes cannot tell it, only that it divides d_model"),
 	}
 }
 
@@ -100,11 +115,19 @@ func (f *modelFlags) load(lim *limits, ann string, opts ...memtrans.Option) (*me
 	if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	loadOpts := lim.loadOptions(opts...)
 	switch kind := sniffModel(head, size); kind {
 	case kindNative:
+		var ignored []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(r2genFlags, fl.Name) {
+				ignored = append(ignored, "-"+fl.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			f.cmd.log.Warn("ignored: a radgen checkpoint carries its configuration and vocabulary", "flags", strings.Join(ignored, " "), "model", path)
+		}
 		// Read on from the same file: a pipe cannot be opened twice.
-		m, err := memtrans.Load(io.MultiReader(bytes.NewReader(head), file), loadOpts...)
+		m, err := memtrans.Load(io.MultiReader(bytes.NewReader(head), file), lim.loadOptions(opts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -113,42 +136,19 @@ func (f *modelFlags) load(lim *limits, ann string, opts ...memtrans.Option) (*me
 		if size < 0 {
 			return nil, fmt.Errorf("%s (%s): must be a regular file (R2Gen weights are read at offsets)", path, kind)
 		}
-		vocab := *f.vocab
-		if vocab == "" {
-			vocab = ann
-		}
-		if vocab == "" {
-			return nil, fmt.Errorf("%s (%s): R2Gen weights carry no vocabulary: give -vocab, the annotation.json they were trained on", path, kind)
-		}
-		a, err := lim.annotation(vocab)
-		if err != nil {
-			return nil, err
-		}
-		c := data.Corpus(*f.corpus)
-		if c != data.IUXray && c != data.MIMICCXR {
-			return nil, fmt.Errorf("unknown -corpus %q (iu_xray or mimic_cxr)", c)
-		}
-		tok, err := trainTokenizer(a, c)
-		if err != nil {
-			return nil, fmt.Errorf("-vocab %s: %w", vocab, err)
-		}
-		views := *f.views
-		if views == 0 {
-			views = c.Views()
-		}
-		return memtrans.LoadR2GenFile(path, tok, views, *f.heads, *f.memoryHeads, loadOpts...)
+		return f.loadR2Gen(lim, file, size, kind, ann, opts)
 	}
 	return nil, fmt.Errorf("%s: not a radgen checkpoint, a PyTorch checkpoint (.pth) or a safetensors file", path)
 }
 
 // convert reads -model (any kind load reads) and writes it as a native
 // checkpoint to -out.
-func convert(args []string) error {
+func (c *command) convert(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
-	mf := newModelFlags(fs)
+	mf := c.newModelFlags(fs)
 	out := fs.String("out", "", "the radgen checkpoint to write (.radgen)")
 	lim := limitFlags(fs)
-	rest, err := parseArgs(fs, args)
+	rest, err := c.parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -170,6 +170,6 @@ func convert(args []string) error {
 		return err
 	}
 	cfg := m.Config()
-	fmt.Printf("wrote %s: %s, %d views, a vocabulary of %d tokens\n", *out, cfg.Architecture(), cfg.Views, m.Tokenizer().Len())
+	fmt.Fprintf(c.stdout, "wrote %s: %s, %d views, a vocabulary of %d tokens, reports of up to %d tokens\n", *out, cfg.Architecture(), cfg.Views, m.Tokenizer().Len(), cfg.MaxSeqLen())
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -47,11 +47,11 @@ func TestServeAndShutdown(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := config{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
+	c := serverConfig{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
 		timeout: time.Minute, maxUpload: 1 << 20, maxPixels: 1 << 20, token: "t0ken"}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, log, ready) }()
+	go func() { done <- runServer(ctx, c, log, ready) }()
 	var addr string
 	select {
 	case addr = <-ready:
@@ -158,12 +158,12 @@ func TestShutdownCutsStalledUpload(t *testing.T) {
 	path := tinyCheckpoint(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := config{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
+	c := serverConfig{model: path, addr: "127.0.0.1:0", queue: 4, concurrency: 1, maxBatch: 4, batchWait: time.Millisecond,
 		timeout: 10 * time.Minute, maxUpload: 16 << 20, maxPixels: 1 << 20, upload: 10 * time.Minute, shutdown: 5 * time.Second}
 	var logs bytes.Buffer
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, slog.New(slog.NewTextHandler(&logs, nil)), ready) }()
+	go func() { done <- runServer(ctx, c, slog.New(slog.NewTextHandler(&logs, nil)), ready) }()
 	var addr string
 	select {
 	case addr = <-ready:
@@ -231,19 +231,45 @@ func tinyCheckpoint(t *testing.T) string {
 // DICOMweb URL; all is checked before a model is loaded or trained.
 func TestPACSFlags(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	for _, c := range []config{
+	for _, c := range []serverConfig{
 		{pacsUser: "radgen"},
 		{pacsToken: true},
 		{pacs: "http://127.0.0.1:8042/dicom-web", pacsUser: "radgen", pacsToken: true},
 		{pacs: "ftp://pacs/dicom-web"},
 	} {
-		if err := run(context.Background(), c, log, nil); err == nil || !strings.Contains(err.Error(), "-pacs") {
+		if err := runServer(context.Background(), c, log, nil); err == nil || !strings.Contains(err.Error(), "-pacs") {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
 	t.Setenv("RADGEN_PACS_TOKEN", "s3cret")
-	cl, err := pacsClient(config{pacs: "http://127.0.0.1:8042/dicom-web/", pacsToken: true}, log)
+	cl, err := pacsClient(serverConfig{pacs: "http://127.0.0.1:8042/dicom-web/", pacsToken: true}, log)
 	if err != nil || cl.URL() != "http://127.0.0.1:8042/dicom-web" {
 		t.Errorf("%v %v", cl, err)
+	}
+}
+
+// ServerMain's exit status: 0 for -h, 2 for a bad flag or an argument,
+// 1 (logged) when the service fails; radgen serve reports the same through
+// Main. Nothing is served: -pacs-user without -pacs fails first.
+func TestServerMainStatus(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "-shutdown-grace"},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"model.radgen"}, 2, `unexpected argument "model.radgen"`},
+		{[]string{"-pacs-user", "radgen"}, 1, "-pacs-user and -pacs-token need -pacs"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := ServerMain(ctx, c.args, &stdout, &stderr); code != c.code || !strings.Contains(stderr.String(), c.want) || stdout.Len() > 0 {
+			t.Errorf("%q: status %d, want %d; stdout %q, stderr %q (want %q)", c.args, code, c.code, stdout.String(), stderr.String(), c.want)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := Main(ctx, []string{"serve", "-pacs-token"}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "radgen serve: -pacs-user and -pacs-token need -pacs") {
+		t.Errorf("radgen serve -pacs-token: status %d, %q", code, stderr.String())
 	}
 }

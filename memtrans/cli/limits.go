@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -113,8 +113,10 @@ func (l *limits) readReports(path string) ([]generated, error) {
 
 // parseArgs parses flags wherever they are among the arguments (Go's flag
 // package stops at the first non-flag, which would read "img.png -beam 1"
-// as two more file names); "--" ends the flags.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+// as two more file names); "--" ends the flags. The flag set's messages
+// and usage go to the command's stderr.
+func (c *command) parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(c.stderr)
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {

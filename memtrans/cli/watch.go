@@ -1,4 +1,4 @@
-package main
+package cli
 
 // radgen watch: a worker that watches a PACS over DICOMweb and stores a DICOM
 // SR into each new CR/DX study (memtrans/pacs), sending an HL7 v2
@@ -26,10 +26,10 @@ import (
 	"github.com/radgen/radgen/memtrans/pacs"
 )
 
-func watch(ctx context.Context, args []string) error {
+func (c *command) watch(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	pacsURL := fs.String("pacs", "", "DICOMweb root of the PACS, e.g. http://127.0.0.1:8042/dicom-web (required)")
-	mf := newModelFlags(fs)
+	mf := c.newModelFlags(fs)
 	user := fs.String("user", "", "basic-auth user of the PACS (password from $RADGEN_PACS_PASSWORD)")
 	token := fs.Bool("token", false, "send $RADGEN_PACS_TOKEN as a bearer token")
 	interval := fs.Duration("interval", 30*time.Second, "time between searches when there is nothing to do")
@@ -50,7 +50,7 @@ func watch(ctx context.Context, args []string) error {
 	modelName := fs.String("model-name", "", "the model's name in SR and HL7 (default: radgen and the architecture)")
 	modelVers := fs.String("model-version", "", "the model's version in SR and HL7")
 	lim := limitFlags(fs)
-	rest, err := parseArgs(fs, args)
+	rest, err := c.parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -68,9 +68,9 @@ func watch(ctx context.Context, args []string) error {
 	}
 	var logger *slog.Logger
 	if *jsonLogs {
-		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		logger = slog.New(slog.NewJSONHandler(c.stderr, nil))
 	} else {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		logger = slog.New(slog.NewTextHandler(c.stderr, nil))
 	}
 	copts := []dicomweb.Option{dicomweb.WithLogger(logger)}
 	switch {

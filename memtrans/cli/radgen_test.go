@@ -1,8 +1,9 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,15 @@ import (
 	"github.com/radgen/radgen/memtrans/m2"
 	"github.com/radgen/radgen/mesh"
 )
+
+// The subcommands as the tests call them, their output discarded.
+func train(ctx context.Context, args []string) error    { return quiet().train(ctx, args) }
+func generate(ctx context.Context, args []string) error { return quiet().generate(ctx, args) }
+func eval(ctx context.Context, args []string) error     { return quiet().eval(ctx, args) }
+func convert(args []string) error                       { return quiet().convert(context.Background(), args) }
+func watch(ctx context.Context, args []string) error    { return quiet().watch(ctx, args) }
+
+func quiet() *command { return newCommand(io.Discard, io.Discard) }
 
 // Every size, architecture and routing the flags name is a valid model
 // configuration; nonsense is refused.

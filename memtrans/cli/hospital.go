@@ -1,4 +1,4 @@
-package main
+package cli
 
 // Hospital files in and out for radgen generate: folders of DICOM files as
 // input, FHIR DiagnosticReports (-fhir) and DICOM Basic Text SRs (-sr) as
