@@ -362,7 +362,7 @@ func load(r io.Reader, opts []LoadOption) (*Model, *checkpoint, error) {
 		md := f.Metadata()
 		var cfg ModelConfig
 		if err := json.Unmarshal([]byte(md[metaConfig]), &cfg); err != nil {
-			return fmt.Errorf("%w: config: %v", ErrCheckpoint, err)
+			return fmt.Errorf("%w: config: %w", ErrCheckpoint, err)
 		}
 		if err := cfg.validate(b); err != nil {
 			return fmt.Errorf("%w: %w", ErrCheckpoint, err)

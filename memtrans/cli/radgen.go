@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
@@ -90,10 +89,9 @@ func newCommand(stdout, stderr io.Writer) *command {
 
 // explain adds to err what to do about it where the command knows better
 // than the library: a checkpoint of an architecture this program does not
-// register needs a program that imports its package. (memtrans.Load keeps
-// the message of the configuration's error, not always the error itself.)
+// register needs a program that imports its package.
 func explain(err error) error {
-	if errors.Is(err, arch.ErrUnregistered) || strings.Contains(err.Error(), arch.ErrUnregistered.Error()) {
+	if errors.Is(err, arch.ErrUnregistered) {
 		return fmt.Errorf("%w (build a radgen whose main imports the architecture's package and calls cli.Main, as examples/variant/radgen does)", err)
 	}
 	return err
