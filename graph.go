@@ -23,6 +23,7 @@ type Graph struct {
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
 	ahead  *aheadBatch         // Ahead; nil before the first
+	bufs   *Buffers            // ReuseBuffers
 }
 
 // GraphOption configures a Graph.
@@ -155,8 +156,11 @@ func gradTarget(t *Tensor) (*Tensor, float64) {
 // zerosLike returns a tensor of zeros of shape, of t's element type on
 // t's device.
 func zerosLike(t *Tensor, shape []int) *Tensor {
-	if t.device != CPU {
+	switch {
+	case t.device != CPU:
 		return devFull(t, shape, 0)
+	case t.bufs != nil && !t.Is64():
+		return t.bufs.tensor(shape, true)
 	}
 	return like(t, shape)
 }
