@@ -129,8 +129,6 @@ func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 		return devFull(t, shape, 0)
 	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, false)
-	case g.bufs != nil && g.record && !t.Is64():
-		return g.bufs.tensor(shape, true)
 	}
 	return like(t, shape)
 }
@@ -143,8 +141,6 @@ func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
 		return devNew(t, shape)
 	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, true)
-	case g.bufs != nil && g.record && !t.Is64():
-		return g.bufs.tensor(shape, false)
 	}
 	return like(t, shape)
 }

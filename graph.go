@@ -23,7 +23,6 @@ type Graph struct {
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
 	ahead  *aheadBatch         // Ahead; nil before the first
-	bufs   *Buffers            // ReuseBuffers
 }
 
 // GraphOption configures a Graph.
@@ -156,11 +155,8 @@ func gradTarget(t *Tensor) (*Tensor, float64) {
 // zerosLike returns a tensor of zeros of shape, of t's element type on
 // t's device.
 func zerosLike(t *Tensor, shape []int) *Tensor {
-	switch {
-	case t.device != CPU:
+	if t.device != CPU {
 		return devFull(t, shape, 0)
-	case t.bufs != nil && !t.Is64():
-		return t.bufs.tensor(shape, true)
 	}
 	return like(t, shape)
 }

@@ -47,9 +47,6 @@ type Tensor struct {
 	// pend marks values that an ahead batch is still computing
 	// (Graph.Ahead); every access to them waits first (ready).
 	pend pendMark
-	// bufs is the pool the tensor's storage came from, which its gradient
-	// comes from too (ReuseBuffers); nil elsewhere.
-	bufs *Buffers
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor

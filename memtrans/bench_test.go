@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -309,49 +308,22 @@ func BenchmarkTrainStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// fresh takes new memory for every step's results and gradients, as a
-	// graph does by default; buffers reuses the memory of the step before
-	// (radgen.ReuseBuffers, as memtrans.Trainer does).
-	for _, reuse := range []bool{false, true} {
-		name := "fresh"
-		if reuse {
-			name = "buffers"
+	b.ResetTimer()
+	for i := range b.N {
+		g := radgen.NewGraph(radgen.Train(uint64(i)))
+		f, err := m.TeacherForce(g, feats, in, B, T)
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			bufs := radgen.NewBuffers()
-			cpu0, sys0, faults0 := usage()
-			b.ResetTimer()
-			for i := range b.N {
-				opts := []radgen.GraphOption{radgen.Train(uint64(i))}
-				if reuse {
-					opts = append(opts, radgen.ReuseBuffers(bufs))
-				}
-				g := radgen.NewGraph(opts...)
-				f, err := m.TeacherForce(g, feats, in, B, T)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := g.Backward(arch.LanguageModelLoss(g, f.LogProbs, tg, mask)); err != nil {
-					b.Fatal(err)
-				}
-				optim.ClipGradValue(params, 0.1)
-				opt.Step()
-				opt.ZeroGrad()
-				bufs.Recycle()
-			}
-			b.StopTimer()
-			cpu1, sys1, faults1 := usage()
-			// CPU use as a share of the cores (1 = every core busy for
-			// the whole step), the kernel's part of it, and the minor
-			// page faults (fresh pages zeroed by the kernel) per step.
-			wall := b.Elapsed().Seconds() * float64(runtime.GOMAXPROCS(0))
-			b.ReportMetric((cpu1-cpu0).Seconds()/wall, "cpu-use")
-			b.ReportMetric((sys1-sys0).Seconds()/wall, "sys-use")
-			b.ReportMetric(float64(faults1-faults0)/float64(b.N), "faults/op")
-			b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
-			flops.Report(b, work, dev)
-		})
+		if err := g.Backward(arch.LanguageModelLoss(g, f.LogProbs, tg, mask)); err != nil {
+			b.Fatal(err)
+		}
+		optim.ClipGradValue(params, 0.1)
+		opt.Step()
+		opt.ZeroGrad()
 	}
+	b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
+	flops.Report(b, work, dev)
 }
 
 // BenchmarkTrainStepTiny is one Trainer step of the tiny model (R2GenTiny,

@@ -112,7 +112,6 @@ type Trainer struct {
 	sched    *optim.StepLR
 	validate Validator
 	progress func(Progress)
-	bufs     *radgen.Buffers // the steps' results and gradients, reused
 	logger   *slog.Logger
 
 	epoch, step int
@@ -159,7 +158,7 @@ func NewTrainer(m *Model, cfg TrainConfig, train *data.Loader, opts ...TrainerOp
 	if cfg.StepSize <= 0 {
 		cfg.StepSize, cfg.Gamma = math.MaxInt32, 1
 	}
-	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1), bufs: radgen.NewBuffers()}
+	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1)}
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err
@@ -405,16 +404,7 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		return 0, fmt.Errorf("memtrans: batch has %d views per study (images %v), the model takes %d", b.Views, b.Images != nil, m.cfg.Views)
 	}
 	dev := moduleDevice(m.net)
-	// The step's results and their gradients come from the trainer's
-	// buffers, given back once the step is done with them: a warm step
-	// takes no fresh memory. No parameter may keep a gradient in them.
-	g := radgen.NewGraph(radgen.Train(t.stepSeed()), radgen.ReuseBuffers(t.bufs))
-	defer func() {
-		for _, p := range radgen.Trainable(m) {
-			p.Tensor.ZeroGrad()
-		}
-		t.bufs.Recycle()
-	}()
+	g := radgen.NewGraph(radgen.Train(t.stepSeed()))
 	var feats *radgen.Tensor
 	var err error
 	if t.cfg.FreezeExtractor {
