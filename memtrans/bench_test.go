@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -308,6 +309,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpu0, sys0, faults0 := usage()
 	b.ResetTimer()
 	for i := range b.N {
 		g := radgen.NewGraph(radgen.Train(uint64(i)))
@@ -322,6 +324,15 @@ func BenchmarkTrainStep(b *testing.B) {
 		opt.Step()
 		opt.ZeroGrad()
 	}
+	b.StopTimer()
+	cpu1, sys1, faults1 := usage()
+	// CPU use as a share of the cores (1: every core busy for the whole
+	// step), the kernel's part of it, and the minor page faults (fresh
+	// pages the kernel zeroes) per step.
+	wall := b.Elapsed().Seconds() * float64(runtime.GOMAXPROCS(0))
+	b.ReportMetric((cpu1-cpu0).Seconds()/wall, "cpu-use")
+	b.ReportMetric((sys1-sys0).Seconds()/wall, "sys-use")
+	b.ReportMetric(float64(faults1-faults0)/float64(b.N), "faults/op")
 	b.ReportMetric(float64(B*T*b.N)/b.Elapsed().Seconds(), "tokens/s")
 	flops.Report(b, work, dev)
 }
