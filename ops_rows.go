@@ -1,0 +1,159 @@
+package radgen
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Rows is a matrix that grows by rows, on the device of the rows appended
+// to it: what a step-by-step computation keeps of its earlier steps (the
+// keys and values of an incremental decoding's positions), written once
+// and read at every later step. Its storage has room for more rows than it
+// holds (eight times the first rows appended) and doubles when it must
+// grow, the rows held copied once then, so that appending a step's rows
+// copies those rows and, now and then, the rows before them.
+//
+// Append and View are ops of the graph they are given, written once for
+// every engine: on a recording graph, the gradient that reaches the rows
+// through views flows back to the tensors that were appended. Appending
+// writes into the storage in place, below every row a view shows, so a
+// view's values do not change when rows are appended after it; Reset lets
+// later appends overwrite them.
+//
+// The zero Rows is empty and ready to use. A Rows belongs to one goroutine
+// at a time.
+type Rows struct {
+	// t is the storage, (capacity, W), on the device and of the element
+	// type of the rows appended; on a recording graph, the version of it
+	// that the last append made (each append's write is an op of its own).
+	t *Tensor
+	n int // rows held
+}
+
+// Len returns the number of rows held.
+func (r *Rows) Len() int { return r.n }
+
+// Reset empties r. It keeps the storage, so that rows appended afterwards
+// up to the number held before allocate nothing; they overwrite the values
+// of the views taken before.
+func (r *Rows) Reset() {
+	r.n = 0
+	if r.t != nil && (r.t.requiresGrad || r.t.grad != nil) {
+		r.t = r.t.alias() // forget the recorded versions of the graph before
+	}
+}
+
+// Append writes x's rows, (n, W), after the rows r holds. All the rows of r
+// have x's width, element type and device, unless r is empty: then x's
+// replace those of earlier rows. On a recording graph where x requires
+// gradients, the gradient of the new rows (which views read) is added to
+// x's.
+func (r *Rows) Append(g *Graph, x *Tensor) {
+	if x.Rank() != 2 {
+		panic(fmt.Sprintf("radgen: Rows.Append of %v, want (n, W)", x.shape))
+	}
+	rows, w := x.shape[0], x.shape[1]
+	if t := r.t; t != nil && (t.device != x.device || t.Is64() != x.Is64() || t.shape[1] != w) {
+		if r.n > 0 {
+			panic(fmt.Sprintf("radgen: Rows.Append of %v to rows %d wide of %v on %v", x, t.shape[1], t.dtype(), t.device))
+		}
+		r.t = nil
+	}
+	p := primsOf("Rows.Append", x)
+	held, need := r.n*w, (r.n+rows)*w
+	if r.t == nil || r.n+rows > r.t.shape[0] {
+		capacity := max(r.n+rows, 8*rows, 1) // room for seven more appends of the kind
+		if r.t != nil {
+			capacity = max(r.n+rows, 2*r.t.shape[0]) // doubled
+		}
+		grown := storageLike(x, capacity, w)
+		if old := r.t; old != nil && held > 0 {
+			p.copyStrided(grown.at(0), held, old.at(0), held, 1, held, false)
+			keep(old, grown)
+			if g.needs(old) {
+				g.push(grown, func() {
+					if grown.grad != nil {
+						p.axpy(gradOf(old).at(0), grown.grad.at(0), 1, held)
+						keep(old.grad, grown.grad)
+					}
+				})
+			}
+		}
+		r.t = grown
+	}
+	dst := r.t
+	if g.needs(x, dst) {
+		// A version of its own, whose gradient is that of the storage
+		// after the write: the new rows' part goes to x, the rest to the
+		// storage before it, where the new rows' part is zero (the write
+		// replaced those values).
+		before := dst
+		dst = before.alias()
+		g.push(dst, func() {
+			if dst.grad == nil {
+				return
+			}
+			if x.requiresGrad {
+				p.axpy(gradOf(x).at(0), dst.grad.at(held), 1, need-held)
+				keep(x.grad)
+			}
+			p.fill(dst.grad.at(held), 0, need-held)
+			keep(dst.grad)
+			give(before, dst.grad)
+		})
+	}
+	if need > held {
+		p.copyStrided(dst.at(held), need-held, x.at(0), need-held, 1, need-held, false)
+	}
+	keep(x, dst)
+	r.t, r.n = dst, r.n+rows
+}
+
+// View returns the rows r holds, (Len(), W), sharing r's storage (on the
+// CPU, from the graph's arena where it has one, as Reshape's results). It
+// panics if nothing was ever appended to r.
+func (r *Rows) View(g *Graph) *Tensor {
+	t := r.t
+	if t == nil {
+		panic("radgen: Rows.View of rows never appended to")
+	}
+	w := t.shape[1]
+	n := r.n * w
+	var out *Tensor
+	switch {
+	case t.device != CPU:
+		out = onDevice(t.eng(), t.buf, []int{r.n, w})
+	case t.Is64():
+		out = FromFloat64(hostValues[float64](t)[:n], r.n, w)
+	default:
+		out = g.FromFloat32(hostValues[float32](t)[:n], r.n, w)
+	}
+	if g.needs(t) {
+		p := primsOf("Rows.View", t)
+		g.push(out, func() {
+			if out.grad != nil {
+				p.axpy(gradOf(t).at(0), out.grad.at(0), 1, n)
+				keep(t.grad, out.grad)
+			}
+		})
+	}
+	return out
+}
+
+// storageLike returns an uninitialised (rows, w) tensor with x's element
+// type on x's device, outside any arena: storage that outlives a step.
+func storageLike(x *Tensor, rows, w int) *Tensor {
+	if x.device != CPU {
+		return devNew(x, []int{rows, w})
+	}
+	return like(x, []int{rows, w})
+}
+
+// alias returns a tensor of t's shape over t's storage, outside any graph:
+// no gradient, nothing recorded.
+func (t *Tensor) alias() *Tensor {
+	if t.device != CPU {
+		return devView(t, t.shape)
+	}
+	return &Tensor{host: t.host, shape: slices.Clone(t.shape), device: CPU}
+}
