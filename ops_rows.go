@@ -43,14 +43,14 @@ func (r *Rows) Reset() {
 	}
 }
 
-// Append writes x's rows, (n, W), after the rows r holds. All the rows of r
-// have x's width, element type and device, unless r is empty: then x's
-// replace those of earlier rows. On a recording graph where x requires
-// gradients, the gradient of the new rows (which views read) is added to
-// x's.
+// Append writes x's rows, (n, W), after the rows r holds, which must have
+// x's width, element type and device; an empty r takes any (rows of
+// another kind than its storage's get new storage). On a recording graph
+// where x requires gradients, the gradient of the new rows (which later
+// views read) is added to x's.
 func (r *Rows) Append(g *Graph, x *Tensor) {
-	if x.Rank() != 2 {
-		panic(fmt.Sprintf("radgen: Rows.Append of %v, want (n, W)", x.shape))
+	if x.Rank() != 2 || x.IsHalf() {
+		panic(fmt.Sprintf("radgen: Rows.Append of %v, want (n, W) of float32 or float64", x))
 	}
 	rows, w := x.shape[0], x.shape[1]
 	if t := r.t; t != nil && (t.device != x.device || t.Is64() != x.Is64() || t.shape[1] != w) {
