@@ -126,7 +126,7 @@ func gradCases(r *rand.Rand) []gradCase {
 		{"IndexSelect", func(g *Graph, in []*Tensor) *Tensor { return g.IndexSelect(in[0], 1, []int{2, 0, 2, 1}) }, []*Tensor{rnd(r, 2, 3, 2)}},
 		{"Rows", func(g *Graph, in []*Tensor) *Tensor {
 			// Appends on either side of a growth (room for 8 rows, then
-			// 16), views and gathers in between, an input appended twice,
+			// 38), views and gathers in between, an input appended twice,
 			// and a reset whose appends overwrite what earlier views show.
 			var r Rows
 			r.Append(g, in[0])

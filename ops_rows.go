@@ -9,9 +9,10 @@ import (
 // to it: what a step-by-step computation keeps of its earlier steps (the
 // keys and values of an incremental decoding's positions), written once
 // and read at every later step. Its storage has room for more rows than it
-// holds (eight times the first rows appended) and doubles when it must
-// grow, the rows held copied once then, so that appending a step's rows
-// copies those rows and, now and then, the rows before them.
+// holds: when an append does not fit, the storage grows to at least twice
+// its size and room for seven more such appends, the rows held copied once
+// then, so that appending a step's rows copies those rows and, now and
+// then, the rows before them.
 //
 // Append and View are ops of the graph they are given, written once for
 // every engine: on a recording graph, the gradient that reaches the rows
@@ -62,9 +63,10 @@ func (r *Rows) Append(g *Graph, x *Tensor) {
 	p := primsOf("Rows.Append", x)
 	held, need := r.n*w, (r.n+rows)*w
 	if r.t == nil || r.n+rows > r.t.shape[0] {
-		capacity := max(r.n+rows, 8*rows, 1) // room for seven more appends of the kind
+		// At least doubled, with room for seven more appends like x.
+		capacity := max(r.n+rows+7*rows, 1)
 		if r.t != nil {
-			capacity = max(r.n+rows, 2*r.t.shape[0]) // doubled
+			capacity = max(capacity, 2*r.t.shape[0])
 		}
 		grown := storageLike(x, capacity, w)
 		if old := r.t; old != nil && held > 0 {
