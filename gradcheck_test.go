@@ -127,7 +127,8 @@ func gradCases(r *rand.Rand) []gradCase {
 		{"Rows", func(g *Graph, in []*Tensor) *Tensor {
 			// Appends on either side of a growth (room for 8 rows, then
 			// 38), views and gathers in between, an input appended twice,
-			// and a reset whose appends overwrite what earlier views show.
+			// pieces of rows gathered, and a reset whose appends overwrite
+			// what earlier views show.
 			var r Rows
 			r.Append(g, in[0])
 			r.Append(g, in[1])
@@ -135,10 +136,12 @@ func gradCases(r *rand.Rand) []gradCase {
 			r.Append(g, in[2])
 			r.Append(g, in[0])
 			b := g.Tanh(r.View(g))
+			// Row i of the view (11, 3) is pieces 3i..3i+2 of (33, 1).
+			e := g.Reshape(r.Gather(g, []int{31, 0, 17, 17, 5, 32}, 3), 2, 3)
 			r.Reset()
 			r.Append(g, in[2])
 			c := g.Mul(r.View(g), in[2])
-			return g.Concat(0, a, b, c)
+			return g.Concat(0, a, b, e, c)
 		}, []*Tensor{rnd(r, 1, 3), rnd(r, 5, 3), rnd(r, 4, 3)}},
 		{"Embedding", func(g *Graph, in []*Tensor) *Tensor { return g.Embedding(in[0], []int{3, 1, 3, 0}, 2, 2) }, []*Tensor{rnd(r, 4, 3)}},
 		{"PickLast", func(g *Graph, in []*Tensor) *Tensor { return g.PickLast(g.LogSoftmax(in[0]), []int{1, 0, 4}) }, []*Tensor{rnd(r, 3, 5)}},

@@ -14,12 +14,12 @@ import (
 // then, so that appending a step's rows copies those rows and, now and
 // then, the rows before them.
 //
-// Append and View are ops of the graph they are given, written once for
-// every engine: on a recording graph, the gradient that reaches the rows
-// through views flows back to the tensors that were appended. Appending
-// writes into the storage in place, below every row a view shows, so a
-// view's values do not change when rows are appended after it; Reset lets
-// later appends overwrite them.
+// Append, View and Gather are ops of the graph they are given, written
+// once for every engine: on a recording graph, the gradient that reaches
+// the rows through views and gathers flows back to the tensors that were
+// appended. Appending writes into the storage in place, past every row a
+// view shows, so a view's values do not change when rows are appended
+// after it; Reset lets later appends overwrite them.
 //
 // The zero Rows is empty and ready to use. A Rows belongs to one goroutine
 // at a time.
@@ -29,14 +29,17 @@ type Rows struct {
 	// that the last append made (each append's write is an op of its own).
 	t *Tensor
 	n int // rows held
+	// out holds Gather's results on a graph that records nothing, on the
+	// device and of the element type of t.
+	out *Tensor
 }
 
 // Len returns the number of rows held.
 func (r *Rows) Len() int { return r.n }
 
-// Reset empties r. It keeps the storage, so that rows appended afterwards
-// up to the number held before allocate nothing; they overwrite the values
-// of the views taken before.
+// Reset empties r. It keeps the storage (and Gather's buffer), so that
+// rows appended afterwards up to the number held before allocate nothing;
+// they overwrite the values of the views taken before.
 func (r *Rows) Reset() {
 	r.n = 0
 	if r.t != nil && (r.t.requiresGrad || r.t.grad != nil) {
@@ -115,23 +118,11 @@ func (r *Rows) Append(g *Graph, x *Tensor) {
 // CPU, from the graph's arena where it has one, as Reshape's results). It
 // panics if nothing was ever appended to r.
 func (r *Rows) View(g *Graph) *Tensor {
-	t := r.t
-	if t == nil {
-		panic("radgen: Rows.View of rows never appended to")
-	}
+	t := r.storage("View")
 	w := t.shape[1]
-	n := r.n * w
-	var out *Tensor
-	switch {
-	case t.device != CPU:
-		out = onDevice(t.eng(), t.buf, []int{r.n, w})
-	case t.Is64():
-		out = FromFloat64(hostValues[float64](t)[:n], r.n, w)
-	default:
-		out = g.FromFloat32(hostValues[float32](t)[:n], r.n, w)
-	}
+	out := g.prefix(t, r.n, w)
 	if g.needs(t) {
-		p := primsOf("Rows.View", t)
+		p, n := primsOf("Rows.View", t), r.n*w
 		g.push(out, func() {
 			if out.grad != nil {
 				p.axpy(gradOf(t).at(0), out.grad.at(0), 1, n)
@@ -140,6 +131,75 @@ func (r *Rows) View(g *Graph) *Tensor {
 		})
 	}
 	return out
+}
+
+// Gather returns pieces of the rows r holds, each row cut into parts
+// pieces of W/parts values: with the rows viewed as (Len()·parts,
+// W/parts), row i of the result, (len(idx), W/parts), is row idx[i] of the
+// view (IndexSelect of the view, in one op). On a graph that records
+// nothing the result lives in a buffer of r, kept across Reset, that the
+// next Gather overwrites: it serves until then (a decoding step's reads of
+// its cache), and once grown it costs no allocation. On a recording graph
+// it is a tensor of its own, whose gradient flows back to the rows.
+func (r *Rows) Gather(g *Graph, idx []int, parts int) *Tensor {
+	t := r.storage("Gather")
+	w := t.shape[1]
+	if parts <= 0 || w%parts != 0 {
+		panic(fmt.Sprintf("radgen: Rows.Gather of rows %d wide in %d parts", w, parts))
+	}
+	n, piece := r.n*parts, w/parts
+	for _, i := range idx {
+		if i < 0 || i >= n {
+			panic(fmt.Sprintf("radgen: Rows.Gather index %d out of range [0,%d)", i, n))
+		}
+	}
+	p := primsOf("Rows.Gather", t)
+	var out *Tensor
+	if g.record {
+		out = g.empty(t, []int{len(idx), piece})
+	} else {
+		if size := len(idx) * piece; r.out == nil || r.out.Len() < size || r.out.device != t.device || r.out.Is64() != t.Is64() {
+			grown := size
+			if r.out != nil {
+				grown = max(grown, 2*r.out.Len())
+			}
+			r.out = storageLike(t, grown, 1)
+		}
+		out = g.prefix(r.out, len(idx), piece)
+	}
+	gather(p, out.at(0), t.at(0), indexesOf(p, t, idx), n, piece)
+	keep(t, out)
+	if g.needs(t) {
+		back := indexesOf(p, t, slices.Clone(idx)) // the caller may reuse idx
+		g.push(out, func() {
+			if out.grad != nil {
+				scatterAdd(p, gradOf(t).at(0), out.grad.at(0), back, n, piece)
+				keep(t.grad, out.grad)
+			}
+		})
+	}
+	return out
+}
+
+// storage returns r's storage, and panics, naming op, if r has none.
+func (r *Rows) storage(op string) *Tensor {
+	if r.t == nil {
+		panic("radgen: Rows." + op + " of rows never appended to")
+	}
+	return r.t
+}
+
+// prefix returns a (rows, w) tensor over the first rows·w values of t's
+// storage: on the CPU, from the graph's arena where it has one.
+func (g *Graph) prefix(t *Tensor, rows, w int) *Tensor {
+	n := rows * w
+	switch {
+	case t.device != CPU:
+		return onDevice(t.eng(), t.buf, []int{rows, w})
+	case t.Is64():
+		return FromFloat64(hostValues[float64](t)[:n], rows, w)
+	}
+	return g.FromFloat32(hostValues[float32](t)[:n], rows, w)
 }
 
 // storageLike returns an uninitialised (rows, w) tensor with x's element

@@ -19,8 +19,9 @@ func rowsOf(base float32, n, w int) *Tensor {
 
 // Rows holds what was appended, in order, on the device of the rows
 // appended, across growths of its storage; a view keeps its values while
-// rows are appended after it; a reset keeps the storage, and appends after
-// it show in new views.
+// rows are appended after it; Gather picks rows and pieces of rows into a
+// buffer that the next Gather reuses; a reset keeps the storage, and
+// appends after it show in new views.
 func TestRows(t *testing.T) {
 	for _, dev := range []Device{CPU, testDevice(t)} {
 		t.Run(dev.String(), func(t *testing.T) {
@@ -50,6 +51,25 @@ func TestRows(t *testing.T) {
 					t.Fatalf("view %d after later appends: %v, want %v", i, got, shown[i])
 				}
 			}
+			// Gather: the rows cut into 3 pieces of one value, picked.
+			idx := []int{len(want) - 1, 0, 7, 7, 4}
+			got := r.Gather(g, idx, 3)
+			if got.Device() != dev || !slices.Equal(got.Shape(), []int{len(idx), 1}) {
+				t.Fatalf("gathered %v on %v, want (%d, 1) on %v", got.Shape(), got.Device(), len(idx), dev)
+			}
+			for i, j := range idx {
+				if v := got.To(CPU).Data()[i]; v != want[j] {
+					t.Fatalf("gathered piece %d is %v, want %v", i, v, want[j])
+				}
+			}
+			// A whole row, in the buffer of the gather above.
+			whole := r.Gather(g, []int{1}, 1).To(CPU).Data()
+			if wantWhole := want[3:6]; !slices.Equal(whole, wantWhole) {
+				t.Fatalf("gathered row %v, want %v", whole, wantWhole)
+			}
+			if got := got.To(CPU).Data(); got[0] != want[3] || got[1] != want[4] {
+				t.Fatalf("an earlier gather holds %v after the next one, want its buffer overwritten", got)
+			}
 			storage := r.t
 			r.Reset()
 			if r.Len() != 0 {
@@ -75,8 +95,9 @@ func TestRows(t *testing.T) {
 	}
 }
 
-// Appending to a Rows that has grown, and viewing it, allocate nothing on
-// a graph with an arena: what a decoding step does with its caches.
+// Appending to a Rows that has grown, viewing it and gathering from it
+// allocate nothing on a graph with an arena: what a decoding step does
+// with its caches.
 func TestRowsAllocs(t *testing.T) {
 	g, a := NoGrad(), NewArena()
 	g.SetArena(a)
@@ -90,6 +111,7 @@ func TestRowsAllocs(t *testing.T) {
 			r.Append(g, x)
 		}
 		g.IndexSelect(g.Reshape(r.View(g), 80, 4), 0, idx)
+		r.Gather(g, idx, 2)
 	}
 	step()
 	step()
@@ -124,5 +146,19 @@ func TestRowsPanics(t *testing.T) {
 	expectPanic(t, "radgen: Rows.View", func() {
 		var r Rows
 		r.View(g)
+	})
+	expectPanic(t, "radgen: Rows.Gather", func() {
+		var r Rows
+		r.Gather(g, []int{0}, 1)
+	})
+	expectPanic(t, "radgen: Rows.Gather", func() {
+		var r Rows
+		r.Append(g, Zeros(2, 3))
+		r.Gather(g, []int{0}, 2)
+	})
+	expectPanic(t, "radgen: Rows.Gather", func() {
+		var r Rows
+		r.Append(g, Zeros(2, 3))
+		r.Gather(g, []int{0, 6}, 3)
 	})
 }

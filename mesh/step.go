@@ -27,7 +27,9 @@ import (
 // rows there and gathers every row's history from there through the
 // ancestry, with the root package's ops on every engine. So the cache is
 // one path whether the graph records gradients or not, and a step's own
-// results may be overwritten after it (a graph's radgen.Arena).
+// results may be overwritten after it (a graph's radgen.Arena). Outside a
+// recording graph the histories a step gathers live in buffers of the
+// cache that the next step overwrites.
 //
 // A KVCache belongs to one decoding and one goroutine.
 type KVCache struct {
@@ -138,8 +140,8 @@ func (c *KVCache) append(g *radgen.Graph, k, v *radgen.Tensor) {
 }
 
 // gather returns every row's history of the keys (or the values), as
-// (Rows(), Len(), W), through the ancestry. Keys and values may differ in
-// width (M²'s d_k and d_v).
+// (Rows(), Len(), W), through the ancestry, in gatherHeads's buffer. Keys
+// and values may differ in width (M²'s d_k and d_v).
 func (c *KVCache) gather(g *radgen.Graph, values bool) *radgen.Tensor {
 	w := c.width[0]
 	if values {
@@ -149,15 +151,15 @@ func (c *KVCache) gather(g *radgen.Graph, values bool) *radgen.Tensor {
 }
 
 // gatherHeads returns every row's history of the keys (or the values)
-// split into h heads, (Rows(), h, Len(), W/h): one IndexSelect of the
-// stacked rows, each cut into its h heads, through the ancestry.
+// split into h heads, (Rows(), h, Len(), W/h): one gather of the stacked
+// rows, each cut into its h heads, through the ancestry. Outside a
+// recording graph the result lives in a buffer of the cache that the next
+// call for the keys (or the values) overwrites: it serves one step.
 func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tensor {
 	rows, w := &c.keys, c.width[0]
 	if values {
 		rows, w = &c.values, c.width[1]
 	}
-	t, dk := c.n, w/h
-	all := g.Reshape(rows.View(g), rows.Len()*h, dk) // (total·h, d_k)
 	if c.idxHeads != h {
 		idx := c.idx[:0]
 		for row := range c.rows {
@@ -170,7 +172,7 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		}
 		c.idx, c.idxHeads = idx, h
 	}
-	return g.Reshape(g.IndexSelect(all, 0, c.idx), c.rows, h, t, dk)
+	return g.Reshape(rows.Gather(g, c.idx, h), c.rows, h, c.n, w/h)
 }
 
 // Step is Forward for one new position per row: x (R, D) holds each row's
