@@ -29,9 +29,12 @@ type Rows struct {
 	// that the last append made (each append's write is an op of its own).
 	t *Tensor
 	n int // rows held
-	// out holds Gather's results on a graph that records nothing, on the
-	// device and of the element type of t.
-	out *Tensor
+	// scratch holds Gather's results on a graph that records nothing: on
+	// the CPU in float32 a slice (growing it costs one allocation, where a
+	// tensor's new values cost two), elsewhere a tensor on t's device and
+	// of t's element type.
+	scratch      []float32
+	scratchOther *Tensor
 }
 
 // Len returns the number of rows held.
@@ -71,9 +74,14 @@ func (r *Rows) Append(g *Graph, x *Tensor) {
 		if r.t != nil {
 			capacity = max(capacity, 2*r.t.shape[0])
 		}
-		grown := storageLike(x, capacity, w)
-		if old := r.t; old != nil && held > 0 {
-			p.copyStrided(grown.at(0), held, old.at(0), held, 1, held, false)
+		old := r.t
+		var rowsHeld buffer
+		if held > 0 {
+			rowsHeld = old.at(0) // before regrow, which may give old new values
+		}
+		grown := regrow(old, x, capacity, w)
+		if held > 0 {
+			p.copyStrided(grown.at(0), held, rowsHeld, held, 1, held, false)
 			keep(old, grown)
 			if g.needs(old) {
 				g.push(grown, func() {
@@ -158,14 +166,23 @@ func (r *Rows) Gather(g *Graph, idx []int, parts int) *Tensor {
 	if g.record {
 		out = g.empty(t, []int{len(idx), piece})
 	} else {
-		if size := len(idx) * piece; r.out == nil || r.out.Len() < size || r.out.device != t.device || r.out.Is64() != t.Is64() {
-			grown := size
-			if r.out != nil {
-				grown = max(grown, 2*r.out.Len())
+		// Grown, when it must, to at least twice its size and as many
+		// values as the storage has room for: a cache's every row's
+		// history is about that.
+		size, room := len(idx)*piece, t.shape[0]*w
+		if t.device == CPU && !t.Is64() {
+			if len(r.scratch) < size {
+				r.scratch = make([]float32, max(size, 2*len(r.scratch), room))
 			}
-			r.out = storageLike(t, grown, 1)
+			out = g.FromFloat32(r.scratch[:size], len(idx), piece)
+		} else {
+			if o := r.scratchOther; o == nil || o.device != t.device || o.Is64() != t.Is64() {
+				r.scratchOther = regrow(nil, t, max(size, room), 1)
+			} else if o.Len() < size {
+				r.scratchOther = regrow(nil, t, max(size, 2*o.Len(), room), 1)
+			}
+			out = g.prefix(r.scratchOther, len(idx), piece)
 		}
-		out = g.prefix(r.out, len(idx), piece)
 	}
 	gather(p, out.at(0), t.at(0), indexesOf(p, t, idx), n, piece)
 	keep(t, out)
@@ -202,11 +219,29 @@ func (g *Graph) prefix(t *Tensor, rows, w int) *Tensor {
 	return g.FromFloat32(hostValues[float32](t)[:n], rows, w)
 }
 
-// storageLike returns an uninitialised (rows, w) tensor with x's element
-// type on x's device, outside any arena: storage that outlives a step.
-func storageLike(x *Tensor, rows, w int) *Tensor {
-	if x.device != CPU {
+// regrow returns storage for rows·w values (uninitialised), shaped (rows,
+// w), with x's element type on x's device, outside any arena, to replace
+// old (nil for none). Where old is a CPU tensor of that type that no graph
+// records (a Rows' own storage, of which views hold the values, never the
+// tensor), it is old itself with new values: growing then costs the
+// values alone, not a new tensor.
+func regrow(old, x *Tensor, rows, w int) *Tensor {
+	switch {
+	case x.device != CPU:
 		return devNew(x, []int{rows, w})
+	case old != nil && old.device == CPU && old.dense == nil && !old.requiresGrad && old.grad == nil && len(old.shape) == 2:
+		switch old.host.(type) {
+		case []float32:
+			if !x.Is64() {
+				old.host, old.shape[0], old.shape[1] = make([]float32, rows*w), rows, w
+				return old
+			}
+		case []float64:
+			if x.Is64() {
+				old.host, old.shape[0], old.shape[1] = make([]float64, rows*w), rows, w
+				return old
+			}
+		}
 	}
 	return like(x, []int{rows, w})
 }

@@ -161,6 +161,9 @@ func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tenso
 		rows, w = &c.values, c.width[1]
 	}
 	if c.idxHeads != h {
+		if n := c.rows * h * c.n; cap(c.idx) < n {
+			c.idx = make([]int, 0, 2*n) // room for more positions
+		}
 		idx := c.idx[:0]
 		for row := range c.rows {
 			a := c.ancestry(row)
