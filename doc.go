@@ -54,6 +54,12 @@
 // and panic with a "radgen: " prefix; bad data from outside (files, images,
 // requests) is always reported as an error by the packages that read it.
 //
+// A computation that runs step by step (an incremental decoding) keeps
+// what later steps read in a [Rows], a matrix that grows by rows: appending
+// and viewing are ops of the graph like the others, on any device and with
+// gradients, and appending writes into the storage it keeps across steps.
+// On the CPU a step's results come from an [Arena].
+//
 // # Devices
 //
 // A tensor lives on a [Device]: [CPU] (host slices, run by the CPU kernels),

@@ -124,6 +124,25 @@ func gradCases(r *rand.Rand) []gradCase {
 			return g.Mul(p[0], g.Slice(p[1], -1, 1, 3))
 		}, []*Tensor{rnd(r, 3, 5)}},
 		{"IndexSelect", func(g *Graph, in []*Tensor) *Tensor { return g.IndexSelect(in[0], 1, []int{2, 0, 2, 1}) }, []*Tensor{rnd(r, 2, 3, 2)}},
+		{"Rows", func(g *Graph, in []*Tensor) *Tensor {
+			// Appends on either side of a growth (room for 8 rows, then
+			// 38), views and gathers in between, an input appended twice,
+			// pieces of rows gathered, and a reset whose appends overwrite
+			// what earlier views show.
+			var r Rows
+			r.Append(g, in[0])
+			r.Append(g, in[1])
+			a := g.IndexSelect(r.View(g), 0, []int{5, 0, 2, 2})
+			r.Append(g, in[2])
+			r.Append(g, in[0])
+			b := g.Tanh(r.View(g))
+			// Row i of the view (11, 3) is pieces 3i..3i+2 of (33, 1).
+			e := g.Reshape(r.Gather(g, []int{31, 0, 17, 17, 5, 32}, 3), 2, 3)
+			r.Reset()
+			r.Append(g, in[2])
+			c := g.Mul(r.View(g), in[2])
+			return g.Concat(0, a, b, e, c)
+		}, []*Tensor{rnd(r, 1, 3), rnd(r, 5, 3), rnd(r, 4, 3)}},
 		{"Embedding", func(g *Graph, in []*Tensor) *Tensor { return g.Embedding(in[0], []int{3, 1, 3, 0}, 2, 2) }, []*Tensor{rnd(r, 4, 3)}},
 		{"PickLast", func(g *Graph, in []*Tensor) *Tensor { return g.PickLast(g.LogSoftmax(in[0]), []int{1, 0, 4}) }, []*Tensor{rnd(r, 3, 5)}},
 		{"Sum", func(g *Graph, in []*Tensor) *Tensor { return g.Sum(in[0]) }, []*Tensor{rnd(r, 3, 5)}},

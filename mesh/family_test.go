@@ -154,3 +154,107 @@ func TestStepMaskShapes(t *testing.T) {
 		}
 	}
 }
+
+// Steps on a recording graph give the gradients that Forward over each
+// row's history gives, with beam-style reorders in between (rows that
+// continue the same history send gradients to the same inputs), for every
+// member of the family: the cache's writes and gathers are ops of the
+// graph like any other.
+func TestIncrementalAttentionStepGradientsMatchForward(t *testing.T) {
+	for _, dev := range stepDevices(t) {
+		for name, a := range familyMembers(8, rand.New(rand.NewPCG(14, 14))) {
+			t.Run(dev.String()+"/"+name, func(t *testing.T) {
+				const d, steps, rows = 8, 4, 3
+				if err := radgen.ToDevice(a, dev); err != nil {
+					t.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(15, 15))
+				reorders := map[int][]int{0: {0, 0, 1}, 2: {2, 0, 2}}
+				xs, ws := make([]*radgen.Tensor, steps), make([]*radgen.Tensor, steps)
+				for s := range steps {
+					xs[s] = randInput(rng, rows, d).To(dev).SetRequiresGrad(true)
+					ws[s] = randInput(rng, rows, d).To(dev)
+				}
+				params := radgen.Trainable(a)
+				// grads runs loss and returns the gradients of the
+				// parameters and of the inputs, on the CPU.
+				grads := func(loss func(g *radgen.Graph) *radgen.Tensor) []*radgen.Tensor {
+					for _, p := range params {
+						p.Tensor.ZeroGrad()
+					}
+					for _, x := range xs {
+						x.ZeroGrad()
+					}
+					g := radgen.NewGraph()
+					if err := g.Backward(loss(g)); err != nil {
+						t.Fatal(err)
+					}
+					var out []*radgen.Tensor
+					for _, p := range params {
+						if p.Tensor.Grad() == nil {
+							t.Fatalf("%s: no gradient", p.Name)
+						}
+						out = append(out, p.Tensor.Grad().To(radgen.CPU))
+					}
+					for s, x := range xs {
+						if x.Grad() == nil {
+							t.Fatalf("input of step %d: no gradient", s)
+						}
+						out = append(out, x.Grad().To(radgen.CPU))
+					}
+					return out
+				}
+				got := grads(func(g *radgen.Graph) *radgen.Tensor {
+					c := NewKVCache(rows)
+					var loss *radgen.Tensor
+					for s := range steps {
+						l := g.Sum(g.Mul(a.Step(g, xs[s], c), ws[s]))
+						if loss != nil {
+							l = g.Add(loss, l)
+						}
+						loss = l
+						if src, ok := reorders[s]; ok {
+							if err := c.Reorder(src); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					return loss
+				})
+				want := grads(func(g *radgen.Graph) *radgen.Tensor {
+					hist := make([][]*radgen.Tensor, rows)
+					var loss *radgen.Tensor
+					for s := range steps {
+						for r := range rows {
+							hist[r] = append(hist[r][:len(hist[r]):len(hist[r])], rowOf(g, xs[s], r))
+							seq := g.Concat(1, hist[r]...)
+							out := a.Forward(g, g.Slice(seq, 1, s, s+1), seq, seq, nil)
+							l := g.Sum(g.Mul(out, rowOf(g, ws[s], r)))
+							if loss != nil {
+								l = g.Add(loss, l)
+							}
+							loss = l
+						}
+						if src, ok := reorders[s]; ok {
+							next := make([][]*radgen.Tensor, len(src))
+							for i, r := range src {
+								next[i] = hist[r]
+							}
+							hist = next
+						}
+					}
+					return loss
+				})
+				for i := range want {
+					what := "input"
+					if i < len(params) {
+						what = params[i].Name
+					}
+					if w := worstDiff(t, got[i], want[i]); w > 1e-4 {
+						t.Errorf("gradient %d (%s): |Δ| = %g", i, what, w)
+					}
+				}
+			})
+		}
+	}
+}

@@ -37,7 +37,7 @@ func (a *ScaledDotProductAttention) StepMasked(g *radgen.Graph, x *radgen.Tensor
 	r := x.Dim(0)
 	var qkv [3]*radgen.Tensor
 	g.Linears(qkv[:], []*radgen.Tensor{x, x, x}, []*radgen.Linear{a.FCQ, a.FCK, a.FCV}, false) // one batch of products
-	c.append(qkv[1], qkv[2])
+	c.append(g, qkv[1], qkv[2])
 	var kh, vh *radgen.Tensor
 	if a.Slots() == 0 {
 		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)

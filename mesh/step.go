@@ -11,7 +11,6 @@ package mesh
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/radgen/radgen"
 )
@@ -23,11 +22,21 @@ import (
 // history — so that [KVCache.Reorder] (a beam search keeping some rows and
 // repeating others) moves indices, never cached vectors.
 //
+// The keys and values live on the device of the attention's inputs, every
+// position's rows stacked in one [radgen.Rows] each: a step appends its
+// rows there and gathers every row's history from there through the
+// ancestry, with the root package's ops on every engine. So the cache is
+// one path whether the graph records gradients or not, and a step's own
+// results may be overwritten after it (a graph's radgen.Arena). Outside a
+// recording graph the histories a step gathers live in buffers of the
+// cache that the next step overwrites.
+//
 // A KVCache belongs to one decoding and one goroutine.
 type KVCache struct {
-	// keys and values hold each position's (rows at that step, W), where
-	// the host buffers below do not hold them.
-	keys, values []*radgen.Tensor
+	// keys and values hold every position's rows stacked in order,
+	// (total, W) each; position j's rows start at first[j].
+	keys, values radgen.Rows
+	first        []int
 	n            int    // positions cached
 	width        [2]int // W of the keys and of the values
 	// anc[r·stride + j]: the row of position j that row r continues, for
@@ -35,23 +44,11 @@ type KVCache struct {
 	anc, next []int
 	stride    int
 	rows      int
-
-	// first[j] is the first row of position j among all positions' rows
-	// stacked in order; total is the number of those rows.
-	first []int
-	total int
-	// On the CPU, without gradients, the stacked keys and values are
-	// copied into growing buffers (total·W floats each) instead, so that a
-	// step reads them without concatenating every position again, and the
-	// step's own tensors may be overwritten after it (a graph's
-	// radgen.Arena). host is false once a position did not qualify.
-	hostKeys, hostValues []float32
-	host                 bool
-	idx                  []int // gatherHeads's indices, reused
-	// gathered[0] and gathered[1] hold the last keys and values that
-	// gatherHeads returned outside any recording graph; the next call
-	// overwrites them.
-	gathered [2][]float32
+	// idx holds the gather indices of the rows' histories split into
+	// idxHeads heads (0: none yet for the cache as it is now), which the
+	// keys and the values share when they have as many heads.
+	idx      []int
+	idxHeads int
 }
 
 // NewKVCache returns an empty cache for rows decoding rows.
@@ -59,7 +56,7 @@ func NewKVCache(rows int) *KVCache {
 	if rows <= 0 {
 		panic(fmt.Sprintf("mesh: key/value cache for %d rows", rows))
 	}
-	return &KVCache{rows: rows, host: true}
+	return &KVCache{rows: rows}
 }
 
 // Reset empties c for a new decoding of rows rows. It keeps the buffers
@@ -69,12 +66,10 @@ func (c *KVCache) Reset(rows int) {
 	if rows <= 0 {
 		panic(fmt.Sprintf("mesh: key/value cache reset to %d rows", rows))
 	}
-	clear(c.keys)
-	clear(c.values)
-	c.keys, c.values = c.keys[:0], c.values[:0]
-	c.n, c.width, c.rows, c.host = 0, [2]int{}, rows, true
-	c.first, c.total = c.first[:0], 0
-	c.hostKeys, c.hostValues = c.hostKeys[:0], c.hostValues[:0]
+	c.keys.Reset()
+	c.values.Reset()
+	c.n, c.width, c.rows, c.idxHeads = 0, [2]int{}, rows, 0
+	c.first = c.first[:0]
 	// Lay the ancestry buffer out afresh for the new row count: as many
 	// positions per row as before where it fits them, fewer where it does
 	// not (append grows it when it must, Reorder the other buffer).
@@ -109,6 +104,7 @@ func (c *KVCache) Reorder(src []int) error {
 		copy(next[i*w:i*w+t], c.anc[r*w:r*w+t])
 	}
 	c.anc, c.next, c.rows = next, c.anc, len(src)
+	c.idxHeads = 0
 	return nil
 }
 
@@ -116,30 +112,19 @@ func (c *KVCache) Reorder(src []int) error {
 func (c *KVCache) ancestry(r int) []int { return c.anc[r*c.stride : r*c.stride+c.Len()] }
 
 // append records the keys and values (Rows(), D) of a new position.
-func (c *KVCache) append(k, v *radgen.Tensor) {
-	if k.Dim(0) != c.rows || v.Dim(0) != c.rows {
+func (c *KVCache) append(g *radgen.Graph, k, v *radgen.Tensor) {
+	if k.Rank() != 2 || v.Rank() != 2 || k.Dim(0) != c.rows || v.Dim(0) != c.rows {
 		panic(fmt.Sprintf("mesh: cache of %d rows given keys %v and values %v", c.rows, k.Shape(), v.Shape()))
 	}
 	if c.n > 0 && (k.Dim(1) != c.width[0] || v.Dim(1) != c.width[1]) {
 		panic(fmt.Sprintf("mesh: cache of keys %d and values %d wide given %v and %v", c.width[0], c.width[1], k.Shape(), v.Shape()))
 	}
 	c.width = [2]int{k.Dim(1), v.Dim(1)}
-	wasHost := c.host
-	c.host = c.host && onHost(k) && onHost(v)
-	if c.host {
-		c.hostKeys = appendDoubling(c.hostKeys, k.Data())
-		c.hostValues = appendDoubling(c.hostValues, v.Data())
-	} else {
-		if wasHost && c.n > 0 { // the earlier positions are in the host buffers only
-			c.keys, c.values = c.positions(c.hostKeys, c.width[0]), c.positions(c.hostValues, c.width[1])
-		}
-		c.hostKeys, c.hostValues = nil, nil
-		c.keys = append(c.keys, k)
-		c.values = append(c.values, v)
-	}
-	c.first = append(c.first, c.total)
-	c.total += c.rows
+	c.first = append(c.first, c.keys.Len())
+	c.keys.Append(g, k)
+	c.values.Append(g, v)
 	c.n++
+	c.idxHeads = 0
 	t := c.n - 1       // the new position
 	if t >= c.stride { // room for more positions in every row
 		w := max(2*c.stride, 16)
@@ -154,120 +139,43 @@ func (c *KVCache) append(k, v *radgen.Tensor) {
 	}
 }
 
-// appendDoubling appends x to buf, at least doubling its capacity when it
-// must grow (append grows large slices by a quarter), so that a cache
-// that grows by one position per step copies its history a few times,
-// not at every other step.
-func appendDoubling(buf, x []float32) []float32 {
-	if n := len(buf) + len(x); n > cap(buf) {
-		grown := make([]float32, len(buf), max(2*cap(buf), 8*len(x), n))
-		copy(grown, buf)
-		buf = grown
-	}
-	return append(buf, x...)
-}
-
-// positions splits a host buffer of the cached positions (total·w floats)
-// into one tensor per position, (rows at that step, w).
-func (c *KVCache) positions(buf []float32, w int) []*radgen.Tensor {
-	xs := make([]*radgen.Tensor, c.n)
-	for j := range c.n {
-		end := c.total
-		if j+1 < c.n {
-			end = c.first[j+1]
-		}
-		xs[j] = radgen.FromFloat32(slices.Clone(buf[c.first[j]*w:end*w]), end-c.first[j], w)
-	}
-	return xs
-}
-
 // gather returns every row's history of the keys (or the values), as
-// (Rows(), Len(), W), through the ancestry. Keys and values may differ in
-// width (M²'s d_k and d_v).
+// (Rows(), Len(), W), through the ancestry, in gatherHeads's buffer. Keys
+// and values may differ in width (M²'s d_k and d_v).
 func (c *KVCache) gather(g *radgen.Graph, values bool) *radgen.Tensor {
-	xs, buf, w := c.keys, c.hostKeys, c.width[0]
+	w := c.width[0]
 	if values {
-		xs, buf, w = c.values, c.hostValues, c.width[1]
+		w = c.width[1]
 	}
-	t := c.n
-	idx := make([]int, 0, c.rows*t)
-	for row := range c.rows {
-		for j, r := range c.ancestry(row) {
-			idx = append(idx, c.first[j]+r)
-		}
-	}
-	var all *radgen.Tensor // every position's rows stacked, (total, W)
-	switch {
-	case c.host:
-		all = g.FromFloat32(buf[:c.total*w], c.total, w)
-	case t == 1:
-		all = xs[0]
-	default:
-		all = g.Concat(0, xs...)
-	}
-	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, t, w)
-}
-
-// onHost reports whether x is a float32 CPU tensor outside any gradient
-// computation, whose values a cache may copy.
-func onHost(x *radgen.Tensor) bool {
-	return x.Device() == radgen.CPU && !x.Is64() && !x.RequiresGrad()
+	return g.Reshape(c.gatherHeads(g, values, 1), c.rows, c.n, w)
 }
 
 // gatherHeads returns every row's history of the keys (or the values)
-// split into h heads, (Rows(), h, Len(), W/h): [KVCache.gather] followed by
-// the split, in one pass over the cached vectors. Outside a recording
-// graph, on the CPU, the result lives in a buffer of the cache that the
-// next call for the keys (or the values) overwrites: it serves one step.
+// split into h heads, (Rows(), h, Len(), W/h): one gather of the stacked
+// rows, each cut into its h heads, through the ancestry. Outside a
+// recording graph the result lives in a buffer of the cache that the next
+// call for the keys (or the values) overwrites: it serves one step.
 func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tensor {
-	xs, buf, which := c.keys, c.hostKeys, 0
+	rows, w := &c.keys, c.width[0]
 	if values {
-		xs, buf, which = c.values, c.hostValues, 1
+		rows, w = &c.values, c.width[1]
 	}
-	t, w := c.n, c.width[which]
-	dk := w / h
-	if c.host && !g.Recording() {
-		n := c.rows * h * t * dk
-		out := c.gathered[which]
-		if cap(out) < n {
-			out = make([]float32, n, 2*n) // room for more positions
+	if c.idxHeads != h {
+		if n := c.rows * h * c.n; cap(c.idx) < n {
+			c.idx = make([]int, 0, 2*n) // room for more positions
 		}
-		out = out[:n]
-		c.gathered[which] = out
-		// Position by position, each cached row is read whole and in
-		// order (the hardware prefetcher follows it), and its heads go
-		// to the (row, head) planes of out.
+		idx := c.idx[:0]
 		for row := range c.rows {
-			a, plane := c.ancestry(row), out[row*h*t*dk:]
-			for j, r := range a {
-				src := buf[(c.first[j]+r)*w:][:w]
-				for hd := range h {
-					copy(plane[(hd*t+j)*dk:][:dk], src[hd*dk:])
+			a := c.ancestry(row)
+			for hd := range h {
+				for j, r := range a {
+					idx = append(idx, (c.first[j]+r)*h+hd)
 				}
 			}
 		}
-		return g.FromFloat32(out, c.rows, h, t, dk)
+		c.idx, c.idxHeads = idx, h
 	}
-	var all *radgen.Tensor // every position's rows stacked, (total·h, d_k)
-	switch {
-	case c.host:
-		all = radgen.FromFloat32(buf[:c.total*w], c.total*h, dk)
-	case t == 1:
-		all = g.Reshape(xs[0], c.total*h, dk)
-	default:
-		all = g.Reshape(g.Concat(0, xs...), c.total*h, dk)
-	}
-	idx := c.idx[:0]
-	for row := range c.rows {
-		a := c.ancestry(row)
-		for hd := range h {
-			for j, r := range a {
-				idx = append(idx, (c.first[j]+r)*h+hd)
-			}
-		}
-	}
-	c.idx = idx
-	return g.Reshape(g.IndexSelect(all, 0, idx), c.rows, h, t, dk)
+	return g.Reshape(rows.Gather(g, c.idx, h), c.rows, h, c.n, w/h)
 }
 
 // Step is Forward for one new position per row: x (R, D) holds each row's
@@ -301,7 +209,7 @@ func (m *MultiHeadAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache,
 	r, d := x.Dim(0), x.Dim(1)
 	var qkv [3]*radgen.Tensor
 	g.Linears(qkv[:], []*radgen.Tensor{x, x, x}, m.Linears[:3], false) // one batch of products
-	c.append(qkv[1], qkv[2])
+	c.append(g, qkv[1], qkv[2])
 	kh, vh := c.gatherHeads(g, false, m.Heads), c.gatherHeads(g, true, m.Heads)
 	qh := g.Reshape(qkv[0], r, m.Heads, 1, d/m.Heads)
 	ctx, _ := m.attendHeads(g, qh, kh, vh, mask, false)

@@ -3,6 +3,7 @@ package mesh
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
@@ -168,6 +169,36 @@ func TestKVCacheResetKeepsBuffersBounded(t *testing.T) {
 		// room for as much again.
 		if limit := 4 * 6 * 2 * steps; cap(c.anc) > limit || cap(c.next) > limit {
 			t.Fatalf("round %d: ancestry buffers of %d and %d ints", round, cap(c.anc), cap(c.next))
+		}
+	}
+}
+
+// A cache reset after a decoding on one device serves the next decoding
+// on another (a workspace's caches go to whichever model takes them): its
+// steps give what a new cache's give.
+func TestKVCacheResetOnAnotherDevice(t *testing.T) {
+	devs := stepDevices(t)
+	rng := rand.New(rand.NewPCG(6, 6))
+	const d, heads, rows, steps = 8, 2, 3, 4
+	m := NewMultiHeadAttention(d, heads, 0, rng)
+	xs := make([]*radgen.Tensor, steps)
+	for s := range xs {
+		xs[s] = randInput(rng, rows, d)
+	}
+	g := radgen.NoGrad()
+	shared := NewKVCache(rows)
+	for _, dev := range append(devs, devs[0]) {
+		if err := radgen.ToDevice(m, dev); err != nil {
+			t.Fatal(err)
+		}
+		shared.Reset(rows)
+		fresh := NewKVCache(rows)
+		for s, x := range xs {
+			got := m.Step(g, x.To(dev), shared).To(radgen.CPU).Data()
+			want := m.Step(g, x.To(dev), fresh).To(radgen.CPU).Data()
+			if !slices.Equal(got, want) {
+				t.Fatalf("%v, step %d: %v from a reset cache, %v from a new one", dev, s, got, want)
+			}
 		}
 	}
 }
