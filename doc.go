@@ -55,9 +55,10 @@
 // requests) is always reported as an error by the packages that read it.
 //
 // A computation that runs step by step (an incremental decoding) keeps
-// what later steps read in a [Rows], a matrix that grows by rows: appending
-// and viewing are ops of the graph like the others, on any device and with
-// gradients, and appending writes into the storage it keeps across steps.
+// what later steps read in a [Rows], a matrix that grows by rows:
+// appending, viewing and gathering are ops of the graph like the others, on
+// any device and with gradients, and appending writes into the storage it
+// keeps across steps.
 // On the CPU a step's results come from an [Arena].
 //
 // # Devices
