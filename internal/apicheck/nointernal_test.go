@@ -57,63 +57,7 @@ func TestNoInternalTypeInAPI(t *testing.T) {
 					return true
 				})
 			}
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					recv, ok := exportedRecv(d)
-					if !ok || !d.Name.IsExported() {
-						continue
-					}
-					check(p.path+" "+recv+d.Name.Name, d.Type)
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							if !s.Name.IsExported() {
-								continue
-							}
-							where := p.path + " type " + s.Name.Name
-							switch ty := s.Type.(type) {
-							case *ast.StructType:
-								for _, fl := range ty.Fields.List {
-									exported := len(fl.Names) == 0 // embedded
-									for _, n := range fl.Names {
-										exported = exported || n.IsExported()
-									}
-									if exported {
-										check(where, fl.Type)
-									}
-								}
-							case *ast.InterfaceType:
-								for _, m := range ty.Methods.List {
-									exported := len(m.Names) == 0
-									for _, n := range m.Names {
-										exported = exported || n.IsExported()
-									}
-									if exported {
-										check(where, m.Type)
-									}
-								}
-							default:
-								check(where, s.Type)
-							}
-						case *ast.ValueSpec:
-							for _, n := range s.Names {
-								if n.IsExported() {
-									check(p.path+" "+n.Name, s.Type)
-									for _, v := range s.Values {
-										// An exported variable's type may come from
-										// its value: a call or a composite literal.
-										if cl, ok := v.(*ast.CompositeLit); ok {
-											check(p.path+" "+n.Name, cl.Type)
-										}
-									}
-								}
-							}
-						}
-					}
-				}
-			}
+			exportedAPI(p.path, f, func(n apiNode) { check(n.where, n.node) })
 		}
 	}
 	if checked < 500 {

@@ -55,74 +55,15 @@ func TestNoUnexportedTypeInAPI(t *testing.T) {
 					return true
 				})
 			}
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					recv, ok := exportedRecv(d)
-					if !ok || !d.Name.IsExported() {
-						continue
-					}
-					check(p.path+" "+recv+d.Name.Name, d.Type)
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							if !s.Name.IsExported() {
-								continue
-							}
-							where := p.path + " type " + s.Name.Name
-							switch ty := s.Type.(type) {
-							case *ast.StructType:
-								for _, fl := range ty.Fields.List {
-									for _, n := range fl.Names {
-										if n.IsExported() {
-											check(where+"."+n.Name, fl.Type)
-											break
-										}
-									}
-								}
-							case *ast.InterfaceType:
-								for _, m := range ty.Methods.List {
-									if len(m.Names) == 0 || m.Names[0].IsExported() {
-										check(where, m.Type)
-									}
-								}
-							case *ast.FuncType:
-								if !functionalOption(ty) {
-									check(where, s.Type)
-								}
-							default:
-								check(where, s.Type)
-							}
-						case *ast.ValueSpec:
-							for _, n := range s.Names {
-								if n.IsExported() {
-									check(p.path+" "+n.Name, s.Type)
-								}
-							}
-						}
-					}
+			exportedAPI(p.path, f, func(n apiNode) {
+				if !n.embedded && !n.option && !n.value {
+					check(n.where, n.node)
 				}
-			}
+			})
 		}
 	}
 	if checked < 500 {
 		t.Fatalf("only %d declarations checked: the walk is broken", checked)
 	}
 	t.Logf("%d exported declarations checked", checked)
-}
-
-// functionalOption reports whether ft is func(*T) or func(*T) error.
-func functionalOption(ft *ast.FuncType) bool {
-	if ft.Params == nil || len(ft.Params.List) != 1 || len(ft.Params.List[0].Names) > 1 {
-		return false
-	}
-	if _, ok := ft.Params.List[0].Type.(*ast.StarExpr); !ok {
-		return false
-	}
-	if ft.Results == nil || len(ft.Results.List) == 0 {
-		return true
-	}
-	id, ok := ft.Results.List[0].Type.(*ast.Ident)
-	return len(ft.Results.List) == 1 && ok && id.Name == "error"
 }
