@@ -259,8 +259,8 @@ func TestDeviceReproducesGoldenBeam3(t *testing.T) {
 	defer m.Close()
 	cpu, _ := goldenModel(t)
 	defer cpu.Close()
-	feats := g.tensor(t, "att_feats")
-	seq, shape := g.ints(t, "beam3_seq")
+	feats := g.Tensor(t, "att_feats")
+	seq, shape := g.Ints(t, "beam3_seq")
 	ids := []string{"a", "b", "c", "d"}[:shape[0]]
 	want, err := cpu.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
 	if err != nil {
@@ -306,9 +306,9 @@ func TestDeviceReproducesGoldenBeam3(t *testing.T) {
 func TestDeviceParityLogProbs(t *testing.T) {
 	dev := testDevice(t)
 	g := loadGolden(t)
-	m := g.transformer(t)
-	feats, in, _, mask, b, steps := g.caseBatch(t)
-	want := g.tensor(t, "logprobs") // (B, T, V)
+	m := g.Build(t)
+	feats, in, _, mask, b, steps := g.CaseBatch(t)
+	want := g.Tensor(t, "logprobs") // (B, T, V)
 	if err := radgen.ToDevice(m, dev); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestModelWithHalfWeights(t *testing.T) {
 	defer m.Close()
 	cpu, _ := goldenModel(t)
 	defer cpu.Close()
-	feats := g.tensor(t, "att_feats")
+	feats := g.Tensor(t, "att_feats")
 	ids := make([]string, feats.Dim(0))
 	want, err := cpu.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
 	if err != nil {

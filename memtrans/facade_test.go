@@ -44,7 +44,7 @@ func (s r2genSource) Float32(name string) ([]float32, []int, error) {
 // tokenizer rebuilt from the IU X-Ray annotation as R2Gen does.
 func goldenModel(t *testing.T, opts ...Option) (*Model, *golden) {
 	g := loadGolden(t)
-	ext := openSafetensors(t, filepath.Join(g.dir, "extractor.safetensors"))
+	ext := openSafetensors(t, filepath.Join(g.Dir, "extractor.safetensors"))
 	annPath := testutil.File(t, "RADGEN_IU_ANNOTATION", "data/iu_xray/annotation.json")
 	ann, err := data.LoadAnnotation(annPath)
 	if err != nil {
@@ -58,11 +58,11 @@ func goldenModel(t *testing.T, opts ...Option) (*Model, *golden) {
 	for _, s := range train {
 		reports = append(reports, s.Report)
 	}
-	tok, err := data.BuildTokenizer(data.IUXray, g.intConfig(t, "threshold"), reports)
+	tok, err := data.BuildTokenizer(data.IUXray, g.IntConfig(t, "threshold"), reports)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadR2Gen(r2genSource{g.model, ext}, tok, 2, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"), opts...)
+	m, err := LoadR2Gen(r2genSource{g.Weights, ext}, tok, 2, g.IntConfig(t, "num_heads"), g.IntConfig(t, "rm_num_heads"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,8 @@ func goldenModel(t *testing.T, opts ...Option) (*Model, *golden) {
 func TestFacadeReproducesGoldenBeam3(t *testing.T) {
 	m, g := goldenModel(t)
 	defer m.Close()
-	feats := g.tensor(t, "att_feats")
-	seq, shape := g.ints(t, "beam3_seq")
+	feats := g.Tensor(t, "att_feats")
+	seq, shape := g.Ints(t, "beam3_seq")
 	ids := []string{"a", "b", "c", "d"}[:shape[0]]
 	reps, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
 	if err != nil {
@@ -140,7 +140,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	feats := g.tensor(t, "att_feats")
+	feats := g.Tensor(t, "att_feats")
 	ids := make([]string, feats.Dim(0))
 	r1, err := m.GenerateFeatures(context.Background(), ids, feats, WithGreedy(false))
 	if err != nil {

@@ -188,7 +188,7 @@ func TestStudyFromFilesDICOM(t *testing.T) {
 func TestLoadR2GenFileGolden(t *testing.T) {
 	ref, g := goldenModel(t)
 	defer ref.Close()
-	ext := openSafetensors(t, filepath.Join(g.dir, "extractor.safetensors"))
+	ext := openSafetensors(t, filepath.Join(g.Dir, "extractor.safetensors"))
 	var ts []pth.Tensor
 	add := func(name string, src *safetensors.File, key string) {
 		v, shape, err := src.Float32(key)
@@ -197,8 +197,8 @@ func TestLoadR2GenFileGolden(t *testing.T) {
 		}
 		ts = append(ts, pth.Tensor{Name: name, Shape: shape, Data: v})
 	}
-	for _, n := range g.model.Names() {
-		add("encoder_decoder."+n, g.model, n)
+	for _, n := range g.Weights.Names() {
+		add("encoder_decoder."+n, g.Weights, n)
 	}
 	for _, n := range ext.Names() {
 		if strings.HasPrefix(n, "visual_extractor.") {
@@ -216,7 +216,7 @@ func TestLoadR2GenFileGolden(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadR2GenFile(path, ref.Tokenizer(), 2, g.intConfig(t, "num_heads"), g.intConfig(t, "rm_num_heads"))
+	m, err := LoadR2GenFile(path, ref.Tokenizer(), 2, g.IntConfig(t, "num_heads"), g.IntConfig(t, "rm_num_heads"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +230,8 @@ func TestLoadR2GenFileGolden(t *testing.T) {
 			t.Fatalf("parameter %s differs", a[i].Name)
 		}
 	}
-	feats := g.tensor(t, "att_feats")
-	seq, shape := g.ints(t, "beam3_seq")
+	feats := g.Tensor(t, "att_feats")
+	seq, shape := g.Ints(t, "beam3_seq")
 	ids := make([]string, shape[0])
 	reps, err := m.GenerateFeatures(context.Background(), ids, feats, WithBeamSize(3))
 	if err != nil {

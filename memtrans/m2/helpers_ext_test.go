@@ -5,11 +5,10 @@ package m2_test
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/radgen/radgen"
-	"github.com/radgen/radgen/internal/safetensors"
+	"github.com/radgen/radgen/internal/goldentest"
 	"github.com/radgen/radgen/internal/testdevice"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/arch"
@@ -41,55 +40,10 @@ func stepDevices(t *testing.T) []radgen.Device {
 	return []radgen.Device{radgen.CPU, dev}
 }
 
-func openSafetensors(t testing.TB, path string) *safetensors.File {
-	t.Helper()
-	f, err := safetensors.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-// fileTensor reads a float tensor of a golden file.
-func fileTensor(t testing.TB, f *safetensors.File, name string) *radgen.Tensor {
-	t.Helper()
-	v, shape, err := f.Float32(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return radgen.FromFloat32(v, shape...)
-}
-
-// fileInts reads an integer tensor of a golden file as ints, with its shape.
-func fileInts(t testing.TB, f *safetensors.File, name string) ([]int, []int) {
-	t.Helper()
-	v, shape, err := f.Int64(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out, shape
-}
-
-// maxAbsDiff returns the largest |got − want| over the elements (+Inf for a
-// NaN); got and want may live on any device.
-func maxAbsDiff(t testing.TB, name string, got, want *radgen.Tensor) float64 {
-	t.Helper()
-	if len(got.Shape()) != len(want.Shape()) || got.Len() != want.Len() {
-		t.Fatalf("%s: shape %v, want %v", name, got.Shape(), want.Shape())
-	}
-	var worst float64
-	a, b := got.Float64s(), want.Float64s()
-	for i := range a {
-		d := math.Abs(a[i] - b[i])
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		worst = math.Max(worst, d)
-	}
-	return worst
-}
+// The golden files, read as every architecture's tests read them.
+var (
+	openSafetensors = goldentest.Open
+	fileTensor      = goldentest.Tensor
+	fileInts        = goldentest.Ints
+	maxAbsDiff      = goldentest.MaxAbsDiff
+)

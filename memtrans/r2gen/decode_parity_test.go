@@ -15,8 +15,8 @@ import (
 // full-prefix (teacher-forced) computation, up to each report's end.
 func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 	g := loadGolden(t)
-	m := g.transformer(t)
-	feats, in, _, _, b, steps := g.caseBatch(t)
+	m := g.Build(t)
+	feats, in, _, _, b, steps := g.CaseBatch(t)
 	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestIncrementalMatchesTeacherForcing(t *testing.T) {
 
 func TestParityR2GenDecoding(t *testing.T) {
 	g := loadGolden(t)
-	m := g.transformer(t)
+	m := g.Build(t)
 	checkGoldenDecoding(t, g, m.Config().(r2gen.Config).MaxSeqLen, "", func(feats *radgen.Tensor) (decode.Model, error) {
 		return m.StartDecoding(feats)
 	})
@@ -68,7 +68,7 @@ func TestParityR2GenDecoding(t *testing.T) {
 // tokens and their log-probabilities within 1e-4. label prefixes the
 // subtests' names.
 func checkGoldenDecoding(t *testing.T, g *golden, maxLen int, label string, start func(feats *radgen.Tensor) (decode.Model, error)) {
-	feats := g.tensor(t, "att_feats")
+	feats := g.Tensor(t, "att_feats")
 	strategies := []struct {
 		name string
 		s    decode.Strategy
@@ -80,8 +80,8 @@ func checkGoldenDecoding(t *testing.T, g *golden, maxLen int, label string, star
 	}
 	for _, st := range strategies {
 		t.Run(label+st.name, func(t *testing.T) {
-			seq, shape := g.ints(t, st.name+"_seq")
-			wantLP := g.tensor(t, st.name+"_token_logprob").Data()
+			seq, shape := g.Ints(t, st.name+"_seq")
+			wantLP := g.Tensor(t, st.name+"_token_logprob").Data()
 			dec, err := start(feats)
 			if err != nil {
 				t.Fatal(err)
@@ -118,8 +118,8 @@ func checkGoldenDecoding(t *testing.T, g *golden, maxLen int, label string, star
 // TestRecomputeMatchesIncremental decodes the golden case both ways.
 func TestRecomputeMatchesIncremental(t *testing.T) {
 	g := loadGolden(t)
-	m := g.transformer(t)
-	feats := g.tensor(t, "att_feats")
+	m := g.Build(t)
+	feats := g.Tensor(t, "att_feats")
 	st := decode.BeamSearch{Size: 3, MaxLen: 20}
 	inc, err := m.StartDecoding(feats)
 	if err != nil {

@@ -20,9 +20,9 @@ func TestParityR2Gen(t *testing.T) {
 	dev := testdevice.Selected(t)
 	defer testdevice.FailOnPanic(t)
 	g := loadGolden(t)
-	m := g.transformer(t)
+	m := g.Build(t)
 	t.Logf("config from the golden files: %+v", m.Config().(r2gen.Config))
-	feats, in, targets, mask, b, steps := g.caseBatch(t)
+	feats, in, targets, mask, b, steps := g.CaseBatch(t)
 	testdevice.Move(t, m, dev)
 	f, err := m.TeacherForce(radgen.NoGrad(), feats.To(dev), in, b, steps)
 	if err != nil {
@@ -44,14 +44,14 @@ func TestParityR2Gen(t *testing.T) {
 		if c.got.Device() != dev {
 			t.Errorf("%s computed on %v, not %v", c.name, c.got.Device(), dev)
 		}
-		d := maxAbsDiff(t, c.name, c.got, g.tensor(t, c.name))
+		d := maxAbsDiff(t, c.name, c.got, g.Tensor(t, c.name))
 		t.Logf("%-14s max |Δ| = %.3g", c.name, d)
 		if d > 1e-4 {
 			t.Errorf("%s: max |Δ| = %.3g > 1e-4", c.name, d)
 		}
 	}
 	loss := testdevice.Host(arch.LanguageModelLoss(radgen.NoGrad(), f.LogProbs, targets, mask)).Data()[0]
-	want := g.tensor(t, "loss").Data()[0]
+	want := g.Tensor(t, "loss").Data()[0]
 	rel := math.Abs(float64(loss-want)) / math.Abs(float64(want))
 	t.Logf("%-14s %.7f vs %.7f, relative error %.3g", "loss", loss, want, rel)
 	if rel > 1e-5 {
@@ -63,7 +63,7 @@ func TestParityR2Gen(t *testing.T) {
 // left unchanged.
 func TestLoadErrorsNameTheTensor(t *testing.T) {
 	g := loadGolden(t)
-	m := g.transformer(t)
+	m := g.Build(t)
 	src := radgen.StateDict(m, "")
 	before := m.Logit.Weight.Data()[0]
 	delete(src, "model.rm.W.weight")

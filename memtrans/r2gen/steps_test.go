@@ -106,7 +106,7 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 func TestModuleDecodingParityR2Gen(t *testing.T) {
 	g := loadGolden(t)
 	for _, dev := range stepDevices(t) {
-		m := g.transformer(t)
+		m := g.Build(t)
 		if err := radgen.ToDevice(m, dev); err != nil {
 			t.Fatal(err)
 		}
