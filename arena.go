@@ -23,7 +23,7 @@ import (
 type Arena struct {
 	halves [2]arenaHalf
 	cur    int
-	graph  *Graph // the graph that uses it, whose ahead batch Next waits for
+	graph  *Graph // the graph that uses it, whose deferred products Next computes first
 }
 
 // arenaHalf is one half of an Arena: slabs for values, tensors, their
@@ -42,7 +42,7 @@ func NewArena() *Arena { return &Arena{} }
 // before the previous one.
 func (a *Arena) Next() {
 	if a.graph != nil {
-		a.graph.waitAhead() // its products may write into the half Next clears
+		a.graph.sync() // its deferred products may write into the half Next clears
 	}
 	a.cur ^= 1
 	h := &a.halves[a.cur]
@@ -111,7 +111,7 @@ func (g *Graph) SetArena(a *Arena) {
 	if g.record && a != nil {
 		panic("radgen: SetArena on a graph that records gradients")
 	}
-	g.waitAhead() // its products may write into the arena
+	g.sync() // its deferred products may write into the arena
 	if g.arena != nil {
 		g.arena.graph = nil
 	}
@@ -153,6 +153,9 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 		v = FromFloat64(hostValues[float64](x), shape...)
 	} else {
 		v = g.FromFloat32(hostValues[float32](x), shape...)
+	}
+	if m := x.pend; m.live() && m.x == nil {
+		m.b.ops[m.op].read = true // no epilogue may change the values the view shares
 	}
 	v.pend = x.pend // a view of pending values is pending
 	return v

@@ -343,6 +343,7 @@ func TestDeviceConcurrentInference(t *testing.T) {
 	errs := make(chan string, 8)
 	for range 8 {
 		go func() {
+			g := NoGrad() // a graph per goroutine, the parameters shared
 			for range 20 {
 				got := g.Softmax(l.Forward(g, xd)).To(CPU).Data()
 				for i := range want {

@@ -47,9 +47,10 @@
 //
 // A [Tensor] is dense, row-major and float32 (float64 exists for gradient
 // checks). Ops are methods of a [Graph]: a recording graph ([NewGraph])
-// remembers them for [Graph.Backward]; a [NoGrad] graph runs them eagerly,
-// records nothing, and is safe for concurrent use, which is how a loaded
-// model serves many requests at once. Shapes are written (B, T, D): batch,
+// remembers them for [Graph.Backward]; a [NoGrad] graph records nothing.
+// A graph belongs to one goroutine at a time and costs nothing to make: a
+// loaded model serves many requests at once with a graph for each (its
+// parameters are only read). Shapes are written (B, T, D): batch,
 // positions, width. Shape errors inside numeric code are programmer errors
 // and panic with a "radgen: " prefix; bad data from outside (files, images,
 // requests) is always reported as an error by the packages that read it.
@@ -60,6 +61,24 @@
 // any device and with gradients, and appending writes into the storage it
 // keeps across steps.
 // On the CPU a step's results come from an [Arena].
+//
+// # Deferred products
+//
+// Modules say what they compute, in plain ops; scheduling is the
+// engine's. On a graph that records nothing, the CPU engine defers the
+// products of a few rows that a decoding step is made of ([Graph.Linear]
+// of float32 input of at most 48 rows): a product is not computed when it
+// is issued but when its result is first read, with every other product
+// the graph has deferred by then, in one batch that reads each weight once
+// and shares the output columns of all of them among the cores. A ReLU of
+// a pending result and its sum with a tensor that is there become part of
+// the product (g.ReLU(l.Forward(g, x)), g.Add(a, l.Forward(g, x))). A
+// product that reads another's result runs after it, in a later stage of
+// the batch; when a read needs an early stage only, the batch starts
+// beside the caller, which goes on once that stage is done while the
+// helpers compute the rest — the later layers' conditional norms while the
+// first layers run. The values are those of each product computed alone:
+// a row's result depends on nothing else in the batch.
 //
 // # Devices
 //

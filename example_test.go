@@ -61,21 +61,19 @@ func ExampleSubstituteWeights() {
 	// Output: [0.2999 0.7000] Tensor[2 2](float16, cpu)
 }
 
-// Ahead computes products beside the caller: here a two-layer MLP, whose
-// second layer reads the first's result, while the caller computes
-// something else. Reading a result waits for it.
-func ExampleGraph_Ahead() {
+// On a graph that records nothing, the CPU engine defers a decoding
+// step's products: here a two-layer MLP, whose second layer reads the
+// first's result, is computed when its result is read — both layers in
+// one batch, the ReLU and the sum as parts of the products — while the
+// caller's other ops run as they are issued.
+func ExampleGraph_Linear_deferred() {
 	l0 := &radgen.Linear{Weight: radgen.FromFloat32([]float32{1, 0, 0, 1, 1, 1}, 3, 2)} // 2 → 3
 	l1 := &radgen.Linear{Weight: radgen.FromFloat32([]float32{1, 1, 1}, 1, 3)}          // 3 → 1
 	x := radgen.FromFloat32([]float32{2, -3}, 1, 2)
 	g := radgen.NoGrad()
-	var h [1]*radgen.Tensor
-	var y *radgen.Tensor
-	g.Ahead(func() {
-		g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{l0}, true) // ReLU(l0·x)
-		y = g.AddLinear(radgen.FromFloat32([]float32{0.5}, 1), h[0], l1) // 0.5 + l1·h
-	})
-	other := g.Scale(x, 10) // the caller's own work meanwhile
-	fmt.Println(h[0].Data(), y.Data(), other.Data())
-	// Output: [2 0 0] [2.5] [20 -30]
+	h := g.ReLU(l0.Forward(g, x))                                       // ReLU(l0·x)
+	y := g.Add(radgen.FromFloat32([]float32{0.5}, 1), l1.Forward(g, h)) // 0.5 + l1·h
+	other := g.Scale(x, 10)                                             // runs now
+	fmt.Println(y.Data(), h.Data(), other.Data())
+	// Output: [2.5] [2 0 0] [20 -30]
 }

@@ -11,10 +11,14 @@ import (
 // gradients by reverse-mode differentiation. There are no globals: every op
 // is a method of the Graph it is recorded on.
 //
-// A Graph made by NoGrad records nothing and runs ops eagerly; it is what
-// inference uses and is safe for concurrent use by many goroutines. A
-// recording Graph (NewGraph) is for one goroutine and one forward/backward
-// pass; make a new one per training step.
+// A Graph made by NoGrad records nothing; it is what inference uses. Its
+// ops run as they are issued, but for the products that the CPU engine
+// defers and batches (see Linear): their results are computed when they
+// are first read. A recording Graph (NewGraph) is for one forward/backward
+// pass; make a new one per training step. A graph of either kind belongs
+// to one goroutine at a time; graphs cost nothing to make, so concurrent
+// work (a model serving many requests) makes one per goroutine, sharing
+// the parameters, which ops only read.
 type Graph struct {
 	record bool
 	train  bool
@@ -22,7 +26,11 @@ type Graph struct {
 	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
-	ahead  *aheadBatch         // Ahead; nil before the first
+	// The CPU engine's deferred products (deferral.go): the batch that
+	// products join, the one running beside the caller, and computed ones
+	// kept for reuse.
+	open, running *batch
+	spare         []*batch
 }
 
 // GraphOption configures a Graph.
@@ -53,8 +61,9 @@ func NewGraph(opts ...GraphOption) *Graph {
 	return g
 }
 
-// NoGrad returns a graph that records nothing: ops run eagerly and their
-// results do not require gradients. Options such as Train still apply.
+// NoGrad returns a graph that records nothing: its results do not require
+// gradients, and its ops run as they are issued, but for the CPU engine's
+// deferred products (see Linear). Options such as Train still apply.
 func NoGrad(opts ...GraphOption) *Graph {
 	g := &Graph{}
 	for _, o := range opts {

@@ -74,6 +74,15 @@ func (g *Graph) MatMul(a, b *Tensor, transB bool) *Tensor {
 
 // Linear returns x·Wᵀ + bias for x [..., in], W [out, in] and bias [out]
 // (bias may be nil): PyTorch's nn.Linear.
+//
+// On a graph that records nothing, on the CPU, a product of a few rows
+// (a decoding step's) is deferred: it is computed with the graph's other
+// products, each weight read once for all of them, when its result is
+// first read, and a ReLU or a sum applied to its result is computed as
+// part of it (see the package documentation, "Deferred products").
+// Deferral is invisible but for one thing: a deferred product reads x,
+// W and the bias when it runs, so values written in place into them
+// (through Data's slice) before a result of the graph is read are seen.
 func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 	if s, ok := g.stored[w]; ok {
 		w = s
@@ -82,6 +91,9 @@ func (g *Graph) Linear(x, w, bias *Tensor) *Tensor {
 		panic("radgen: Linear with a half-precision weight in a graph that records gradients")
 	}
 	p := primsOf("Linear", x, w, bias)
+	if g.deferrable(x, w) {
+		return g.deferLinear(x, w, bias)
+	}
 	in, outDim := w.Dim(1), w.Dim(0)
 	if w.Rank() != 2 || x.Dim(-1) != in {
 		panic(fmt.Sprintf("radgen: Linear of %v with weight %v", x.shape, w.shape))

@@ -44,8 +44,9 @@ type Tensor struct {
 	buf          *devBuf // device storage; nil on the CPU
 	requiresGrad bool
 	grad         *Tensor
-	// pend marks values that an ahead batch is still computing
-	// (Graph.Ahead); every access to them waits first (ready).
+	// pend marks values that a deferred product computes (deferral.go);
+	// every access to them computes them, or waits for them, first
+	// (ready).
 	pend pendMark
 }
 
@@ -366,8 +367,8 @@ func values[T Float](t *Tensor) []T {
 	return hostValues[T](t)
 }
 
-// hostValues is values without the wait for an ahead batch: the slice that
-// a pending product writes into.
+// hostValues is values without the wait for a deferred product: the
+// slice that a pending product writes into.
 func hostValues[T Float](t *Tensor) []T {
 	if t.device != CPU {
 		panic("radgen: host access to a tensor on " + t.device.String() + " (copy it to the CPU with To(radgen.CPU), or the op does not run on devices yet)")

@@ -25,20 +25,18 @@ func ExampleConditional() {
 	// Output: [2 5 8]
 }
 
-// A decoding step computes every sublayer norm's γ̂ and β̂ from the memory
-// ahead, beside its other work; each norm then applies its own, waiting
-// for them if they are not there yet.
+// A decoding step issues every sublayer norm's γ̂ and β̂ from the memory
+// before its layers run (on the CPU the engine computes them beside the
+// layers' work); each norm then applies its own.
 func ExampleConditional_Deltas() {
 	rng := rand.New(rand.NewPCG(1, 1))
 	norms := []*mcln.Conditional{mcln.NewConditional(8, 24, rng), mcln.NewConditional(8, 24, rng)}
 	g := radgen.NoGrad()
 	memory := radgen.Zeros(3, 24) // three rows' memory (R, S·D)
 	gammas, betas := make([]*radgen.Tensor, 2), make([]*radgen.Tensor, 2)
-	g.Ahead(func() {
-		for i, c := range norms {
-			gammas[i], betas[i] = c.Deltas(g, memory)
-		}
-	})
+	for i, c := range norms {
+		gammas[i], betas[i] = c.Deltas(g, memory)
+	}
 	x := norms[0].Apply(g, radgen.Zeros(3, 8), gammas[0], betas[0])
 	x = norms[1].Apply(g, x, gammas[1], betas[1])
 	fmt.Println(gammas[0].Shape(), x.Shape())

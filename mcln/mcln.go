@@ -100,15 +100,10 @@ func (c *Conditional) Forward(g *radgen.Graph, x, memory *radgen.Tensor) *radgen
 
 // Deltas returns γ̂ and β̂ (B, T, D) for a memory (B, T, S·D_m), Eqs. 11–14;
 // decoders that reuse one memory across sublayers may compute them once.
-// The first layers of both MLPs are one batch of products
-// (radgen.Graph.Linears), and each sum with γ or β is its second layer's
-// last step (radgen.Graph.AddLinear), so that within radgen.Graph.Ahead a
-// norm's γ̂ and β̂ are computed beside the caller in two stages, the
-// first of them beside the previous norm's second.
 func (c *Conditional) Deltas(g *radgen.Graph, memory *radgen.Tensor) (gammaHat, betaHat *radgen.Tensor) {
-	var h [2]*radgen.Tensor
-	g.Linears(h[:], []*radgen.Tensor{memory, memory}, []*radgen.Linear{c.MLPGamma.L0, c.MLPBeta.L0}, true)
-	return g.AddLinear(c.Gamma, h[0], c.MLPGamma.L2), g.AddLinear(c.Beta, h[1], c.MLPBeta.L2)
+	gammaHat = g.Add(c.Gamma, c.MLPGamma.Forward(g, memory)) // Eqs. 11, 12
+	betaHat = g.Add(c.Beta, c.MLPBeta.Forward(g, memory))    // Eqs. 13, 14
+	return gammaHat, betaHat
 }
 
 // Apply normalises x with precomputed γ̂ and β̂ (Eq. 15).

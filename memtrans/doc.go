@@ -54,9 +54,11 @@
 // baseline of the benchmarks and a cross-check. The decoding steps are the
 // paper modules' own (mesh.MultiHeadAttention.Step and Attend, mesh.KVCache,
 // relmem.Relational.Step, m2.MeshedDecoder.Start, mcln.Conditional.Deltas),
-// on any device: there is no second copy of the model for speed, and the
-// one hint a step gives the CPU is radgen.Graph.Ahead, for the products
-// that read the step's memory alone. On the CPU a step
+// on any device, written in plain ops: there is no second copy of the
+// model for speed, and no hint to the engine; the CPU engine defers and
+// batches a step's products itself (radgen's "Deferred products"), so that
+// the products that read the step's memory alone are computed beside the
+// layers' work. On the CPU a step
 // takes its results from a radgen.Arena (no allocation once warm), and
 // [WithHalfWeights] stores the matrices a step reads in half precision, a
 // storage the backend's Linear reads. Strategies (greedy, beam, sampling)

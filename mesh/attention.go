@@ -67,9 +67,7 @@ func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tens
 	if q.Rank() != 3 || k.Rank() != 3 || v.Rank() != 3 {
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", q.Shape(), k.Shape(), v.Shape()))
 	}
-	var qkv [3]*radgen.Tensor
-	g.Linears(qkv[:], []*radgen.Tensor{q, k, v}, m.Linears[:3], false) // one batch of products where it can
-	return m.attendProjected(g, qkv[0], qkv[1], qkv[2], mask, keep)
+	return m.attendProjected(g, m.Linears[0].Forward(g, q), m.Linears[1].Forward(g, k), m.Linears[2].Forward(g, v), mask, keep)
 }
 
 // AttendProjected is Forward of queries, keys and values already projected

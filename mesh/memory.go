@@ -128,14 +128,13 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", queries.Shape(), keys.Shape(), values.Shape()))
 	}
 	b, nq, nk := queries.Dim(0), queries.Dim(1), keys.Dim(1)
-	var qkv [3]*radgen.Tensor
-	g.Linears(qkv[:], []*radgen.Tensor{queries, keys, values}, []*radgen.Linear{a.FCQ, a.FCK, a.FCV}, false) // one batch where it can
-	k, v := a.withSlots(g, qkv[1], qkv[2])
+	q := a.FCQ.Forward(g, queries)
+	k, v := a.withSlots(g, a.FCK.Forward(g, keys), a.FCV.Forward(g, values))
 	var unmasked *radgen.Tensor
 	if mask != nil {
 		unmasked = keepMask(mask, b, nq, nk, a.Slots(), queries.Device())
 	}
-	return a.attendSplit(g, qkv[0], a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
+	return a.attendSplit(g, q, a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
 }
 
 // withSlots appends the memory slots, if any, to projected keys k

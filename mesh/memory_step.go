@@ -35,9 +35,8 @@ func (a *ScaledDotProductAttention) StepMasked(g *radgen.Graph, x *radgen.Tensor
 		unmasked = keepMask(mask, x.Dim(0), 1, c.Len()+1, a.Slots(), x.Device())
 	}
 	r := x.Dim(0)
-	var qkv [3]*radgen.Tensor
-	g.Linears(qkv[:], []*radgen.Tensor{x, x, x}, []*radgen.Linear{a.FCQ, a.FCK, a.FCV}, false) // one batch of products
-	c.append(g, qkv[1], qkv[2])
+	q := a.FCQ.Forward(g, x)
+	c.append(g, a.FCK.Forward(g, x), a.FCV.Forward(g, x))
 	var kh, vh *radgen.Tensor
 	if a.Slots() == 0 {
 		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)
@@ -45,7 +44,7 @@ func (a *ScaledDotProductAttention) StepMasked(g *radgen.Graph, x *radgen.Tensor
 		k, v := a.withSlots(g, c.gather(g, false), c.gather(g, true))
 		kh, vh = a.heads(g, k, a.DK), a.heads(g, v, a.DV)
 	}
-	q := g.Reshape(qkv[0], r, 1, a.Heads*a.DK)
+	q = g.Reshape(q, r, 1, a.Heads*a.DK)
 	out, _ := a.attendSplit(g, q, kh, vh, unmasked, false)
 	return g.Reshape(out, r, a.Width())
 }

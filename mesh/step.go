@@ -207,11 +207,10 @@ func (m *MultiHeadAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache,
 		panic(fmt.Sprintf("mesh: attention step wants (R, %d), got %v", m.Width(), x.Shape()))
 	}
 	r, d := x.Dim(0), x.Dim(1)
-	var qkv [3]*radgen.Tensor
-	g.Linears(qkv[:], []*radgen.Tensor{x, x, x}, m.Linears[:3], false) // one batch of products
-	c.append(g, qkv[1], qkv[2])
+	q := m.Linears[0].Forward(g, x)
+	c.append(g, m.Linears[1].Forward(g, x), m.Linears[2].Forward(g, x))
 	kh, vh := c.gatherHeads(g, false, m.Heads), c.gatherHeads(g, true, m.Heads)
-	qh := g.Reshape(qkv[0], r, m.Heads, 1, d/m.Heads)
+	qh := g.Reshape(q, r, m.Heads, 1, d/m.Heads)
 	ctx, _ := m.attendHeads(g, qh, kh, vh, mask, false)
 	return g.Reshape(ctx, r, d)
 }

@@ -69,9 +69,8 @@ func NewFeedForward(d, dff int, dropout float64, rng *rand.Rand) *FeedForward {
 
 // Forward maps (…, D) → (…, D).
 func (f *FeedForward) Forward(g *radgen.Graph, x *radgen.Tensor) *radgen.Tensor {
-	var h [1]*radgen.Tensor
-	g.Linears(h[:], []*radgen.Tensor{x}, []*radgen.Linear{f.W1}, true) // ReLU(w1·x + b1), fused where the product is batched
-	return f.W2.Forward(g, g.Dropout(h[0], f.Dropout))
+	h := g.ReLU(f.W1.Forward(g, x))
+	return f.W2.Forward(g, g.Dropout(h, f.Dropout))
 }
 
 // VisitParams implements radgen.Module.

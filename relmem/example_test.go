@@ -19,15 +19,15 @@ func ExampleRelational_Forward() {
 	// Output: [2 5 48]
 }
 
-// A decoding prepares the memory's next step ahead, beside its other work,
-// then steps from the prepared memory.
-func ExampleRelational_Prepare() {
+// A decoding steps the memory once per token: each step consumes the
+// embedding of the token before.
+func ExampleRelational_Step() {
 	rm := relmem.New(3, 16, 4, 0, rand.New(rand.NewPCG(1, 2)))
 	g := radgen.NoGrad()
-	var next relmem.Prepared
-	g.Ahead(func() { next = rm.Prepare(g, rm.InitMemory(2)) }) // M W_q, M W_k, M W_v and U·tanh(M)
-	// ... other work on g ...
-	memory := rm.StepPrepared(g, radgen.Zeros(2, 16), next)
+	memory := rm.InitMemory(2) // M_0 of two rows
+	for range 3 {
+		memory = rm.Step(g, radgen.Zeros(2, 16), memory)
+	}
 	fmt.Println(memory.Shape())
 	// Output: [2 3 16]
 }

@@ -74,24 +74,21 @@ func TestStepGradients(t *testing.T) {
 	}, wrt...)
 }
 
-// A memory prepared ahead and reordered, as a beam search's decoding
-// prepares it a step ahead, steps to the same bits as Step on the memory
-// reordered.
-func TestStepPreparedMatchesStep(t *testing.T) {
+// A step's rows are independent: each row of a batch steps to the same
+// bits as that row stepped alone, whichever rows share its products.
+func TestStepRowsIndependent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	r := New(3, 32, 4, 0, rng)
 	g := radgen.NoGrad()
 	m := r.Step(g, gradcheck.Rand(rng, 1, 3, 32).To32(), r.InitMemory(3)) // a memory of 3 rows, not the identity
-	src := []int{2, 2, 0}
 	y := gradcheck.Rand(rng, 1, 3, 32).To32()
-	want := r.Step(g, y, g.IndexSelect(m, 0, src)).Data()
-
-	var p Prepared
-	g.Ahead(func() { p = r.Prepare(g, m) })
-	got := r.StepPrepared(g, y, p.Reorder(g, src)).Data()
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("value %d: prepared step %v, Step %v", i, got[i], want[i])
+	all := r.Step(g, y, m).Data()
+	for row := range 3 {
+		one := r.Step(radgen.NoGrad(), g.IndexSelect(y, 0, []int{row}), g.IndexSelect(m, 0, []int{row})).Data()
+		for i, v := range one {
+			if got := all[row*len(one)+i]; got != v {
+				t.Fatalf("row %d value %d: %v in the batch, %v alone", row, i, got, v)
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/radgen/radgen/decode"
 	"github.com/radgen/radgen/memtrans/arch"
 	"github.com/radgen/radgen/mesh"
-	"github.com/radgen/radgen/relmem"
 )
 
 // Decoding is the incremental decoding state of a Model built
@@ -37,11 +36,6 @@ type Decoding struct {
 	cross   []*mesh.Source // per decoder layer
 	n       int            // source positions per study
 	memory  *radgen.Tensor // (rows, S, D); nil in BASE
-
-	// prep is the relational memory prepared for the next step (its
-	// products computed ahead in the step before); its Memory is nil
-	// before the first step and without a relational memory.
-	prep relmem.Prepared
 
 	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
 	// W_k H (B, N, d_a).
@@ -121,7 +115,7 @@ func (s *Decoding) Len() int { return s.t }
 func (s *Decoding) Release() {
 	if s.space != nil {
 		s.space.Release(s.g)
-		s.space, s.self, s.memory, s.probs, s.prep = nil, nil, nil, nil, relmem.Prepared{}
+		s.space, s.self, s.memory, s.probs = nil, nil, nil, nil
 	}
 }
 
@@ -176,10 +170,7 @@ func (s *Decoding) Reorder(src []int) error {
 			return err
 		}
 	}
-	if s.prep.Memory != nil {
-		s.prep = s.prep.Reorder(s.g, src)
-		s.memory = s.prep.Memory
-	} else if s.memory != nil {
+	if s.memory != nil {
 		s.memory = s.g.IndexSelect(s.memory, 0, src)
 	}
 	study := append(s.spare[:0], make([]int, len(src))...)
@@ -208,10 +199,7 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
 	case m.Memory != nil:
-		if s.prep.Memory == nil {
-			s.prep = m.Memory.Prepare(g, s.memory)
-		}
-		s.memory = m.Memory.StepPrepared(g, x, s.prep) // R2Gen Eqs. 6–10
+		s.memory = m.Memory.Step(g, x, s.memory) // R2Gen Eqs. 6–10
 		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
 	case m.Mem2Mem != nil:
 		mm := m.Mem2Mem
@@ -223,19 +211,13 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor
-	// The products that read the new memory alone are computed ahead,
-	// beside the layers' work: every sublayer norm's γ̂ and β̂, in the
-	// order the layers reach them, then the relational memory's for the
-	// next step.
-	if memory != nil {
-		g.Ahead(func() {
-			for i, l := range m.Decoder.Layers {
-				s.deltas[i] = l.Deltas(g, memory)
-			}
-			if m.Memory != nil {
-				s.prep = m.Memory.Prepare(g, s.memory)
-			}
-		})
+	// Every sublayer norm's γ̂ and β̂ reads the new memory alone: the
+	// engine computes them beside the layers' work, in the order the
+	// layers reach them.
+	for i, l := range m.Decoder.Layers {
+		if memory != nil {
+			s.deltas[i] = l.Deltas(g, memory)
+		}
 	}
 	for i, l := range m.Decoder.Layers {
 		var deltas NormDeltas

@@ -1,0 +1,318 @@
+package radgen
+
+import (
+	"fmt"
+
+	"github.com/radgen/radgen/internal/half"
+)
+
+// The CPU engine defers the products of a graph that records nothing.
+//
+// A Linear of a float32 input of at most maxBatchRows rows, on such a
+// graph on the CPU, is not computed when it is issued: it joins the
+// graph's open batch, and its result is pending. A ReLU of a pending
+// result, and its sum with a tensor whose values are there (of the
+// result's shape, or a vector of its last dimension), join the product as
+// its epilogue instead of running as ops of their own. Nothing else waits
+// for a pending value until something reads it: an op that reads it, or
+// any access to its values (Tensor.ready, through which every access
+// goes), needs the batch.
+//
+// A batch is computed by internal/half's runner, with every weight read
+// once for all the rows of its products and the output columns of all of
+// them shared out among the cores in one start. Its products run in
+// stages: a product joins the batch's last stage unless it reads a result
+// of that stage, in which case it opens the next one. A product issued
+// later than another therefore never finishes before it, and results are
+// ready in the order the caller issued them.
+//
+// When a read needs the batch's last stage, the batch runs at once and
+// whole. When it needs an earlier stage, the batch starts beside the
+// caller: the caller computes the stages it needs, with the helpers, and
+// goes on while the helpers compute the rest (the work of later stages
+// that the caller reaches later: in a decoding step, the conditional
+// norms' γ̂ and β̂ of the later layers, streamed beside the first layers'
+// serial work). A graph has at most one batch running beside it; another
+// waits for it first.
+//
+// The values of a deferred product are those of the same product computed
+// at once by internal/half's kernels, whatever else shares its batch: a
+// row's result depends on that row alone. Deferring is invisible to the
+// caller but for one thing: a product reads its operands when it runs. A
+// caller that writes in place into a tensor that a pending product reads
+// (Tensor.Data's slice) must first read a result of the graph.
+
+// maxBatchRows is the most rows of an input for which Linear defers its
+// product (the decoding steps' products: a few rows against a weight that
+// the product streams once); larger products run at once, through the
+// GEMM.
+const maxBatchRows = 48
+
+// batch is a graph's batch of deferred products.
+type batch struct {
+	g       *Graph
+	r       *half.Runner // nil until the batch starts
+	gen     uint32       // the batch's number: a mark of another is not of this one
+	stage   int32        // the last stage
+	ops     []product
+	started bool // it runs beside the caller
+}
+
+// product is a deferred product, out = addend + act(x·Wᵀ + bias).
+type product struct {
+	out, x *Tensor
+	w      *Tensor // the weight read, after SubstituteWeights
+	bias   *Tensor
+	addend *Tensor // nil, (N), or out's shape
+	relu   bool
+	stage  int32
+	// read is set once another deferred product or a view reads out: no
+	// epilogue may join the product after that.
+	read bool
+}
+
+// pendMark marks a tensor whose values are not computed yet: product op
+// of batch b's generation gen, in stage stage; or, with x set, a product
+// act(x·Wᵀ + bias) whose result a later op took over with an epilogue
+// (see fuse), computed on its own if the tensor is read. The zero mark:
+// the values are there.
+type pendMark struct {
+	b          *batch
+	gen        uint32
+	stage      int32
+	op         int32
+	relu       bool
+	x, w, bias *Tensor
+}
+
+// live reports whether m marks a product of b's current batch.
+func (m pendMark) live() bool { return m.b != nil && m.gen == m.b.gen }
+
+// deferrable reports whether Linear defers its product of x by w.
+func (g *Graph) deferrable(x, w *Tensor) bool {
+	if g.record || x.device != CPU || x.Is64() || x.IsHalf() || x.Rank() < 1 || w.device != CPU || w.Rank() != 2 {
+		return false
+	}
+	return (w.IsHalf() || !w.Is64()) && x.Len() <= maxBatchRows*x.Dim(-1)
+}
+
+// openBatch returns g's open batch, making one if there is none.
+func (g *Graph) openBatch() *batch {
+	if g.open == nil {
+		if n := len(g.spare); n > 0 {
+			g.open, g.spare = g.spare[n-1], g.spare[:n-1]
+		} else {
+			g.open = &batch{g: g}
+		}
+	}
+	return g.open
+}
+
+// deferLinear defers x·Wᵀ + bias (see the file comment) and returns the
+// pending result; w is the weight after SubstituteWeights.
+func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
+	n, k := w.Dim(0), w.Dim(1)
+	if x.Dim(-1) != k {
+		panic(fmt.Sprintf("radgen: Linear of %v with weight %v", x.shape, w.shape))
+	}
+	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != n || bias.device != CPU || bias.Is64()) {
+		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias, w.shape))
+	}
+	b := g.openBatch()
+	if m := x.pend; m.b == b && m.live() && m.x == nil {
+		if m.stage == b.stage && len(b.ops) > 0 {
+			b.stage++
+		}
+		b.ops[m.op].read = true
+	} else {
+		x.ready()
+	}
+	if bias != nil {
+		bias.ready()
+	}
+	var buf [8]int // on the stack for ranks up to 8
+	out := g.empty(x, append(append(buf[:0], x.shape[:x.Rank()-1]...), n))
+	out.pend = pendMark{b: b, gen: b.gen, stage: b.stage, op: int32(len(b.ops))}
+	b.ops = append(b.ops, product{out: out, x: x, w: w, bias: bias, stage: b.stage})
+	return out
+}
+
+// fusable returns the product whose pending result t is, where an
+// epilogue may still join it: a product of g's open batch that nothing
+// reads yet.
+func (g *Graph) fusable(t *Tensor) *product {
+	m := t.pend
+	if t.device != CPU || m.b == nil || m.b != g.open || !m.live() {
+		return nil
+	}
+	if p := &m.b.ops[m.op]; !p.read && p.addend == nil {
+		return p
+	}
+	return nil
+}
+
+// fuse makes p's result the tensor it returns, a new pending result with
+// p's epilogue changed by edit, and t, p's result until now, a product to
+// be computed on its own if it is read (t's holder may still read it).
+func (g *Graph) fuse(t *Tensor, p *product, edit func(*product)) *Tensor {
+	u := g.empty(t, t.shape)
+	u.pend = t.pend
+	t.pend = pendMark{relu: p.relu, x: p.x, w: p.w, bias: p.bias}
+	p.out = u
+	edit(p)
+	return u
+}
+
+// fuseReLU returns ReLU(x) as the epilogue of the deferred product x is
+// the pending result of, if it can join it.
+func (g *Graph) fuseReLU(x *Tensor) (*Tensor, bool) {
+	p := g.fusable(x)
+	if p == nil || p.relu {
+		return nil, false
+	}
+	return g.fuse(x, p, func(p *product) { p.relu = true }), true
+}
+
+// fuseAdd returns a + b as the epilogue of the deferred product that one
+// of them is the pending result of, if the other's values are there and
+// it can join it: the product's shape, or a vector of its last dimension.
+func (g *Graph) fuseAdd(a, b *Tensor) (*Tensor, bool) {
+	for _, pair := range [2][2]*Tensor{{a, b}, {b, a}} {
+		t, c := pair[0], pair[1]
+		p := g.fusable(t)
+		if p == nil || c.pend.live() || c.pend.x != nil || c.device != CPU || c.Is64() || c.IsHalf() || c == t {
+			continue
+		}
+		if sameShape(c.shape, t.shape) || c.Rank() == 1 && c.Dim(0) == t.Dim(-1) {
+			return g.fuse(t, p, func(p *product) { p.addend = c }), true
+		}
+	}
+	return nil, false
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// submit adds the batch's products to its runner, stage by stage.
+func (b *batch) submit() {
+	b.r = getRunner()
+	stage := int32(0)
+	for i := range b.ops {
+		p := &b.ops[i]
+		if p.stage != stage {
+			b.r.Barrier()
+			stage = p.stage
+		}
+		p.add(b.r)
+	}
+}
+
+// add adds p to r; its input is computed in an earlier stage of r, or is
+// there.
+func (p *product) add(r *half.Runner) {
+	var hw half.Weights
+	if p.w.IsHalf() {
+		hw = *p.w.host.(*half.Weights)
+	} else {
+		hw = half.Float32(p.w.Dim(0), p.w.Dim(1), hostValues[float32](p.w))
+	}
+	var bias []float32
+	if p.bias != nil {
+		bias = hostValues[float32](p.bias)
+	}
+	y := hostValues[float32](p.out)
+	if a := p.addend; a != nil {
+		av := hostValues[float32](a)
+		if len(av) == len(y) {
+			copy(y, av)
+		} else {
+			for row := y; len(row) > 0; row = row[hw.N:] {
+				copy(row, av)
+			}
+		}
+	}
+	r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: hostValues[float32](p.x), W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil})
+}
+
+// need returns once the batch has computed the results of stage stage and
+// those before it.
+func (b *batch) need(stage int32) {
+	g := b.g
+	if !b.started {
+		if g.open == b {
+			g.open = nil
+		}
+		b.submit()
+		if stage >= b.stage {
+			b.r.Run()
+			b.done()
+			return
+		}
+		if g.running != nil {
+			g.running.need(g.running.stage)
+		}
+		b.r.Start()
+		b.started, g.running = true, b
+	}
+	if stage >= b.stage {
+		b.r.Finish()
+		b.done()
+		return
+	}
+	b.r.Wait(int(stage) + 1)
+}
+
+// done gives the runner of a computed batch back and keeps the batch for
+// the graph's next one.
+func (b *batch) done() {
+	g := b.g
+	if g.running == b {
+		g.running = nil
+	}
+	runners.Put(b.r)
+	b.r = nil
+	clear(b.ops) // drop the references to the operands
+	b.ops, b.stage, b.started = b.ops[:0], 0, false
+	b.gen++
+	g.spare = append(g.spare, b)
+}
+
+// ready returns once t's values are there: it computes them, or waits for
+// the batch computing them, if they are pending.
+func (t *Tensor) ready() {
+	m := t.pend
+	if m.b == nil && m.x == nil {
+		return
+	}
+	t.pend = pendMark{}
+	switch {
+	case m.x != nil: // a product taken over by an epilogue: t's own
+		m.x.ready()
+		p := product{out: t, x: m.x, w: m.w, bias: m.bias, relu: m.relu}
+		r := getRunner()
+		p.add(r)
+		r.Run()
+		runners.Put(r)
+	case m.live():
+		m.b.need(m.stage)
+	}
+}
+
+// sync computes every product g has deferred.
+func (g *Graph) sync() {
+	if b := g.open; b != nil && len(b.ops) > 0 {
+		b.need(b.stage)
+	}
+	if b := g.running; b != nil {
+		b.need(b.stage)
+	}
+}
