@@ -20,16 +20,17 @@ import (
 //
 // A batch is computed by internal/half's runner, with every weight read
 // once for all the rows of its products and the output columns of all of
-// them shared out among the cores in one start. Its products run in
-// stages: a product joins the batch's last stage unless it reads a result
-// of that stage, in which case it opens the next one. A product issued
-// later than another therefore never finishes before it, and results are
-// ready in the order the caller issued them.
+// them shared out among the cores in one start. The runner computes the
+// products in the order they were issued, as far as their dependencies
+// allow: a product that reads another's result starts once that product
+// is done, and holds up the products issued after it only until then. So
+// results are ready in the order the caller issued them, and a read waits
+// for no product issued after the one it reads.
 //
-// When a read needs the batch's last stage, the batch runs at once and
-// whole. When it needs an earlier stage, the batch starts beside the
-// caller: the caller computes the stages it needs, with the helpers, and
-// goes on while the helpers compute the rest (the work of later stages
+// When a read needs the batch's last product, the batch runs at once and
+// whole. When it needs an earlier one, the batch starts beside the
+// caller: the caller computes the products up to the one it needs, with
+// the helpers, and goes on while the helpers compute the rest (the work
 // that the caller reaches later: in a decoding step, the conditional
 // norms' γ̂ and β̂ of the later layers, streamed beside the first layers'
 // serial work). A graph has at most one batch running beside it; another
@@ -53,7 +54,6 @@ type batch struct {
 	g       *Graph
 	r       *half.Runner // nil until the batch starts
 	gen     uint32       // the batch's number: a mark of another is not of this one
-	stage   int32        // the last stage
 	ops     []product
 	started bool // it runs beside the caller
 }
@@ -65,21 +65,21 @@ type product struct {
 	bias   *Tensor
 	addend *Tensor // nil, (N), or out's shape
 	relu   bool
-	stage  int32
+	dep    int32 // the product of the batch whose result x is; −1 for none
+	ri     int   // the product's index in the runner; −1 for one with nothing to compute
 	// read is set once another deferred product or a view reads out: no
 	// epilogue may join the product after that.
 	read bool
 }
 
 // pendMark marks a tensor whose values are not computed yet: product op
-// of batch b's generation gen, in stage stage; or, with x set, a product
+// of batch b's generation gen; or, with x set, a product
 // act(x·Wᵀ + bias) whose result a later op took over with an epilogue
 // (see fuse), computed on its own if the tensor is read. The zero mark:
 // the values are there.
 type pendMark struct {
 	b          *batch
 	gen        uint32
-	stage      int32
 	op         int32
 	relu       bool
 	x, w, bias *Tensor
@@ -119,10 +119,9 @@ func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
 		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias, w.shape))
 	}
 	b := g.openBatch()
+	dep := int32(-1)
 	if m := x.pend; m.b == b && m.live() && m.x == nil {
-		if m.stage == b.stage && len(b.ops) > 0 {
-			b.stage++
-		}
+		dep = m.op
 		b.ops[m.op].read = true
 	} else {
 		x.ready()
@@ -132,8 +131,8 @@ func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
 	}
 	var buf [8]int // on the stack for ranks up to 8
 	out := g.empty(x, append(append(buf[:0], x.shape[:x.Rank()-1]...), n))
-	out.pend = pendMark{b: b, gen: b.gen, stage: b.stage, op: int32(len(b.ops))}
-	b.ops = append(b.ops, product{out: out, x: x, w: w, bias: bias, stage: b.stage})
+	out.pend = pendMark{b: b, gen: b.gen, op: int32(len(b.ops))}
+	b.ops = append(b.ops, product{out: out, x: x, w: w, bias: bias, dep: dep})
 	return out
 }
 
@@ -202,23 +201,23 @@ func sameShape(a, b []int) bool {
 	return true
 }
 
-// submit adds the batch's products to its runner, stage by stage.
+// submit adds the batch's products to its runner, each after the one
+// whose result it reads.
 func (b *batch) submit() {
 	b.r = getRunner()
-	stage := int32(0)
 	for i := range b.ops {
 		p := &b.ops[i]
-		if p.stage != stage {
-			b.r.Barrier()
-			stage = p.stage
+		after := 0
+		if p.dep >= 0 {
+			after = b.ops[p.dep].ri + 1
 		}
-		p.add(b.r)
+		p.ri = p.add(b.r, after)
 	}
 }
 
-// add adds p to r; its input is computed in an earlier stage of r, or is
-// there.
-func (p *product) add(r *half.Runner) {
+// add adds p to r, after r's op after−1 (none for 0), and returns its
+// index in r.
+func (p *product) add(r *half.Runner, after int) int {
 	var hw half.Weights
 	if p.w.IsHalf() {
 		hw = *p.w.host.(*half.Weights)
@@ -240,35 +239,45 @@ func (p *product) add(r *half.Runner) {
 			}
 		}
 	}
-	r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: hostValues[float32](p.x), W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil})
+	return r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: hostValues[float32](p.x), W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil, After: after})
 }
 
-// need returns once the batch has computed the results of stage stage and
-// those before it.
-func (b *batch) need(stage int32) {
+// need returns once the batch has computed product op.
+func (b *batch) need(op int32) {
 	g := b.g
+	last := op == int32(len(b.ops)-1)
 	if !b.started {
 		if g.open == b {
 			g.open = nil
 		}
 		b.submit()
-		if stage >= b.stage {
+		if last {
 			b.r.Run()
 			b.done()
 			return
 		}
 		if g.running != nil {
-			g.running.need(g.running.stage)
+			g.running.finish()
 		}
 		b.r.Start()
 		b.started, g.running = true, b
 	}
-	if stage >= b.stage {
-		b.r.Finish()
-		b.done()
+	if last {
+		b.finish()
 		return
 	}
-	b.r.Wait(int(stage) + 1)
+	b.r.Wait(b.ops[op].ri)
+}
+
+// finish computes the whole batch.
+func (b *batch) finish() {
+	if b.started {
+		b.r.Finish()
+	} else {
+		b.submit()
+		b.r.Run()
+	}
+	b.done()
 }
 
 // done gives the runner of a computed batch back and keeps the batch for
@@ -281,7 +290,7 @@ func (b *batch) done() {
 	runners.Put(b.r)
 	b.r = nil
 	clear(b.ops) // drop the references to the operands
-	b.ops, b.stage, b.started = b.ops[:0], 0, false
+	b.ops, b.started = b.ops[:0], false
 	b.gen++
 	g.spare = append(g.spare, b)
 }
@@ -299,20 +308,21 @@ func (t *Tensor) ready() {
 		m.x.ready()
 		p := product{out: t, x: m.x, w: m.w, bias: m.bias, relu: m.relu}
 		r := getRunner()
-		p.add(r)
+		p.add(r, 0)
 		r.Run()
 		runners.Put(r)
 	case m.live():
-		m.b.need(m.stage)
+		m.b.need(m.op)
 	}
 }
 
 // sync computes every product g has deferred.
 func (g *Graph) sync() {
 	if b := g.open; b != nil && len(b.ops) > 0 {
-		b.need(b.stage)
+		g.open = nil
+		b.finish()
 	}
 	if b := g.running; b != nil {
-		b.need(b.stage)
+		b.finish()
 	}
 }

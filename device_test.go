@@ -225,7 +225,7 @@ func TestToDeviceModule(t *testing.T) {
 		t.Fatalf("after ToDevice: weight %v (same tensor %v)", w, moved.Weight == w)
 	}
 	x := FromFloat32([]float32{1, 2, 3, 4, -1, 0, 1, 2}, 2, 4)
-	want := cpu.Forward(NoGrad(), x).Data()
+	want := cpu.Forward(NewGraph(), x).Data() // the CPU's GEMM, not a deferred product
 	got := moved.Forward(NoGrad(), x.To(dev)).To(CPU).Data()
 	for i := range want {
 		if got[i] != want[i] {
@@ -334,7 +334,7 @@ func TestDeviceConcurrentInference(t *testing.T) {
 	l := NewLinear(6, 5, true, r)
 	x := Zeros(3, 6)
 	Uniform(x, r, 1)
-	g := NoGrad()
+	g := NewGraph() // the CPU's GEMM, not a deferred product
 	want := g.Softmax(l.Forward(g, x)).Data()
 	if err := ToDevice(l, dev); err != nil {
 		t.Fatal(err)

@@ -122,6 +122,10 @@ type Op struct {
 	LDY  int
 	ReLU bool
 	Add  bool
+	// After, if positive, is 1 + the index in its batch (what Add
+	// returned) of an earlier op whose Y this op reads: its chunks start
+	// once that op is done. Zero: the op reads nothing the batch writes.
+	After int
 }
 
 // check validates the shapes and fills the default strides.
@@ -212,24 +216,26 @@ func (op *Op) chunkCols() int {
 //
 // A batch runs either at once (Run) or beside its owner (Start, then Wait
 // and Finish): then the pool's helpers compute it while the owner goes on
-// with other work, and the owner joins in when it needs the results. A
-// batch may have stages (Barrier): the ops of a stage may read what those
-// of earlier stages write.
+// with other work, and the owner joins in when it needs the results. An
+// op may read what an earlier op of its batch writes (Op.After): its
+// chunks, and those of every op after it, are claimed once that op is
+// done, so that the ops are computed in the order they were added, as far
+// as their dependencies allow, and an op waits for its own dependency
+// only.
 type Runner struct {
 	ops    []Op
 	starts []int // starts[i]: first chunk of ops[i]; starts[len(ops)]: chunk count
 	widths []int // chunk width of ops[i]
 	bytes  int   // weight bytes of the batch
-	// stageEnds[s] is the chunk count of stages 0…s; Barrier closes a
-	// stage, and the batch's end the last.
-	stageEnds []int
+	// left[i] is the number of chunks of ops[i] not yet computed.
+	left []atomic.Int32
 
 	// state is gen<<40 | limit<<20 | next: the batch's generation, the
-	// end of the chunks that may be claimed (the end of the first stage
-	// not yet done) and the next chunk to claim. Helpers claim chunks by
-	// compare-and-swap on the whole word, so a helper that arrives after
-	// the batch is over (or during a later one it was not offered) claims
-	// nothing from it.
+	// end of the chunks that may be claimed (the first chunk of the first
+	// op whose dependency is not done) and the next chunk to claim.
+	// Helpers claim chunks by compare-and-swap on the whole word, so a
+	// helper that arrives after the batch is over (or during a later one
+	// it was not offered) claims nothing from it.
 	state atomic.Uint64
 	done  atomic.Int64 // chunks completed in the current batch
 	gen   uint64
@@ -255,13 +261,17 @@ const (
 	genMask   = 1<<(64-2*stateBits) - 1
 )
 
-// Add appends op to the batch. The ops of a batch must be independent: no
-// op may read what another writes. Add panics on inconsistent shapes or
-// short slices.
-func (r *Runner) Add(op Op) {
+// Add appends op to the batch and returns its index, for a later op's
+// After, or -1 for an op with nothing to compute. An op may read what
+// another writes only through After. Add panics on inconsistent shapes,
+// short slices or an After that is not an earlier op.
+func (r *Runner) Add(op Op) int {
 	op.check()
+	if op.After < 0 || op.After > len(r.ops) {
+		panic(fmt.Sprintf("half: op after op %d of a batch of %d", op.After-1, len(r.ops)))
+	}
 	if op.M == 0 || op.W.N == 0 {
-		return
+		return -1
 	}
 	if len(r.starts) == 0 {
 		r.starts = append(r.starts, 0)
@@ -275,15 +285,7 @@ func (r *Runner) Add(op Op) {
 	if r.starts[len(r.starts)-1] > stateMask {
 		panic("half: too many chunks in one batch")
 	}
-}
-
-// Barrier ends a stage of the batch: the ops added after it may read
-// what the ops before it write, and their chunks start once all of those
-// are done.
-func (r *Runner) Barrier() {
-	if n := r.chunks(); n > 0 && (len(r.stageEnds) == 0 || r.stageEnds[len(r.stageEnds)-1] < n) {
-		r.stageEnds = append(r.stageEnds, n)
-	}
+	return len(r.ops) - 1
 }
 
 // chunks returns the chunk count of the batch.
@@ -328,15 +330,15 @@ func (r *Runner) Start() {
 	f32.PostBackground(r.posting)
 }
 
-// Wait returns once the first stages stages of a started batch are done
-// (all of them if stages exceeds their number), computing what is left of
-// them on the calling goroutine.
-func (r *Runner) Wait(stages int) {
+// Wait returns once op i (an index Add returned) of a started batch is
+// done, computing the chunks before it that are left on the calling
+// goroutine.
+func (r *Runner) Wait(i int) {
 	if !r.started {
 		panic("half: Wait of a batch not started")
 	}
-	if stages > 0 && r.background.Load() {
-		r.join(r.stageEnds[min(stages, len(r.stageEnds))-1])
+	if i >= 0 && r.background.Load() {
+		r.joinOp(i)
 	}
 }
 
@@ -366,24 +368,82 @@ func (r *Runner) runAlone() {
 	r.run(0, r.chunks(), &tile)
 }
 
-// post readies the batch's state for claiming: a new generation, the
-// first stage open.
+// post readies the batch's state for claiming: a new generation, the ops
+// up to the first with a dependency open.
 func (r *Runner) post() {
 	if r.wake == nil {
 		r.wake = make(chan struct{}, 1)
 		r.posting = f32.NewPosting(r)
 	}
-	r.Barrier()
+	if len(r.starts) == 0 {
+		r.starts = append(r.starts, 0)
+	}
+	if cap(r.left) < len(r.ops) {
+		r.left = make([]atomic.Int32, len(r.ops), 2*len(r.ops))
+	}
+	r.left = r.left[:len(r.ops)]
+	for i := range r.ops {
+		r.left[i].Store(int32(r.starts[i+1] - r.starts[i]))
+	}
 	r.done.Store(0)
 	r.gen = (r.gen + 1) & genMask
-	r.state.Store(r.gen<<(2*stateBits) | uint64(r.stageEnds[0])<<stateBits)
+	r.state.Store(r.gen<<(2*stateBits) | uint64(r.frontier(0))<<stateBits)
+}
+
+// frontier returns the first chunk of the first op from op i on whose
+// dependency is not done (the batch's chunk count if there is none): the
+// end of the chunks that may be claimed.
+func (r *Runner) frontier(i int) int {
+	for ; i < len(r.ops); i++ {
+		if a := r.ops[i].After; a > 0 && r.left[a-1].Load() > 0 {
+			break
+		}
+	}
+	return r.starts[i]
+}
+
+// opAt returns the op holding chunk c (len(ops) for the batch's end).
+func (r *Runner) opAt(c int) int {
+	i := 0
+	for i < len(r.ops) && r.starts[i+1] <= c {
+		i++
+	}
+	return i
+}
+
+// count counts the chunks [c0, c1), computed, against their ops, and
+// reports whether one of the ops is now done.
+func (r *Runner) count(c0, c1 int) (completed bool) {
+	for i := r.opAt(c0); c0 < c1; i++ {
+		end := min(c1, r.starts[i+1])
+		if r.left[i].Add(int32(c0-end)) == 0 {
+			completed = true
+		}
+		c0 = end
+	}
+	return completed
+}
+
+// advance moves the end of the claimable chunks on past the ops whose
+// dependencies are now done.
+func (r *Runner) advance() {
+	for {
+		s := r.state.Load()
+		limit := s >> stateBits & stateMask
+		if s>>(2*stateBits) != r.gen || limit >= uint64(r.chunks()) {
+			return
+		}
+		next := uint64(r.frontier(r.opAt(int(limit))))
+		if next <= limit || r.state.CompareAndSwap(s, s&^(stateMask<<stateBits)|next<<stateBits) {
+			return
+		}
+	}
 }
 
 // reset empties the batch.
 func (r *Runner) reset() {
 	clear(r.ops) // drop the references to the operands
 	r.ops, r.widths, r.starts, r.bytes = r.ops[:0], r.widths[:0], r.starts[:min(len(r.starts), 1)], 0
-	r.stageEnds = r.stageEnds[:0]
 }
 
 // waitSpin is how long a caller waits for the helpers' last chunks before
@@ -392,33 +452,46 @@ func (r *Runner) reset() {
 // should give its own core up.
 const waitSpin = 20 * time.Microsecond
 
-// join computes chunks below end on the calling goroutine, the batch's
+// join computes the batch's chunks on the calling goroutine, the batch's
 // owner, as they open, and returns once all of them are done.
 func (r *Runner) join(end int) {
+	all := func() bool { return r.done.Load() >= int64(end) }
 	for {
 		r.work(false, end)
-		if r.done.Load() >= int64(end) {
+		if all() {
 			return
 		}
-		r.wait(int64(end))
+		r.wait(int64(end), all)
 	}
 }
 
-// wait returns when the chunks below end are done, when one of them has
-// opened for the caller to claim, or after blocking once for a helper's
-// signal.
-func (r *Runner) wait(end int64) {
+// joinOp is join up to op i: it returns once op i is done.
+func (r *Runner) joinOp(i int) {
+	end := r.starts[i+1]
+	done := func() bool { return r.left[i].Load() == 0 }
+	for {
+		r.work(false, end)
+		if done() {
+			return
+		}
+		r.wait(int64(end), done)
+	}
+}
+
+// wait returns when done reports true, when a chunk below end has opened
+// for the caller to claim, or after blocking once for a helper's signal.
+func (r *Runner) wait(end int64, done func() bool) {
 	start := time.Now()
-	for i := 1; r.done.Load() < end; i++ {
+	for i := 1; !done(); i++ {
 		if r.claimable(end) {
 			return
 		}
 		if i%16 == 0 && time.Since(start) > waitSpin {
-			// Block until a helper completing a stage signals. A signal
-			// left over from an earlier batch or stage wakes this wait
+			// Block until a helper completing an op signals. A signal
+			// left over from an earlier batch or op wakes this wait
 			// early, and the caller looks again.
 			r.waiting.Store(true)
-			if r.done.Load() < end && !r.claimable(end) {
+			if !done() && !r.claimable(end) {
 				<-r.wake
 			}
 			r.waiting.Store(false)
@@ -463,8 +536,8 @@ func (r *Runner) work(helper bool, end int) {
 			return
 		}
 		// Claim a share of the open chunks (guided self-scheduling): few
-		// claims while many are open, single chunks at a stage's end, so
-		// that the goroutines finish together. A helper in a background
+		// claims while many are open, single chunks where the open ones
+		// end, so that the goroutines finish together. A helper in a background
 		// batch claims backgroundClaim chunks at a time, to be free for
 		// foreground work soon.
 		n := min(backgroundClaim, open-next)
@@ -480,25 +553,16 @@ func (r *Runner) work(helper bool, end int) {
 			helperHook()
 		}
 		r.run(int(next), int(next+n), &tile)
-		// The batch's size is read before done counts the chunks: once
-		// its last chunk is counted, the owner may empty the batch.
-		total := r.chunks()
-		d := r.done.Add(int64(n))
-		if d < int64(limit) {
-			continue
+		// The chunks are counted against their ops, and the ops that
+		// waited for one they completed opened, before done counts them:
+		// once the batch's last chunk is counted, the owner may empty the
+		// batch, so it is still there to read here.
+		completed := r.count(int(next), int(next+n))
+		if completed {
+			r.advance()
 		}
-		// These chunks completed a stage: open the next (the batch is not
-		// over, so it is still there to read), then wake an owner
-		// waiting for it. No chunk can be claimed meanwhile (next has
-		// reached limit), so the state changes only here.
-		if d < int64(total) {
-			i := 0
-			for r.stageEnds[i] <= int(d) {
-				i++
-			}
-			r.state.Store(s>>(2*stateBits)<<(2*stateBits) | uint64(r.stageEnds[i])<<stateBits | limit)
-		}
-		if r.waiting.Load() {
+		r.done.Add(int64(n))
+		if completed && r.waiting.Load() {
 			select {
 			case r.wake <- struct{}{}:
 			default:

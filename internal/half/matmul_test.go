@@ -182,7 +182,7 @@ func TestRunnerEmpty(t *testing.T) {
 	var r Runner
 	r.Run()
 	r.Start()
-	r.Wait(1)
+	r.Wait(0)
 	r.Finish()
 	r.Add(Op{M: 3, X: make([]float32, 3*8), W: Float32(0, 8, nil)})
 	r.Start()
@@ -312,11 +312,11 @@ func stageChain(rng *rand.Rand, sizes []int) (ops []Op, ys [][]float32) {
 	return ops, ys
 }
 
-// A started batch of stages, each reading the one before, gives what the
-// stages run one after the other give, bit for bit, while its owner runs
-// other batches (which the helpers serve first), waits for it stage by
-// stage, and with helpers that lose their core.
-func TestRunnerStages(t *testing.T) {
+// A started batch of a chain of ops, each reading the one before
+// (Op.After), gives what the ops run one after the other give, bit for
+// bit, while its owner runs other batches (which the helpers serve
+// first), waits for it op by op, and with helpers that lose their core.
+func TestRunnerChain(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
 	sizes := []int{1536, 512, 512, 1536, 512, 64}
 	for _, slow := range []bool{false, true} {
@@ -334,10 +334,10 @@ func TestRunnerStages(t *testing.T) {
 			ops2, got := stageChain(rand.New(rand.NewPCG(11, 12)), sizes)
 			var bg, fg Runner
 			for i, op := range ops2 {
-				if i > 0 {
-					bg.Barrier()
+				op.After = i // the op before
+				if got := bg.Add(op); got != i {
+					t.Fatalf("Add returned %d, want %d", got, i)
 				}
-				bg.Add(op)
 			}
 			bg.Start()
 			for range round {
@@ -346,12 +346,12 @@ func TestRunnerStages(t *testing.T) {
 				fg.Run()
 				p.check(t, "foreground batch beside a started one")
 			}
-			for s := 1; s <= len(ops2)+1; s++ {
+			for s := range len(ops2) {
 				bg.Wait(s)
-				for i := range min(s, len(got)) {
+				for i := range s + 1 {
 					for j := range got[i] {
 						if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
-							t.Fatalf("slow=%v round %d: after Wait(%d), stage %d y[%d] = %v, want %v", slow, round, s, i, j, got[i][j], want[i][j])
+							t.Fatalf("slow=%v round %d: after Wait(%d), op %d y[%d] = %v, want %v", slow, round, s, i, j, got[i][j], want[i][j])
 						}
 					}
 				}
