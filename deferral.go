@@ -242,10 +242,23 @@ func (p *product) add(r *half.Runner, after int) int {
 	return r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: hostValues[float32](p.x), W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil, After: after})
 }
 
+// asideBytes is the least weight bytes that the products issued after
+// the one a read needs must stream for the batch to start beside the
+// caller; with fewer, the batch runs whole at once (the caller would
+// reach them before a batch started beside it had saved anything).
+const asideBytes = 4 << 20
+
 // need returns once the batch has computed product op.
 func (b *batch) need(op int32) {
 	g := b.g
 	last := op == int32(len(b.ops)-1)
+	if !b.started && !last {
+		var rest int
+		for i := int(op) + 1; i < len(b.ops) && rest < asideBytes; i++ {
+			rest += weightBytes(b.ops[i].w)
+		}
+		last = rest < asideBytes
+	}
 	if !b.started {
 		if g.open == b {
 			g.open = nil
@@ -267,6 +280,14 @@ func (b *batch) need(op int32) {
 		return
 	}
 	b.r.Wait(b.ops[op].ri)
+}
+
+// weightBytes returns the bytes a product streams of the weight w.
+func weightBytes(w *Tensor) int {
+	if w.IsHalf() {
+		return w.host.(*half.Weights).Bytes()
+	}
+	return 4 * w.Len()
 }
 
 // finish computes the whole batch.

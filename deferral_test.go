@@ -61,7 +61,7 @@ func newMLPs(r *rand.Rand, n, in, hidden, out int) (first, second []*Linear, off
 func TestDeferredProducts(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
 	r := rand.New(rand.NewPCG(7, 8))
-	first, second, offsets := newMLPs(r, 8, 384, 256, 128)
+	first, second, offsets := newMLPs(r, 8, 384, 512, 256) // 10 MB of weights: the batch runs beside the reader
 	side := NewLinear(384, 512, true, r)
 	g := NoGrad()
 	var earlier, earlierWant []*Tensor
