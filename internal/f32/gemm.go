@@ -308,9 +308,13 @@ func (p *wsPool) Put(w *workspace) {
 	}
 }
 
+// grow returns s with length n, reallocated with room to spare when it is
+// too short: a buffer that serves a product growing step by step (the
+// attention over a decoding's positions) is then reallocated a logarithmic
+// number of times, not at every step.
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]float32, n, max(n, 2*cap(s)))
 	}
 	return s[:n]
 }
