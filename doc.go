@@ -62,6 +62,13 @@
 // keeps across steps.
 // On the CPU a step's results come from an [Arena].
 //
+// A training step that runs the steps before it again, on batches of the
+// same shapes, makes its recording graph in a [Workspace] ([InWorkspace]):
+// the float32 CPU results, their gradients and the parameters' gradients
+// take the memory of the step before, which the new graph overwrites, so
+// that a warm step allocates almost nothing (memtrans's Trainer does it).
+// It is memory reuse only: the values are those of a graph without one.
+//
 // # Deferred products
 //
 // Modules say what they compute, in plain ops; scheduling is the

@@ -26,6 +26,8 @@ type Graph struct {
 	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
+	ws     *Workspace          // InWorkspace, while the step is the workspace's current one
+	ended  bool                // a later graph took its workspace
 	// The CPU engine's deferred products (deferral.go): the batch that
 	// products join, the one running beside the caller, and computed ones
 	// kept for reuse.
@@ -84,12 +86,16 @@ func (g *Graph) needs(inputs ...*Tensor) bool {
 	if !g.record {
 		return false
 	}
+	need := false
 	for _, t := range inputs {
 		if t != nil && t.requiresGrad {
-			return true
+			need = true
+			if g.ws != nil && t.ws != g.ws {
+				g.ws.adopt(t) // a parameter, say, whose gradient will come from the workspace
+			}
 		}
 	}
-	return false
+	return need
 }
 
 // step is an op's entry on the tape: its result and the backward pass
@@ -122,6 +128,9 @@ func (g *Graph) Backward(loss *Tensor) error {
 	if !loss.requiresGrad {
 		return errors.New("radgen: loss does not depend on any tensor that requires gradients")
 	}
+	if g.ended {
+		return errors.New("radgen: backward on a graph whose workspace a later graph took")
+	}
 	if g.tape == nil {
 		return errors.New("radgen: graph already consumed by Backward")
 	}
@@ -135,6 +144,9 @@ func (g *Graph) Backward(loss *Tensor) error {
 		// be an input's gradient (give): an op's result keeps none.
 		st.out.grad = nil
 		g.tape[i] = step{}
+	}
+	if g.ws != nil {
+		g.ws.tape = g.tape[:0] // for the workspace's next graph
 	}
 	g.tape = nil
 	return nil
@@ -162,10 +174,14 @@ func gradTarget(t *Tensor) (*Tensor, float64) {
 }
 
 // zerosLike returns a tensor of zeros of shape, of t's element type on
-// t's device.
+// t's device: a gradient of t, from the workspace of t's graph where it
+// has one.
 func zerosLike(t *Tensor, shape []int) *Tensor {
-	if t.device != CPU {
+	switch {
+	case t.device != CPU:
 		return devFull(t, shape, 0)
+	case t.ws != nil && !t.Is64():
+		return t.ws.zeros(shape, false)
 	}
 	return like(t, shape)
 }
@@ -185,6 +201,9 @@ func send(t *Tensor, g *Tensor, alpha float64, own bool) (taken bool) {
 	p := primsOf("backward", t, g)
 	if t.grad == nil {
 		if own && alpha == 1 {
+			if w := g.ws; w != nil && t.ws != w {
+				w.adopt(t) // its gradient is now memory of the workspace
+			}
 			t.grad = g
 			if !slices.Equal(g.shape, t.shape) {
 				t.grad = reshapeGrad(g, t.shape)
