@@ -1,5 +1,7 @@
 package radgen
 
+import "sync"
+
 // Workspace keeps the memory of a training step for the step after it: a
 // recording graph made with InWorkspace takes the float32 CPU results of
 // its ops, their views and the gradients of its backward pass (those of
@@ -25,9 +27,12 @@ package radgen
 // without a workspace. A Workspace, like its graphs, belongs to one
 // goroutine at a time.
 type Workspace struct {
+	mu     sync.Mutex // a concurrent backward pass takes memory from several goroutines
 	mem    arenaHalf
 	graph  *Graph    // the graph of the current step
 	tape   []step    // the tape's storage, kept for the next graph
+	ins    []*Tensor // the tape's inputs' (Graph.ins)
+	sched  schedule  // the backward pass's, kept for the next graph
 	leaves []*Tensor // tensors not made from mem whose gradients may be in it
 }
 
@@ -74,8 +79,8 @@ func (w *Workspace) start(g *Graph) {
 	w.mem.headers.reset()
 	w.graph = g
 	g.ws = w
-	g.tape = w.tape[:0]
-	w.tape = nil
+	g.tape, g.ins = w.tape[:0], w.ins[:0]
+	w.tape, w.ins = nil, nil
 }
 
 // end detaches the graph of w's current step, whose memory the next step
@@ -84,9 +89,10 @@ func (w *Workspace) end() {
 	if g := w.graph; g != nil {
 		if g.tape != nil {
 			clear(g.tape)
-			w.tape = g.tape[:0]
+			clear(g.ins)
+			w.tape, w.ins = g.tape[:0], g.ins[:0]
 		}
-		g.tape = nil
+		g.tape, g.ins = nil, nil
 		g.ws = nil
 		g.ended = true
 		w.graph = nil
@@ -98,11 +104,24 @@ func (w *Workspace) end() {
 // value); its gradient will come from w too.
 func (w *Workspace) zeros(shape []int, dirty bool) *Tensor {
 	n := checkShape(shape)
-	return w.view(w.mem.floats.take(n, !dirty), shape)
+	w.mu.Lock()
+	data := w.mem.floats.take(n, false)
+	t := w.viewLocked(data, shape)
+	w.mu.Unlock()
+	if !dirty {
+		clear(data) // outside the lock: a concurrent backward pass's other ops go on
+	}
+	return t
 }
 
 // view returns a CPU tensor of shape over data, from w.
 func (w *Workspace) view(data []float32, shape []int) *Tensor {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.viewLocked(data, shape)
+}
+
+func (w *Workspace) viewLocked(data []float32, shape []int) *Tensor {
 	h := &w.mem
 	t := &h.tensors.take(1, true)[0]
 	hdr := &h.headers.take(1, true)[0]
@@ -118,6 +137,8 @@ func (w *Workspace) view(data []float32, shape []int) *Tensor {
 // adopt notes that t, which w did not make, may come to hold a gradient
 // in w's memory, to be copied out before the next step overwrites it.
 func (w *Workspace) adopt(t *Tensor) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	t.ws = w
 	w.leaves = append(w.leaves, t)
 }

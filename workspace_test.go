@@ -213,3 +213,71 @@ func TestWorkspaceEnds(t *testing.T) {
 		}()
 	}
 }
+
+// longTape records a loss whose tape is long enough for a concurrent
+// backward pass: a recurrence of many steps through shared weights beside
+// an independent branch, joined at the end.
+func longTape(g *Graph, n *wsNet, steps int) *Tensor {
+	rows := n.x.Shape()[0]
+	h := g.ReLU(n.w1.Forward(g, n.x))
+	var hs []*Tensor
+	for range steps {
+		z := g.Add(n.w1.Forward(g, n.x2), h) // w1 and its bias at every step
+		h = g.LayerNorm(g.ReLU(z), n.gamma, n.beta, 1e-5, NormStandard)
+		hs = append(hs, g.Reshape(h, rows, 1, h.Shape()[1]))
+	}
+	branch := n.x
+	for range 8 {
+		branch = g.Softmax(g.MatMul(branch, n.x2, true)) // (rows, rows)
+		branch = g.MatMul(branch, n.x, false)
+	}
+	all := g.Concat(1, hs...) // (rows, steps, hidden)
+	y := g.LogSoftmax(n.w2.Forward(g, g.Reshape(g.Mul(all, all), rows*steps, -1)))
+	b := g.Sum(g.Mul(branch, branch))
+	return g.Add(g.Scale(g.Sum(y), -1/float64(rows*steps)), g.Scale(b, 1e-3))
+}
+
+// A backward pass on several goroutines computes every gradient that a
+// pass on one computes, bit for bit, with and without a workspace.
+func TestBackwardConcurrent(t *testing.T) {
+	run := func(procs int, w *Workspace) [][]float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		n := newWSNet(6, 5, 12, 4)
+		n.x.SetRequiresGrad(true) // a leaf that is not a parameter
+		var grads [][]float32
+		for s := range 2 {
+			opts := []GraphOption{Train(uint64(s))}
+			if w != nil {
+				opts = append(opts, InWorkspace(w))
+			}
+			g := NewGraph(opts...)
+			loss := longTape(g, n, 40)
+			if len(g.tape) < minConcurrentTape {
+				t.Fatalf("a tape of %d steps, want at least %d", len(g.tape), minConcurrentTape)
+			}
+			if err := g.Backward(loss); err != nil {
+				t.Fatal(err)
+			}
+			grads = append(grads, []float32{loss.Data()[0]})
+			for _, p := range append(n.params(), n.x) {
+				grads = append(grads, slices.Clone(p.Grad().Data()))
+			}
+			n.sgd()
+			for _, p := range append(n.params(), n.x) {
+				p.ZeroGrad()
+			}
+		}
+		return grads
+	}
+	want := run(1, nil)
+	for _, procs := range []int{2, 4} {
+		for _, w := range []*Workspace{nil, NewWorkspace()} {
+			got := run(procs, w)
+			for i := range want {
+				if !equalBits32(got[i], want[i]) {
+					t.Fatalf("%d goroutines, workspace %v: gradient %d differs", procs, w != nil, i)
+				}
+			}
+		}
+	}
+}
