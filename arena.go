@@ -122,31 +122,35 @@ func (g *Graph) SetArena(a *Arena) {
 }
 
 // like returns a zero tensor with t's dtype and the given shape, from the
-// graph's arena where it has one.
+// graph's arena or workspace where it has one.
 func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 	switch {
 	case t.device != CPU:
 		return devFull(t, shape, 0)
 	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, false)
+	case g.ws != nil && !t.Is64():
+		return g.ws.zeros(shape, false)
 	}
 	return like(t, shape)
 }
 
 // empty is like for an op that writes every value of its result: from the
-// graph's arena, the values are not cleared first.
+// graph's arena or workspace, the values are not cleared first.
 func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
 	switch {
 	case t.device != CPU:
 		return devNew(t, shape)
 	case g.arena != nil && !t.Is64():
 		return g.arena.zeros(shape, true)
+	case g.ws != nil && !t.Is64():
+		return g.ws.zeros(shape, true)
 	}
 	return like(t, shape)
 }
 
 // view returns a CPU tensor of shape sharing x's values, from the graph's
-// arena where it has one.
+// arena or workspace where it has one.
 func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 	var v *Tensor
 	if x.Is64() {
@@ -162,14 +166,18 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 }
 
 // FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
-// as the package function does, from the graph's arena where it has one: a
-// decoding step's view of a buffer it owns, without an allocation.
+// as the package function does, from the graph's arena or workspace where
+// it has one: a decoding step's view of a buffer it owns, without an
+// allocation.
 func (g *Graph) FromFloat32(data []float32, shape ...int) *Tensor {
 	if n := checkShape(shape); len(data) != n {
 		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), slices.Clone(shape)))
 	}
-	if g.arena != nil {
+	switch {
+	case g.arena != nil:
 		return g.arena.view(data, shape)
+	case g.ws != nil:
+		return g.ws.view(data, shape)
 	}
 	return FromFloat32(data, shape...)
 }

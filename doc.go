@@ -62,6 +62,20 @@
 // keeps across steps.
 // On the CPU a step's results come from an [Arena].
 //
+// A training step that runs the steps before it again, on batches of the
+// same shapes, makes its recording graph in a [Workspace] ([InWorkspace]):
+// the float32 CPU results, their gradients and the parameters' gradients
+// take the memory of the step before, which the new graph overwrites, so
+// that a warm step allocates almost nothing (memtrans's Trainer does it).
+// It is memory reuse only: the values are those of a graph without one.
+//
+// The CPU engine runs the backward pass of a long tape on every core: an
+// op's backward pass runs once every op that read its result has sent its
+// gradient, and the ops that send to one tensor's gradient do so one at a
+// time in the order of the tape, so that the gradients are those of a pass
+// on one goroutine, bit for bit, while independent work (the relational
+// memory's recurrence and the encoder, say) runs side by side.
+//
 // # Deferred products
 //
 // Modules say what they compute, in plain ops; scheduling is the

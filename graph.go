@@ -26,6 +26,12 @@ type Graph struct {
 	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
+	ws     *Workspace          // InWorkspace, while the step is the workspace's current one
+	ended  bool                // a later graph took its workspace
+	// ins holds the inputs that require gradients of the tape's ops, each
+	// step's from its lo to its hi; inLo is where needs put the next op's.
+	ins  []*Tensor
+	inLo int
 	// The CPU engine's deferred products (deferral.go): the batch that
 	// products join, the one running beside the caller, and computed ones
 	// kept for reuse.
@@ -84,25 +90,36 @@ func (g *Graph) needs(inputs ...*Tensor) bool {
 	if !g.record {
 		return false
 	}
+	need := false
+	g.inLo = len(g.ins)
 	for _, t := range inputs {
 		if t != nil && t.requiresGrad {
-			return true
+			need = true
+			g.ins = append(g.ins, t) // the op's, if it is pushed next
+			if g.ws != nil && t.ws != g.ws {
+				g.ws.adopt(t) // a parameter, say, whose gradient will come from the workspace
+			}
 		}
 	}
-	return false
+	return need
 }
 
-// step is an op's entry on the tape: its result and the backward pass
-// that sends the result's gradient on to the op's inputs.
+// step is an op's entry on the tape: its result, the backward pass that
+// sends the result's gradient on to the op's inputs, and those inputs
+// (g.ins[lo:hi], the ones needs saw requiring gradients).
 type step struct {
 	out      *Tensor
 	backward func()
+	lo, hi   int32
 }
 
-// push records backward for out; out is marked as requiring gradients.
+// push records backward for out, an op's result, whose inputs are those
+// of the last call of needs; out is marked as requiring gradients.
 func (g *Graph) push(out *Tensor, backward func()) {
 	out.requiresGrad = true
-	g.tape = append(g.tape, step{out, backward})
+	g.inLo = min(g.inLo, len(g.ins))
+	g.tape = append(g.tape, step{out, backward, int32(g.inLo), int32(len(g.ins))})
+	g.inLo = len(g.ins)
 }
 
 // ErrNotScalar is returned by Backward when the loss has more than one element.
@@ -122,22 +139,39 @@ func (g *Graph) Backward(loss *Tensor) error {
 	if !loss.requiresGrad {
 		return errors.New("radgen: loss does not depend on any tensor that requires gradients")
 	}
+	if g.ended {
+		return errors.New("radgen: backward on a graph whose workspace a later graph took")
+	}
 	if g.tape == nil {
 		return errors.New("radgen: graph already consumed by Backward")
 	}
 	seed := g.like(loss, loss.shape)
 	setAll(seed, 1)
 	give(loss, seed) // a temporary: it becomes the loss's gradient
-	for i := len(g.tape) - 1; i >= 0; i-- {
-		st := g.tape[i]
-		st.backward()
-		// The result's gradient has been sent on, and its storage may now
-		// be an input's gradient (give): an op's result keeps none.
-		st.out.grad = nil
-		g.tape[i] = step{}
+	if workers := backwardWorkers(g, loss); workers > 1 {
+		g.backwardConcurrent(workers)
+	} else {
+		for i := len(g.tape) - 1; i >= 0; i-- {
+			g.backwardStep(i)
+		}
 	}
-	g.tape = nil
+	clear(g.ins)
+	if g.ws != nil {
+		g.ws.tape = g.tape[:0] // for the workspace's next graph
+		g.ws.ins = g.ins[:0]
+	}
+	g.tape, g.ins = nil, nil
 	return nil
+}
+
+// backwardStep runs the backward pass of the tape's step i.
+func (g *Graph) backwardStep(i int) {
+	st := g.tape[i]
+	st.backward()
+	// The result's gradient has been sent on, and its storage may now be
+	// an input's gradient (give): an op's result keeps none.
+	st.out.grad = nil
+	g.tape[i] = step{}
 }
 
 // gradOf returns t's gradient buffer, allocating zeros on first use.
@@ -162,10 +196,14 @@ func gradTarget(t *Tensor) (*Tensor, float64) {
 }
 
 // zerosLike returns a tensor of zeros of shape, of t's element type on
-// t's device.
+// t's device: a gradient of t, from the workspace of t's graph where it
+// has one.
 func zerosLike(t *Tensor, shape []int) *Tensor {
-	if t.device != CPU {
+	switch {
+	case t.device != CPU:
 		return devFull(t, shape, 0)
+	case t.ws != nil && !t.Is64():
+		return t.ws.zeros(shape, false)
 	}
 	return like(t, shape)
 }
@@ -185,6 +223,9 @@ func send(t *Tensor, g *Tensor, alpha float64, own bool) (taken bool) {
 	p := primsOf("backward", t, g)
 	if t.grad == nil {
 		if own && alpha == 1 {
+			if w := g.ws; w != nil && t.ws != w {
+				w.adopt(t) // its gradient is now memory of the workspace
+			}
 			t.grad = g
 			if !slices.Equal(g.shape, t.shape) {
 				t.grad = reshapeGrad(g, t.shape)

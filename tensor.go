@@ -48,6 +48,9 @@ type Tensor struct {
 	// every access to them computes them, or waits for them, first
 	// (ready).
 	pend pendMark
+	// ws is the workspace its gradient comes from (InWorkspace): the one
+	// it was made from, or that of a step that uses it as a parameter.
+	ws *Workspace
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor

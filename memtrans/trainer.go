@@ -103,7 +103,10 @@ type Validator func(ctx context.Context, m *Model, epoch int) (monitor float64, 
 // atomic checkpoints from which a run resumes bit for bit.
 //
 // A Trainer holds the model exclusively during each step; Generate calls on
-// the same model wait for the step to finish.
+// the same model wait for the step to finish. It keeps the memory of a
+// step's results and gradients for the next step (a radgen.Workspace), so
+// that a step of the shapes of an earlier one takes no fresh memory for
+// them; that memory is held as long as the Trainer is.
 type Trainer struct {
 	model    *Model
 	cfg      TrainConfig
@@ -113,6 +116,10 @@ type Trainer struct {
 	validate Validator
 	progress func(Progress)
 	logger   *slog.Logger
+	// ws holds the memory of a step's results and gradients for the next
+	// step (radgen.Workspace): once warm, a step of the same shapes takes
+	// no fresh memory for them.
+	ws *radgen.Workspace
 
 	epoch, step int
 	best        float64
@@ -158,7 +165,7 @@ func NewTrainer(m *Model, cfg TrainConfig, train *data.Loader, opts ...TrainerOp
 	if cfg.StepSize <= 0 {
 		cfg.StepSize, cfg.Gamma = math.MaxInt32, 1
 	}
-	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1)}
+	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1), ws: radgen.NewWorkspace()}
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err
@@ -404,7 +411,10 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 		return 0, fmt.Errorf("memtrans: batch has %d views per study (images %v), the model takes %d", b.Views, b.Images != nil, m.cfg.Views)
 	}
 	dev := moduleDevice(m.net)
-	g := radgen.NewGraph(radgen.Train(t.stepSeed()))
+	// The step's results and gradients take the memory of the step
+	// before's, which is done with: its loss was read, its optimiser step
+	// taken and its gradients dropped.
+	g := radgen.NewGraph(radgen.Train(t.stepSeed()), radgen.InWorkspace(t.ws))
 	var feats *radgen.Tensor
 	var err error
 	if t.cfg.FreezeExtractor {
