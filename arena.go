@@ -122,7 +122,7 @@ func (g *Graph) SetArena(a *Arena) {
 }
 
 // like returns a zero tensor with t's dtype and the given shape, from the
-// graph's arena or workspace where it has one.
+// graph's arena or step memory where it has one.
 func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 	switch {
 	case t.device != CPU:
@@ -136,7 +136,7 @@ func (g *Graph) like(t *Tensor, shape []int) *Tensor {
 }
 
 // empty is like for an op that writes every value of its result: from the
-// graph's arena or workspace, the values are not cleared first.
+// graph's arena or step memory, the values are not cleared first.
 func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
 	switch {
 	case t.device != CPU:
@@ -150,7 +150,7 @@ func (g *Graph) empty(t *Tensor, shape []int) *Tensor {
 }
 
 // view returns a CPU tensor of shape sharing x's values, from the graph's
-// arena or workspace where it has one.
+// arena or step memory where it has one.
 func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 	var v *Tensor
 	if x.Is64() {
@@ -166,7 +166,7 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 }
 
 // FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
-// as the package function does, from the graph's arena or workspace where
+// as the package function does, from the graph's arena or step memory where
 // it has one: a decoding step's view of a buffer it owns, without an
 // allocation.
 func (g *Graph) FromFloat32(data []float32, shape ...int) *Tensor {

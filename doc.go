@@ -63,7 +63,7 @@
 // On the CPU a step's results come from an [Arena].
 //
 // A training step that runs the steps before it again, on batches of the
-// same shapes, makes its recording graph in a [Workspace] ([InWorkspace]):
+// same shapes, makes its recording graph in a [StepMemory] ([InStepMemory]):
 // the float32 CPU results, their gradients and the parameters' gradients
 // take the memory of the step before, which the new graph overwrites, so
 // that a warm step allocates almost nothing (memtrans's Trainer does it).

@@ -26,8 +26,8 @@ type Graph struct {
 	tape   []step
 	stored map[*Tensor]*Tensor // SubstituteWeights
 	arena  *Arena              // SetArena
-	ws     *Workspace          // InWorkspace, while the step is the workspace's current one
-	ended  bool                // a later graph took its workspace
+	ws     *StepMemory         // InStepMemory, while the step is the step memory's current one
+	ended  bool                // a later graph took its step memory
 	// ins holds the inputs that require gradients of the tape's ops, each
 	// step's from its lo to its hi; inLo is where needs put the next op's.
 	ins  []*Tensor
@@ -97,7 +97,7 @@ func (g *Graph) needs(inputs ...*Tensor) bool {
 			need = true
 			g.ins = append(g.ins, t) // the op's, if it is pushed next
 			if g.ws != nil && t.ws != g.ws {
-				g.ws.adopt(t) // a parameter, say, whose gradient will come from the workspace
+				g.ws.adopt(t) // a parameter, say, whose gradient will come from the step memory
 			}
 		}
 	}
@@ -140,7 +140,7 @@ func (g *Graph) Backward(loss *Tensor) error {
 		return errors.New("radgen: loss does not depend on any tensor that requires gradients")
 	}
 	if g.ended {
-		return errors.New("radgen: backward on a graph whose workspace a later graph took")
+		return errors.New("radgen: backward on a graph whose step memory a later graph took")
 	}
 	if g.tape == nil {
 		return errors.New("radgen: graph already consumed by Backward")
@@ -157,7 +157,7 @@ func (g *Graph) Backward(loss *Tensor) error {
 	}
 	clear(g.ins)
 	if g.ws != nil {
-		g.ws.tape = g.tape[:0] // for the workspace's next graph
+		g.ws.tape = g.tape[:0] // for the step memory's next graph
 		g.ws.ins = g.ins[:0]
 	}
 	g.tape, g.ins = nil, nil
@@ -196,7 +196,7 @@ func gradTarget(t *Tensor) (*Tensor, float64) {
 }
 
 // zerosLike returns a tensor of zeros of shape, of t's element type on
-// t's device: a gradient of t, from the workspace of t's graph where it
+// t's device: a gradient of t, from the step memory of t's graph where it
 // has one.
 func zerosLike(t *Tensor, shape []int) *Tensor {
 	switch {
@@ -224,7 +224,7 @@ func send(t *Tensor, g *Tensor, alpha float64, own bool) (taken bool) {
 	if t.grad == nil {
 		if own && alpha == 1 {
 			if w := g.ws; w != nil && t.ws != w {
-				w.adopt(t) // its gradient is now memory of the workspace
+				w.adopt(t) // its gradient is now memory of the step memory
 			}
 			t.grad = g
 			if !slices.Equal(g.shape, t.shape) {

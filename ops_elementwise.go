@@ -220,12 +220,15 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	}
 	pr := primsOf("Dropout", x)
 	var mask *Tensor
-	if x.Is64() {
-		mask = FromFloat64(dropoutMask[float64](g, x.Len(), p), x.shape...)
-	} else {
-		mask = FromFloat32(dropoutMask[float32](g, x.Len(), p), x.shape...)
+	switch {
+	case x.Is64():
+		mask = FromFloat64(dropoutMask(g, make([]float64, x.Len()), p), x.shape...)
+	case x.device == CPU: // from the graph's step memory where it has one
+		mask = g.empty(x, x.shape)
+		dropoutMask(g, hostValues[float32](mask), p)
+	default:
+		mask = FromFloat32(dropoutMask(g, make([]float32, x.Len()), p), x.shape...).To(x.device)
 	}
-	mask = mask.To(x.device)
 	l := newLayout(x.shape, nil, nil)
 	out := g.empty(x, x.shape)
 	pr.binary(accel.OpMul, out.at(0), x.at(0), mask.at(0), l, 0)
@@ -242,21 +245,25 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 	return out
 }
 
-// dropoutMask returns n values, 1/(1−p) where an element is kept and 0
+// dropoutMask fills m with 1/(1−p) where an element is kept and 0
 // where it is dropped: element i is dropped when its 32 bits of the
 // generator's stream (two elements per draw, the low half first) are below
 // p·2³².
-func dropoutMask[T Float](g *Graph, n int, p float64) []T {
+func dropoutMask[T Float](g *Graph, m []T, p float64) []T {
 	thresh := uint32(p * (1 << 32))
 	s := T(1 / (1 - p))
-	m := make([]T, n)
+	n := len(m)
 	for i := 0; i < n; i += 2 {
 		r := g.rng.Uint64()
+		m[i] = 0
 		if uint32(r) >= thresh {
 			m[i] = s
 		}
-		if i+1 < n && uint32(r>>32) >= thresh {
-			m[i+1] = s
+		if i+1 < n {
+			m[i+1] = 0
+			if uint32(r>>32) >= thresh {
+				m[i+1] = s
+			}
 		}
 	}
 	return m

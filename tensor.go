@@ -48,9 +48,9 @@ type Tensor struct {
 	// every access to them computes them, or waits for them, first
 	// (ready).
 	pend pendMark
-	// ws is the workspace its gradient comes from (InWorkspace): the one
+	// ws is the step memory its gradient comes from (InStepMemory): the one
 	// it was made from, or that of a step that uses it as a parameter.
-	ws *Workspace
+	ws *StepMemory
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor

@@ -283,7 +283,7 @@ func BenchmarkGenerate(b *testing.B) {
 // without the extractor (features given): batch 16, 60 tokens, forward,
 // backward, clipping and Adam, on the device of RADGEN_DEVICE (the CPU by
 // default; the model and the features are moved there before the timer
-// starts). The steps' graphs share a workspace, as memtrans.Trainer's do,
+// starts). The steps' graphs share a step memory, as memtrans.Trainer's do,
 // and two steps before the timer starts warm it (the first measures a
 // step's memory, the second takes it whole) and create Adam's moments. It reports tokens/s, GFLOP/step (forward and backward, see
 // r2genFLOPs), GFLOP/s and peak-frac, the CPU use during the steps, the
@@ -312,9 +312,9 @@ func BenchmarkTrainStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ws := radgen.NewWorkspace()
+	ws := radgen.NewStepMemory()
 	step := func(i int) {
-		g := radgen.NewGraph(radgen.Train(uint64(i)), radgen.InWorkspace(ws))
+		g := radgen.NewGraph(radgen.Train(uint64(i)), radgen.InStepMemory(ws))
 		f, err := m.TeacherForce(g, feats, in, B, T)
 		if err != nil {
 			b.Fatal(err)

@@ -104,7 +104,7 @@ type Validator func(ctx context.Context, m *Model, epoch int) (monitor float64, 
 //
 // A Trainer holds the model exclusively during each step; Generate calls on
 // the same model wait for the step to finish. It keeps the memory of a
-// step's results and gradients for the next step (a radgen.Workspace), so
+// step's results and gradients for the next step (a radgen.StepMemory), so
 // that a step of the shapes of an earlier one takes no fresh memory for
 // them; that memory is held as long as the Trainer is.
 type Trainer struct {
@@ -117,9 +117,9 @@ type Trainer struct {
 	progress func(Progress)
 	logger   *slog.Logger
 	// ws holds the memory of a step's results and gradients for the next
-	// step (radgen.Workspace): once warm, a step of the same shapes takes
+	// step (radgen.StepMemory): once warm, a step of the same shapes takes
 	// no fresh memory for them.
-	ws *radgen.Workspace
+	ws *radgen.StepMemory
 
 	epoch, step int
 	best        float64
@@ -165,7 +165,7 @@ func NewTrainer(m *Model, cfg TrainConfig, train *data.Loader, opts ...TrainerOp
 	if cfg.StepSize <= 0 {
 		cfg.StepSize, cfg.Gamma = math.MaxInt32, 1
 	}
-	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1), ws: radgen.NewWorkspace()}
+	t := &Trainer{model: m, cfg: cfg, loader: train, logger: m.logger, best: math.Inf(-1), ws: radgen.NewStepMemory()}
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err
@@ -414,7 +414,7 @@ func (t *Trainer) Step(ctx context.Context, b *data.Batch) (float64, error) {
 	// The step's results and gradients take the memory of the step
 	// before's, which is done with: its loss was read, its optimiser step
 	// taken and its gradients dropped.
-	g := radgen.NewGraph(radgen.Train(t.stepSeed()), radgen.InWorkspace(t.ws))
+	g := radgen.NewGraph(radgen.Train(t.stepSeed()), radgen.InStepMemory(t.ws))
 	var feats *radgen.Tensor
 	var err error
 	if t.cfg.FreezeExtractor {

@@ -43,7 +43,7 @@ func (n *wsNet) loss(g *Graph) *Tensor {
 	h2 := n.w1.Forward(g, n.x2) // w1 a second time: its gradient accumulates within the step
 	h = g.LayerNorm(g.Add(h, h2), n.gamma, n.beta, 1e-5, NormStandard)
 	rows, hidden := h.Shape()[0], h.Shape()[1]
-	v := g.Reshape(h, rows/2, 2*hidden) // a view of a workspace result
+	v := g.Reshape(h, rows/2, 2*hidden) // a view of a step memory result
 	h = g.Reshape(g.Mul(v, v), rows, hidden)
 	logp := g.LogSoftmax(n.w2.Forward(g, h))
 	return g.Scale(g.Sum(g.Mul(logp, n.onehot)), -1/float64(rows))
@@ -69,14 +69,14 @@ type wsRun struct {
 // runWS trains n for steps optimiser steps, each accumulating the
 // gradients of accum graphs (made with w, if not nil) before the update;
 // the gradients are dropped after it.
-func runWS(t *testing.T, n *wsNet, w *Workspace, steps, accum int) wsRun {
+func runWS(t *testing.T, n *wsNet, w *StepMemory, steps, accum int) wsRun {
 	t.Helper()
 	var r wsRun
 	for s := range steps {
 		for a := range accum {
 			opts := []GraphOption{Train(uint64(s*accum + a))}
 			if w != nil {
-				opts = append(opts, InWorkspace(w))
+				opts = append(opts, InStepMemory(w))
 			}
 			g := NewGraph(opts...)
 			loss := n.loss(g)
@@ -122,32 +122,32 @@ func (r wsRun) equal(t *testing.T, want wsRun) {
 	}
 }
 
-// A graph in a workspace computes the losses, gradients and parameters of
+// A graph in a step memory computes the losses, gradients and parameters of
 // a graph with memory of its own, bit for bit, over several steps, also
-// when gradients accumulate over several graphs of one workspace before an
-// update; and the workspace's memory is what its steps take.
-func TestWorkspace(t *testing.T) {
+// when gradients accumulate over several graphs of one step memory before an
+// update; and the step memory's memory is what its steps take.
+func TestStepMemory(t *testing.T) {
 	for _, accum := range []int{1, 3} {
 		want := runWS(t, newWSNet(8, 6, 10, 3), nil, 5, accum)
-		w := NewWorkspace()
+		w := NewStepMemory()
 		got := runWS(t, newWSNet(8, 6, 10, 3), w, 5, accum)
 		got.equal(t, want)
 		if len(w.mem.floats.buf) == 0 || w.mem.floats.used == 0 || w.mem.floats.used > len(w.mem.floats.buf) {
-			t.Fatalf("accumulating %d: the workspace holds %d floats, of which its last step took %d", accum, len(w.mem.floats.buf), w.mem.floats.used)
+			t.Fatalf("accumulating %d: the step memory holds %d floats, of which its last step took %d", accum, len(w.mem.floats.buf), w.mem.floats.used)
 		}
 	}
 }
 
-// A warm step in a workspace allocates a small fraction of the bytes of a
+// A warm step in a step memory allocates a small fraction of the bytes of a
 // step with memory of its own: the storage of results and gradients, the
-// parameters' included, comes from the workspace.
-func TestWorkspaceWarmStepAllocs(t *testing.T) {
+// parameters' included, comes from the step memory.
+func TestStepMemoryWarmStepAllocs(t *testing.T) {
 	n := newWSNet(64, 96, 256, 32)
-	w := NewWorkspace()
-	step := func(w *Workspace) {
+	w := NewStepMemory()
+	step := func(w *StepMemory) {
 		var opts []GraphOption // evaluation mode: Dropout draws no mask
 		if w != nil {
-			opts = append(opts, InWorkspace(w))
+			opts = append(opts, InStepMemory(w))
 		}
 		g := NewGraph(opts...)
 		if err := g.Backward(n.loss(g)); err != nil {
@@ -157,7 +157,7 @@ func TestWorkspaceWarmStepAllocs(t *testing.T) {
 			p.ZeroGrad()
 		}
 	}
-	bytes := func(w *Workspace) uint64 {
+	bytes := func(w *StepMemory) uint64 {
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		step(w)
@@ -165,7 +165,7 @@ func TestWorkspaceWarmStepAllocs(t *testing.T) {
 		return m1.TotalAlloc - m0.TotalAlloc
 	}
 	step(w)
-	step(w) // the workspace grows to the step's size at the start of the second
+	step(w) // the step memory grows to the step's size at the start of the second
 	fresh := bytes(nil)
 	// A fresh step takes every result and gradient anew: over 64·256
 	// floats for each of several; a warm step only its ops' small records
@@ -175,23 +175,23 @@ func TestWorkspaceWarmStepAllocs(t *testing.T) {
 	for range 2 {
 		warm = min(warm, bytes(w))
 	}
-	t.Logf("a step allocates %d bytes, a warm step in a workspace %d", fresh, warm)
+	t.Logf("a step allocates %d bytes, a warm step in a step memory %d", fresh, warm)
 	if fresh < 1<<20 || warm > fresh/20 {
-		t.Fatalf("a warm step in a workspace allocates %d bytes, a step without %d", warm, fresh)
+		t.Fatalf("a warm step in a step memory allocates %d bytes, a step without %d", warm, fresh)
 	}
 }
 
-// A graph whose workspace a later graph took refuses Backward, and only a
-// recording graph takes a workspace.
-func TestWorkspaceEnds(t *testing.T) {
+// A graph whose step memory a later graph took refuses Backward, and only a
+// recording graph takes a step memory.
+func TestStepMemoryEnds(t *testing.T) {
 	n := newWSNet(4, 3, 5, 2)
-	w := NewWorkspace()
-	g1 := NewGraph(InWorkspace(w))
+	w := NewStepMemory()
+	g1 := NewGraph(InStepMemory(w))
 	l1 := n.loss(g1)
-	g2 := NewGraph(InWorkspace(w))
+	g2 := NewGraph(InStepMemory(w))
 	l2 := n.loss(g2)
-	if err := g1.Backward(l1); err == nil || !strings.Contains(err.Error(), "workspace") {
-		t.Fatalf("backward on a graph whose workspace was taken: %v", err)
+	if err := g1.Backward(l1); err == nil || !strings.Contains(err.Error(), "step memory") {
+		t.Fatalf("backward on a graph whose step memory was taken: %v", err)
 	}
 	if err := g2.Backward(l2); err != nil {
 		t.Fatal(err)
@@ -200,8 +200,8 @@ func TestWorkspaceEnds(t *testing.T) {
 		t.Fatal("a second backward succeeded")
 	}
 	for _, f := range []func(){
-		func() { NoGrad(InWorkspace(w)) },
-		func() { NewGraph(InWorkspace(nil)) },
+		func() { NoGrad(InStepMemory(w)) },
+		func() { NewGraph(InStepMemory(nil)) },
 	} {
 		func() {
 			defer func() {
@@ -238,9 +238,9 @@ func longTape(g *Graph, n *wsNet, steps int) *Tensor {
 }
 
 // A backward pass on several goroutines computes every gradient that a
-// pass on one computes, bit for bit, with and without a workspace.
+// pass on one computes, bit for bit, with and without a step memory.
 func TestBackwardConcurrent(t *testing.T) {
-	run := func(procs int, w *Workspace) [][]float32 {
+	run := func(procs int, w *StepMemory) [][]float32 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		n := newWSNet(6, 5, 12, 4)
 		n.x.SetRequiresGrad(true) // a leaf that is not a parameter
@@ -248,7 +248,7 @@ func TestBackwardConcurrent(t *testing.T) {
 		for s := range 2 {
 			opts := []GraphOption{Train(uint64(s))}
 			if w != nil {
-				opts = append(opts, InWorkspace(w))
+				opts = append(opts, InStepMemory(w))
 			}
 			g := NewGraph(opts...)
 			loss := longTape(g, n, 40)
@@ -271,11 +271,11 @@ func TestBackwardConcurrent(t *testing.T) {
 	}
 	want := run(1, nil)
 	for _, procs := range []int{2, 4} {
-		for _, w := range []*Workspace{nil, NewWorkspace()} {
+		for _, w := range []*StepMemory{nil, NewStepMemory()} {
 			got := run(procs, w)
 			for i := range want {
 				if !equalBits32(got[i], want[i]) {
-					t.Fatalf("%d goroutines, workspace %v: gradient %d differs", procs, w != nil, i)
+					t.Fatalf("%d goroutines, step memory %v: gradient %d differs", procs, w != nil, i)
 				}
 			}
 		}

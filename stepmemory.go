@@ -2,16 +2,16 @@ package radgen
 
 import "sync"
 
-// Workspace keeps the memory of a training step for the step after it: a
-// recording graph made with InWorkspace takes the float32 CPU results of
+// StepMemory keeps the memory of a training step for the step after it: a
+// recording graph made with InStepMemory takes the float32 CPU results of
 // its ops, their views and the gradients of its backward pass (those of
-// the parameters included) from the workspace, and once the workspace has
+// the parameters included) from the step memory, and once the step memory has
 // grown to a step's size, a step of the same shapes allocates no storage
 // for them: no fresh pages for the kernel to zero, no garbage for the
 // collector. It is memory reuse only: the values computed are those of a
-// graph without a workspace, bit for bit.
+// graph without a step memory, bit for bit.
 //
-// A workspace serves one graph at a time. Making the next graph with it
+// A step memory serves one graph at a time. Making the next graph with it
 // starts a step: the results of the graph made with it before, and the
 // gradients of those results, are overwritten from then on, and that
 // graph's Backward returns an error. So a training step reads what it needs
@@ -20,13 +20,13 @@ import "sync"
 // step stays valid: when the next graph is made, the gradient of every
 // tensor the previous graph did not make (a parameter) that is still held
 // is first copied into memory of its own, so that gradients accumulated
-// over several steps add up as without a workspace. A trainer that drops
+// over several steps add up as without a step memory. A trainer that drops
 // the gradients after every optimiser step (ZeroGrad) pays no copy.
 //
 // Float64 tensors and tensors on other devices take their memory as
-// without a workspace. A Workspace, like its graphs, belongs to one
+// without a step memory. A StepMemory, like its graphs, belongs to one
 // goroutine at a time.
-type Workspace struct {
+type StepMemory struct {
 	mu     sync.Mutex // a concurrent backward pass takes memory from several goroutines
 	mem    arenaHalf
 	graph  *Graph    // the graph of the current step
@@ -36,20 +36,20 @@ type Workspace struct {
 	leaves []*Tensor // tensors not made from mem whose gradients may be in it
 }
 
-// NewWorkspace returns an empty workspace; it grows during the first step.
-func NewWorkspace() *Workspace { return &Workspace{} }
+// NewStepMemory returns an empty step memory; it grows during the first step.
+func NewStepMemory() *StepMemory { return &StepMemory{} }
 
-// InWorkspace makes a recording graph take the memory of its results and
-// their gradients from w, starting a step of w (see Workspace). A graph
-// that records nothing (NoGrad) takes no workspace: with it, InWorkspace
+// InStepMemory makes a recording graph take the memory of its results and
+// their gradients from w, starting a step of w (see StepMemory). A graph
+// that records nothing (NoGrad) takes no step memory: with it, InStepMemory
 // panics, as does a nil w.
-func InWorkspace(w *Workspace) GraphOption {
+func InStepMemory(w *StepMemory) GraphOption {
 	return func(g *Graph) {
 		if !g.record {
-			panic("radgen: InWorkspace on a graph that records nothing (an Arena serves those)")
+			panic("radgen: InStepMemory on a graph that records nothing (an Arena serves those)")
 		}
 		if w == nil {
-			panic("radgen: InWorkspace(nil)")
+			panic("radgen: InStepMemory(nil)")
 		}
 		if g.ws != nil && g.ws != w {
 			g.ws.end()
@@ -59,7 +59,7 @@ func InWorkspace(w *Workspace) GraphOption {
 }
 
 // start ends the step of the graph using w and begins g's.
-func (w *Workspace) start(g *Graph) {
+func (w *StepMemory) start(g *Graph) {
 	w.end()
 	for i, t := range w.leaves {
 		if t.grad != nil && t.grad.device == CPU && !t.grad.Is64() {
@@ -85,7 +85,7 @@ func (w *Workspace) start(g *Graph) {
 
 // end detaches the graph of w's current step, whose memory the next step
 // takes: its tape (if Backward has not consumed it) is dropped.
-func (w *Workspace) end() {
+func (w *StepMemory) end() {
 	if g := w.graph; g != nil {
 		if g.tape != nil {
 			clear(g.tape)
@@ -102,7 +102,7 @@ func (w *Workspace) end() {
 // zeros returns a float32 CPU tensor of shape from w, filled with zeros,
 // or with whatever w held when dirty is set (for an op that writes every
 // value); its gradient will come from w too.
-func (w *Workspace) zeros(shape []int, dirty bool) *Tensor {
+func (w *StepMemory) zeros(shape []int, dirty bool) *Tensor {
 	n := checkShape(shape)
 	w.mu.Lock()
 	data := w.mem.floats.take(n, false)
@@ -115,13 +115,13 @@ func (w *Workspace) zeros(shape []int, dirty bool) *Tensor {
 }
 
 // view returns a CPU tensor of shape over data, from w.
-func (w *Workspace) view(data []float32, shape []int) *Tensor {
+func (w *StepMemory) view(data []float32, shape []int) *Tensor {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.viewLocked(data, shape)
 }
 
-func (w *Workspace) viewLocked(data []float32, shape []int) *Tensor {
+func (w *StepMemory) viewLocked(data []float32, shape []int) *Tensor {
 	h := &w.mem
 	t := &h.tensors.take(1, true)[0]
 	hdr := &h.headers.take(1, true)[0]
@@ -136,7 +136,7 @@ func (w *Workspace) viewLocked(data []float32, shape []int) *Tensor {
 
 // adopt notes that t, which w did not make, may come to hold a gradient
 // in w's memory, to be copied out before the next step overwrites it.
-func (w *Workspace) adopt(t *Tensor) {
+func (w *StepMemory) adopt(t *Tensor) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t.ws = w
