@@ -128,6 +128,9 @@ func (a *aheadBatch) wait(m pendMark) {
 // ready returns once t's values are there: it waits for the ahead batch
 // computing them, if any.
 func (t *Tensor) ready() {
+	if t.lazy != nil {
+		t.resolveLazy()
+	}
 	if m := t.pend; m.a != nil {
 		t.pend = pendMark{}
 		m.a.wait(m)

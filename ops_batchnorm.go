@@ -24,6 +24,9 @@ func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64
 	checkChannelVec("BatchNorm2d", "variance", variance, c)
 	checkChannelVec("BatchNorm2d", "weight", weight, c)
 	checkChannelVec("BatchNorm2d", "bias", bias, c)
+	if y := g.absorbBN(x, weight, bias, mean, variance, eps); y != nil {
+		return y
+	}
 	mu, vr := mean.Float64s(), variance.Float64s()
 	var gamma, beta []float64
 	if weight != nil {

@@ -90,6 +90,9 @@ func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", w.Dim(2), w.Dim(3), p, x.shape))
 	}
+	if y := g.deferConv(x, w, bias, s); y != nil {
+		return y
+	}
 	out := g.empty(x, []int{s.batch, s.cout, ho, wo})
 	saved := pr.conv2d(out.at(0), x.at(0), w.at(0), optionalAt(bias), s, g.needs(x))
 	keep(x, w, bias, out)
@@ -449,6 +452,14 @@ func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
 // scratch returns a buffer of n elements with arbitrary contents, of a
 // capacity of the next power of two; give it back with release.
 func scratch[T Float](n int) []T {
+	if b := freeScratch[T](n); b != nil {
+		return b
+	}
+	return make([]T, n, 1<<sizeClass(n))
+}
+
+// freeScratch is scratch where a buffer was given back, nil otherwise.
+func freeScratch[T Float](n int) []T {
 	p := scratchOf[T]()
 	c := &p.classes[sizeClass(n)]
 	box := c.stack.Get()
@@ -456,7 +467,7 @@ func scratch[T Float](n int) []T {
 		box, _ = c.pool.Get().(*[]T)
 	}
 	if box == nil {
-		return make([]T, n, 1<<sizeClass(n))
+		return nil
 	}
 	b := (*box)[:n]
 	*box = nil
@@ -557,6 +568,9 @@ func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	ho, wo := geo.OutH(), geo.OutW()
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: MaxPool2d window %+v does not fit input %v", p, x.shape))
+	}
+	if y := g.deferPool(x, geo); y != nil {
+		return y
 	}
 	planes := x.Dim(0) * x.Dim(1)
 	out := g.empty(x, []int{x.Dim(0), x.Dim(1), ho, wo})

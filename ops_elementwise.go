@@ -9,7 +9,12 @@ import (
 )
 
 // Add returns a + b with NumPy broadcasting.
-func (g *Graph) Add(a, b *Tensor) *Tensor { return g.binary("Add", a, b, accel.OpAdd) }
+func (g *Graph) Add(a, b *Tensor) *Tensor {
+	if y := g.absorbAdd(a, b); y != nil {
+		return y
+	}
+	return g.binary("Add", a, b, accel.OpAdd)
+}
 
 // Sub returns a − b with NumPy broadcasting.
 func (g *Graph) Sub(a, b *Tensor) *Tensor { return g.binary("Sub", a, b, accel.OpSub) }
@@ -113,7 +118,12 @@ func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
 }
 
 // ReLU returns max(x, 0) elementwise.
-func (g *Graph) ReLU(x *Tensor) *Tensor { return g.activation("ReLU", x, accel.ActReLU) }
+func (g *Graph) ReLU(x *Tensor) *Tensor {
+	if y := g.absorbReLU(x); y != nil {
+		return y
+	}
+	return g.activation("ReLU", x, accel.ActReLU)
+}
 
 // Tanh returns tanh(x) elementwise.
 func (g *Graph) Tanh(x *Tensor) *Tensor { return g.activation("Tanh", x, accel.ActTanh) }
