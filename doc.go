@@ -49,7 +49,9 @@
 // checks). Ops are methods of a [Graph]: a recording graph ([NewGraph])
 // remembers them for [Graph.Backward]; a [NoGrad] graph runs them eagerly,
 // records nothing, and is safe for concurrent use, which is how a loaded
-// model serves many requests at once. Shapes are written (B, T, D): batch,
+// model serves many requests at once. (On the CPU it defers convolutions:
+// one is computed when it is read, with the batch norm, residual sum and
+// ReLU issued on it folded in; see [Graph.Conv2d].) Shapes are written (B, T, D): batch,
 // positions, width. Shape errors inside numeric code are programmer errors
 // and panic with a "radgen: " prefix; bad data from outside (files, images,
 // requests) is always reported as an error by the packages that read it.

@@ -75,6 +75,22 @@ const (
 // float32 3×3, stride-1 one runs by Winograd's F(2×2, 3×3), forward, input
 // gradient and (on enough tiles) weight gradient. Devices run the plain
 // per-image im2col and product.
+//
+// On a graph that records nothing and has no arena, with float32 CPU
+// operands, the result is deferred: the engine computes it when it is first
+// read, or when an op that reads it is issued. Until then BatchNorm2d with
+// running statistics, Add of a residual of the result's shape and ReLU,
+// issued in that order on it, are absorbed into its computation instead of
+// running (each returns a new deferred tensor; the one it read keeps its own
+// values). The engine then computes it channels last as one product with
+// the weight packed (and the batch norm folded into it) once and kept
+// beside the weight until the weight or the batch norm's tensors are
+// written, the bias, the residual and the ReLU applied in the product, 3×3
+// stride-1 windows by Winograd's F(2×2, 3×3); a convolution or a max pool
+// that reads it takes it so, and any other read writes it channels first
+// into the tensor's storage. The operands are read when the result is
+// computed: they must not be written before then. The values are those of
+// the ops run one by one, up to rounding.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	pr := primsOf("Conv2d", x, weight, bias)
 	w := weight
@@ -548,7 +564,8 @@ func PoolSquare(kernel, stride, padding int) Pool2dParams {
 // MaxPool2d returns the maximum of each window of x [B, C, H, W]:
 // [B, C, Ho, Wo] with Ho = ⌊(H + 2p − d(k−1) − 1)/s⌋ + 1. Padding never wins,
 // and NaN propagates, as in torch. The gradient goes to the (first) maximum
-// of each window.
+// of each window. The max pool of a deferred convolution (see Conv2d) is
+// deferred too, and runs on its channels-last values.
 func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	pr := primsOf("MaxPool2d", x)
 	if x.Rank() != 4 {

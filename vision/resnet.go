@@ -289,24 +289,26 @@ func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *rad
 //
 // # Modes
 //
-// Forward picks its path from the graph:
-//   - a NoGrad graph that is not training runs the inference path: every batch
-//     norm is folded into the convolution before it (W' = W·γ/sqrt(σ²+eps),
-//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached, each
-//     convolution a radgen.PreparedConv2d on channels-last activations
-//     (resnet_infer.go): in float32, weights packed once, bias, ReLU and
-//     residual sums fused into the products, 3×3 stride-1 convolutions by
-//     Winograd's F(2×2, 3×3);
-//   - any other graph runs the differentiable path with explicit batch norms.
-//     They use the running statistics, unless the graph is training (built
-//     with radgen.Train) and FreezeBatchNorm is false, in which case they use
-//     the batch's statistics and update the running ones, as torch's
-//     model.train() does. A differentiable forward drops the folded cache,
-//     since training is about to change the weights; after changing weights
-//     any other way, call [ResNet.Refold].
+// Forward is one sequence of the graph's ops on every graph and device:
+// each convolution, its batch norm, the residual sum and the ReLU. The
+// batch norms use the running statistics, unless the graph is training
+// (built with radgen.Train) and FreezeBatchNorm is false, in which case
+// they use the batch's statistics and update the running ones, as torch's
+// model.train() does.
 //
-// The inference path is safe for concurrent use by many goroutines; the
-// training path is for one goroutine at a time.
+// How the ops run is the engine's business. On a NoGrad graph on the CPU,
+// in float32, the engine folds each batch norm into the convolution before
+// it (W' = W·γ/sqrt(σ²+eps), b' = β − μ·γ/sqrt(σ²+eps)), packs the
+// weights once and keeps them with each weight tensor until the weights
+// change, and runs every convolution as one product on channels-last
+// activations with the bias, the residual sum and the ReLU applied in it,
+// 3×3 stride-1 ones by Winograd's F(2×2, 3×3) (see radgen's Conv2d). It
+// sees changes made through the radgen package (training, loading,
+// CopyFrom, Fill, Data); after writing weights through slices kept from an
+// earlier Data call, call [ResNet.Refold].
+//
+// A forward on a NoGrad graph is safe for concurrent use by many
+// goroutines; a training forward is for one goroutine at a time.
 type ResNet struct {
 	Config ResNetConfig
 	Stem   *ConvBN     // conv1 and bn1

@@ -9,10 +9,11 @@ import (
 	"github.com/radgen/radgen"
 )
 
-// TestEngineMatchesGraph compares the float32 inference engine (channels
-// last, fused products, Winograd) with the differentiable path (explicit
-// batch norms, channels first, im2col) on odd image sizes, where the tiles,
-// the windows and the pooling have ragged edges, for both block kinds.
+// TestEngineMatchesGraph compares a float32 NoGrad forward, which the CPU
+// engine runs deferred (batch norms folded, channels last, fused products,
+// Winograd), with a recording graph's (explicit batch norms, channels
+// first, im2col) on odd image sizes, where the tiles, the windows and the
+// pooling have ragged edges, for both block kinds.
 func TestEngineMatchesGraph(t *testing.T) {
 	for _, cfg := range []ResNetConfig{tinyBasic, tinyBottleneck} {
 		r := newRandom(t, cfg, 41)
@@ -37,10 +38,10 @@ func TestEngineMatchesGraph(t *testing.T) {
 	}
 }
 
-// TestFoldedResultOwnsStorage runs the inference path twice on images whose
+// TestFoldedResultOwnsStorage runs a NoGrad forward twice on images whose
 // feature map is a 1×1 grid (where a permute of the channels-last map is a
 // view) and requires the first result to be untouched by the second
-// forward, which reuses the pooled arena.
+// forward, which reuses the engine's buffers.
 func TestFoldedResultOwnsStorage(t *testing.T) {
 	r := newRandom(t, tinyBasic, 21)
 	ctx := context.Background()
