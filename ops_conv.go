@@ -88,9 +88,12 @@ const (
 // written, the bias, the residual and the ReLU applied in the product, 3×3
 // stride-1 windows by Winograd's F(2×2, 3×3); a convolution or a max pool
 // that reads it takes it so, and any other read writes it channels first
-// into the tensor's storage. The operands are read when the result is
-// computed: they must not be written before then. The values are those of
-// the ops run one by one, up to rounding.
+// into the tensor's storage. The engine reads the operands when it
+// computes the result, and computes a result that was not read channels
+// first again if it is read after later results took its buffer: the
+// operands must not be written while a deferred result may still be read
+// (read it, or Clone it, first). The values are those of the ops run one
+// by one, up to rounding, and the same at every computation.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	pr := primsOf("Conv2d", x, weight, bias)
 	w := weight

@@ -41,11 +41,15 @@ import (
 // any of them (Tensor.CopyFrom, Fill, AdamUpdate, loading weights, Data)
 // makes the next use prepare it again. The channels-last values a deferred
 // tensor keeps are scratch buffers: once every op registered to read them
-// has done so, they go back to the engine's pool, and a later read of the
-// tensor computes them again, from its inputs, to the same bits.
+// has done so, they are reclaimable (see reclaimable), taken, oldest first,
+// for the values computed later, and a later read of a tensor whose buffer
+// was taken computes its values again, from its inputs, to the same bits.
+// The operands are read when the values are computed: they must not be
+// written while the tensor may still be read (Conv2d's doc says so).
 
 // deferred is a deferred tensor's computation and its state. The recipe
-// (kind to hdr) is fixed when it is made; the state is guarded by mu.
+// (kind to hdr) is fixed when it is made, and its operands dropped once
+// the tensor holds its values; the state is guarded by mu.
 type deferred struct {
 	kind           deferKind
 	x, w, bias     *Tensor // input (B, Cin, H, W); the convolution's weight and bias (nil for none)

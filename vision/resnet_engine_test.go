@@ -3,6 +3,7 @@ package vision
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -58,5 +59,33 @@ func TestFoldedResultOwnsStorage(t *testing.T) {
 	}
 	if !slices.Equal(a.Data(), want) {
 		t.Error("a later forward overwrote an earlier result")
+	}
+}
+
+// TestInferenceReusesBuffers measures the bytes a warm NoGrad forward
+// allocates: the engine takes the buffers of the activations it no longer
+// reads for the next ones, within a forward and from the forward before,
+// so a forward allocates far less than its activations (which a recording
+// forward allocates, each once at least).
+func TestInferenceReusesBuffers(t *testing.T) {
+	r := newRandom(t, tinyBottleneck, 31)
+	x := randImages(32, 2, 3, 64, 64)
+	allocated := func(g func() *radgen.Graph) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 3 {
+			r.Trunk(g(), x).Data()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 3
+	}
+	for range 2 { // weights prepared, buffers in use
+		r.Trunk(radgen.NoGrad(), x).Data()
+	}
+	inference := allocated(func() *radgen.Graph { return radgen.NoGrad() })
+	recording := allocated(func() *radgen.Graph { return radgen.NewGraph() })
+	t.Logf("bytes a forward: NoGrad %d, recording %d", inference, recording)
+	if inference > recording/8 {
+		t.Errorf("a NoGrad forward allocates %d bytes, a recording one %d", inference, recording)
 	}
 }
