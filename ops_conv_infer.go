@@ -41,7 +41,7 @@ import (
 // any of them (Tensor.CopyFrom, Fill, AdamUpdate, loading weights, Data)
 // makes the next use prepare it again. The channels-last values a deferred
 // tensor keeps are scratch buffers: once every op registered to read them
-// has done so, they are reclaimable (see reclaimable), taken, oldest first,
+// has done so, they are reclaimable (see reclaimable), taken, newest first,
 // for the values computed later, and a later read of a tensor whose buffer
 // was taken computes its values again, from its inputs, to the same bits.
 // The operands are read when the values are computed: they must not be
@@ -343,16 +343,20 @@ func channelsLast(x *Tensor, held bool) ([]float32, func()) {
 var reclaim reclaimable
 
 // reclaimable lists, by size class, the deferred values whose channels-last
-// values no reader holds, oldest first, through weak pointers: a value that
-// is no longer reachable costs nothing here, and is collected with its
-// buffer. A buffer that the engine needs (nhwcBuffer) comes from the
-// engine's pool where one was given back, else from the oldest value of
-// the list that still has it and that no one reads now (which is computed
-// again if ever read), else from the heap. So a network's forwards reuse
-// the buffers of the values they no longer read, the last of a forward's
-// values reclaimed by the next forward, without waiting for a collection,
-// while a value that a later op still reads (a residual block's input,
-// read by the block's sum) is there, not recomputed.
+// values no reader holds, in the order they were let go, through weak
+// pointers: a value that is no longer reachable costs nothing here, and is
+// collected with its buffer. A buffer that the engine needs (nhwcBuffer)
+// comes from the newest value of the list that still has it and that no
+// one reads now (which is computed again if ever read; the newest is the
+// warmest in the caches), else from the engine's pool, else from the heap.
+// So a network's forwards reuse the buffers of the values they no longer
+// read, without waiting for a collection. A value that a later op still
+// reads is there when it does: an op that reads a deferred tensor computes
+// it when the op is issued, so that between a value's last registered read
+// and an unregistered one (a residual block's input, read by its first
+// convolution, then by the block's sum) only a few values are computed,
+// and those need buffers of other sizes or take others (ResNet-18 to -101
+// compute each convolution once).
 type reclaimable struct {
 	mu      sync.Mutex
 	classes [48]reclaimRing
@@ -386,7 +390,7 @@ func (r *reclaimable) put(d *deferred) {
 	r.mu.Unlock()
 }
 
-// take returns the buffer of the oldest listed value that still holds one
+// take returns the buffer of the newest listed value that still holds one
 // of n values' size class and that no one reads or computes now, or nil.
 // It takes no lock that it waits for: a value whose lock is held is
 // skipped, so that a caller holding the locks of the values it computes
@@ -396,9 +400,9 @@ func (r *reclaimable) take(n int) []float32 {
 	defer r.mu.Unlock()
 	ring := &r.classes[sizeClass(n)]
 	for ring.size > 0 {
-		d := ring.ds[ring.head].Value()
-		ring.ds[ring.head] = weak.Pointer[deferred]{}
-		ring.head = (ring.head + 1) % reclaimRoom
+		i := (ring.head + ring.size - 1) % reclaimRoom
+		d := ring.ds[i].Value()
+		ring.ds[i] = weak.Pointer[deferred]{}
 		ring.size--
 		if d == nil || !d.mu.TryLock() {
 			continue
@@ -416,8 +420,10 @@ func (r *reclaimable) take(n int) []float32 {
 }
 
 // nhwcBuffer returns a buffer of n values, arbitrary contents, for a
-// deferred value's channels-last values: from the engine's pool, else a
-// reclaimed one, else new.
+// deferred value's channels-last values: a reclaimed one, else one from the
+// engine's pool, else a new one. Reclaimed first: a buffer taken from the
+// pool stays with its value until the value is reclaimed or collected,
+// while the pool's temporaries (window matrices, transforms) come back.
 func nhwcBuffer(n int) []float32 {
 	if b := reclaim.take(n); b != nil {
 		return b
