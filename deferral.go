@@ -319,6 +319,9 @@ func (b *batch) done() {
 // ready returns once t's values are there: it computes them, or waits for
 // the batch computing them, if they are pending.
 func (t *Tensor) ready() {
+	if t.lazy != nil { // a deferred convolution (ops_conv_infer.go)
+		t.resolveLazy()
+	}
 	m := t.pend
 	if m.b == nil && m.x == nil {
 		return

@@ -94,6 +94,12 @@
 // first layers run. The values are those of each product computed alone:
 // a row's result depends on nothing else in the batch.
 //
+// Convolutions are deferred the same way on a graph that records nothing
+// (see [Graph.Conv2d]): one is computed when it is read, with the batch
+// norm in evaluation mode, the residual sum and the ReLU issued on it
+// folded in, channels last, its weights packed (Winograd's transform for
+// 3×3 windows) once and kept with the weight tensor.
+//
 // # Devices
 //
 // A tensor lives on a [Device]: [CPU] (host slices, run by the CPU kernels),

@@ -12,7 +12,8 @@ import (
 //
 // mean and variance are the running statistics (C); weight and bias (C) may be
 // nil (affine = False). Gradients flow to x, weight, bias, and to mean and
-// variance when they require them. torch's eps is 1e-5.
+// variance when they require them. torch's eps is 1e-5. On a deferred
+// convolution (see Conv2d) it is folded into the convolution's weight.
 func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64) *Tensor {
 	p := primsOf("BatchNorm2d", x, weight, bias, mean, variance)
 	if mean == nil || variance == nil {
@@ -24,6 +25,9 @@ func (g *Graph) BatchNorm2d(x, weight, bias, mean, variance *Tensor, eps float64
 	checkChannelVec("BatchNorm2d", "variance", variance, c)
 	checkChannelVec("BatchNorm2d", "weight", weight, c)
 	checkChannelVec("BatchNorm2d", "bias", bias, c)
+	if y := g.absorbBN(x, weight, bias, mean, variance, eps); y != nil {
+		return y
+	}
 	mu, vr := mean.Float64s(), variance.Float64s()
 	var gamma, beta []float64
 	if weight != nil {

@@ -75,6 +75,25 @@ const (
 // float32 3×3, stride-1 one runs by Winograd's F(2×2, 3×3), forward, input
 // gradient and (on enough tiles) weight gradient. Devices run the plain
 // per-image im2col and product.
+//
+// On a graph that records nothing and has no arena, with float32 CPU
+// operands, the result is deferred: the engine computes it when it is first
+// read, or when an op that reads it is issued. Until then BatchNorm2d with
+// running statistics, Add of a residual of the result's shape and ReLU,
+// issued in that order on it, are absorbed into its computation instead of
+// running (each returns a new deferred tensor; the one it read keeps its own
+// values). The engine then computes it channels last as one product with
+// the weight packed (and the batch norm folded into it) once and kept
+// beside the weight until the weight or the batch norm's tensors are
+// written, the bias, the residual and the ReLU applied in the product, 3×3
+// stride-1 windows by Winograd's F(2×2, 3×3); a convolution or a max pool
+// that reads it takes it so, and any other read writes it channels first
+// into the tensor's storage. The engine reads the operands when it
+// computes the result, and computes a result that was not read channels
+// first again if it is read after later results took its buffer: the
+// operands must not be written while a deferred result may still be read
+// (read it, or Clone it, first). The values are those of the ops run one
+// by one, up to rounding, and the same at every computation.
 func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	pr := primsOf("Conv2d", x, weight, bias)
 	w := weight
@@ -89,6 +108,9 @@ func (g *Graph) Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	ho, wo := s.geo.OutH(), s.geo.OutW()
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: Conv2d window %dx%d %+v does not fit input %v", w.Dim(2), w.Dim(3), p, x.shape))
+	}
+	if y := g.deferConv(x, w, bias, s); y != nil {
+		return y
 	}
 	out := g.empty(x, []int{s.batch, s.cout, ho, wo})
 	saved := pr.conv2d(out.at(0), x.at(0), w.at(0), optionalAt(bias), s, g.needs(x))
@@ -449,6 +471,14 @@ func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
 // scratch returns a buffer of n elements with arbitrary contents, of a
 // capacity of the next power of two; give it back with release.
 func scratch[T Float](n int) []T {
+	if b := freeScratch[T](n); b != nil {
+		return b
+	}
+	return make([]T, n, 1<<sizeClass(n))
+}
+
+// freeScratch is scratch where a buffer was given back, nil otherwise.
+func freeScratch[T Float](n int) []T {
 	p := scratchOf[T]()
 	c := &p.classes[sizeClass(n)]
 	box := c.stack.Get()
@@ -456,7 +486,7 @@ func scratch[T Float](n int) []T {
 		box, _ = c.pool.Get().(*[]T)
 	}
 	if box == nil {
-		return make([]T, n, 1<<sizeClass(n))
+		return nil
 	}
 	b := (*box)[:n]
 	*box = nil
@@ -537,7 +567,8 @@ func PoolSquare(kernel, stride, padding int) Pool2dParams {
 // MaxPool2d returns the maximum of each window of x [B, C, H, W]:
 // [B, C, Ho, Wo] with Ho = ⌊(H + 2p − d(k−1) − 1)/s⌋ + 1. Padding never wins,
 // and NaN propagates, as in torch. The gradient goes to the (first) maximum
-// of each window.
+// of each window. The max pool of a deferred convolution (see Conv2d) is
+// deferred too, and runs on its channels-last values.
 func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	pr := primsOf("MaxPool2d", x)
 	if x.Rank() != 4 {
@@ -557,6 +588,9 @@ func (g *Graph) MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	ho, wo := geo.OutH(), geo.OutW()
 	if ho == 0 || wo == 0 {
 		panic(fmt.Sprintf("radgen: MaxPool2d window %+v does not fit input %v", p, x.shape))
+	}
+	if y := g.deferPool(x, geo); y != nil {
+		return y
 	}
 	planes := x.Dim(0) * x.Dim(1)
 	out := g.empty(x, []int{x.Dim(0), x.Dim(1), ho, wo})

@@ -10,7 +10,10 @@ import (
 
 // Add returns a + b with NumPy broadcasting.
 func (g *Graph) Add(a, b *Tensor) *Tensor {
-	if y, ok := g.fuseAdd(a, b); ok {
+	if y, ok := g.fuseAdd(a, b); ok { // a deferred product's epilogue
+		return y
+	}
+	if y := g.absorbAdd(a, b); y != nil { // a deferred convolution's
 		return y
 	}
 	return g.binary("Add", a, b, accel.OpAdd)
@@ -119,7 +122,10 @@ func (g *Graph) Scale(x *Tensor, s float64) *Tensor {
 
 // ReLU returns max(x, 0) elementwise.
 func (g *Graph) ReLU(x *Tensor) *Tensor {
-	if y, ok := g.fuseReLU(x); ok {
+	if y, ok := g.fuseReLU(x); ok { // a deferred product's epilogue
+		return y
+	}
+	if y := g.absorbReLU(x); y != nil { // a deferred convolution's
 		return y
 	}
 	return g.activation("ReLU", x, accel.ActReLU)

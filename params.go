@@ -195,7 +195,10 @@ func Uniform(t *Tensor, rng *rand.Rand, a float64) {
 }
 
 // Fill sets every element of t to v.
-func Fill(t *Tensor, v float64) { setAll(t, v) }
+func Fill(t *Tensor, v float64) {
+	setAll(t, v)
+	t.changed()
+}
 
 // Promote64 converts every parameter and buffer of m to float64 in place
 // (values are widened exactly). Gradient checks by finite differences use it
@@ -209,5 +212,6 @@ func Promote64(m Module) {
 		w := t.To64()
 		t.dense, t.host, t.buf, t.device = w.dense, w.host, nil, CPU
 		t.grad = nil
+		t.changed()
 	})
 }

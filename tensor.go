@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"gorgonia.org/tensor"
 
@@ -51,6 +52,17 @@ type Tensor struct {
 	// ws is the step memory its gradient comes from (InStepMemory): the one
 	// it was made from, or that of a step that uses it as a parameter.
 	ws *StepMemory
+	// lazy is the CPU engine's deferred computation of t's values
+	// (ops_conv_infer.go), nil for values that are there: every access
+	// to them computes it first (ready).
+	lazy *deferred
+	// version counts in-place writes of t's values (and hand-outs of its
+	// mutable slice, Data and Data64), so that what the engine prepared
+	// from them (prep) is never served once they changed.
+	version atomic.Uint64
+	// prep is what the CPU engine prepared from t as a convolution's
+	// weight (ops_conv_infer.go): freed with t.
+	prep atomic.Pointer[convPrep]
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor
@@ -260,11 +272,25 @@ func (t *Tensor) Device() Device { return t.device }
 func (t *Tensor) Is64() bool { return t.dtype() == tensor.Float64 }
 
 // Data returns the float32 values of t (shared, not copied). It panics if t
-// holds float64 or lives off the CPU (To(CPU) copies it there).
-func (t *Tensor) Data() []float32 { return values[float32](t) }
+// holds float64 or lives off the CPU (To(CPU) copies it there). Since the
+// slice may be written, Data counts as a write of t: what the engine
+// prepared from t's values (a convolution's packed weight) is prepared
+// again at its next use. A write through a slice kept from an earlier call
+// is not seen that way: call Data again after it.
+func (t *Tensor) Data() []float32 {
+	t.version.Add(1)
+	return values[float32](t)
+}
 
-// Data64 returns the float64 values of t (shared, not copied).
-func (t *Tensor) Data64() []float64 { return values[float64](t) }
+// Data64 returns the float64 values of t (shared, not copied). Like Data,
+// it counts as a write of t.
+func (t *Tensor) Data64() []float64 {
+	t.version.Add(1)
+	return values[float64](t)
+}
+
+// changed records an in-place write of t's values.
+func (t *Tensor) changed() { t.version.Add(1) }
 
 // At returns the element at the given index as a float64.
 func (t *Tensor) At(idx ...int) float64 {
@@ -282,9 +308,9 @@ func (t *Tensor) At(idx ...int) float64 {
 		return t.Float64s()[off]
 	}
 	if t.Is64() {
-		return t.Data64()[off]
+		return values[float64](t)[off]
 	}
-	return float64(t.Data()[off])
+	return float64(values[float32](t)[off])
 }
 
 // Float64s returns a float64 copy of t's values, whatever its dtype.
@@ -293,7 +319,7 @@ func (t *Tensor) Float64s() []float64 {
 		return FromFloat32(t.halfValues(), t.shape...).Float64s()
 	}
 	if t.Is64() {
-		return append([]float64(nil), t.Data64()...)
+		return append([]float64(nil), values[float64](t)...)
 	}
 	src := t.hostCopy()
 	out := make([]float64, len(src))
@@ -328,9 +354,9 @@ func (t *Tensor) Clone() *Tensor {
 	}
 	c := like(t, t.shape)
 	if t.Is64() {
-		copy(c.Data64(), t.Data64())
+		copy(hostValues[float64](c), values[float64](t))
 	} else {
-		copy(c.Data(), t.Data())
+		copy(hostValues[float32](c), values[float32](t))
 	}
 	return c
 }
@@ -349,7 +375,7 @@ func (t *Tensor) To32() *Tensor {
 		}
 		return t.Clone()
 	}
-	src := t.Data64()
+	src := values[float64](t)
 	out := make([]float32, len(src))
 	for i, v := range src {
 		out[i] = float32(v)
@@ -371,8 +397,12 @@ func values[T Float](t *Tensor) []T {
 }
 
 // hostValues is values without the wait for a deferred product: the
-// slice that a pending product writes into.
+// slice that a pending product writes into. A deferred convolution's value
+// is computed first.
 func hostValues[T Float](t *Tensor) []T {
+	if t.lazy != nil {
+		t.resolveLazy()
+	}
 	if t.device != CPU {
 		panic("radgen: host access to a tensor on " + t.device.String() + " (copy it to the CPU with To(radgen.CPU), or the op does not run on devices yet)")
 	}

@@ -26,7 +26,7 @@ func (t *Tensor) To(dev Device) *Tensor {
 		out = onDevice(e, nil, t.shape)
 		var src []float32
 		if t.device == CPU {
-			src = t.Data()
+			src = values[float32](t)
 		} else {
 			src = t.hostCopy()
 		}
@@ -42,7 +42,7 @@ func (t *Tensor) To(dev Device) *Tensor {
 // hostCopy returns t's float32 values in a new slice (t on any device).
 func (t *Tensor) hostCopy() []float32 {
 	if t.device == CPU {
-		return append([]float32(nil), t.Data()...)
+		return append([]float32(nil), values[float32](t)...)
 	}
 	out := make([]float32, t.Len())
 	if len(out) > 0 {
@@ -90,6 +90,7 @@ func ToDevice(m Module, dev Device) error {
 		}
 		c := t.To(dev)
 		t.dense, t.host, t.buf, t.device, t.grad = c.dense, c.host, c.buf, c.device, nil
+		t.changed()
 	})
 	return nil
 }

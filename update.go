@@ -179,6 +179,7 @@ func (t *Tensor) adamRange(lo, hi int, grad, m, v, vmax *Tensor, k AdamConsts) {
 		vm = vmax.at(lo)
 	}
 	primsOf(op, t).adam(t.at(lo), grad.at(lo), m.at(lo), v.at(lo), vm, hi-lo, kk)
+	t.changed()
 	keep(ts[:]...)
 }
 
@@ -199,6 +200,7 @@ func (t *Tensor) CopyFrom(src *Tensor) {
 	}
 	n := t.Len()
 	primsOf("CopyFrom", t, src).copyStrided(t.at(0), n, src.at(0), n, 1, n, false)
+	t.changed()
 	keep(t, src)
 }
 
@@ -213,6 +215,7 @@ func (t *Tensor) ClampInPlace(c float64) {
 	}
 	checkInPlace("ClampInPlace", t)
 	primsOf("ClampInPlace", t).clamp(t.at(0), c, t.Len())
+	t.changed()
 	keep(t)
 }
 
@@ -222,6 +225,7 @@ func (t *Tensor) ClampInPlace(c float64) {
 func (t *Tensor) ScaleInPlace(s float64) {
 	checkInPlace("ScaleInPlace", t)
 	primsOf("ScaleInPlace", t).scale(t.at(0), t.at(0), s, t.Len())
+	t.changed()
 	keep(t)
 }
 

@@ -50,9 +50,10 @@
 // counts) with its state_dict names; [Extractor] is R2Gen's VisualExtractor
 // around it (names model.0 … model.7), returning patch features (B, V·h·w, C)
 // with the views concatenated along the patch axis (two 224² views give 98
-// patches) and averaged features (B, V·C). Inference folds batch norm into the
-// convolutions once and is safe for concurrent use; training runs the
-// differentiable path with batch statistics.
+// patches) and averaged features (B, V·C). Inference and training run the
+// same ops (training with batch statistics); on the CPU, inference's batch
+// norms are folded into the convolutions by the engine, once per weight.
+// Inference is safe for concurrent use.
 //
 // # Layout
 //

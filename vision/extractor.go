@@ -80,9 +80,9 @@ func (e *Extractor) Forward(g *radgen.Graph, images *radgen.Tensor) (patches, av
 	return p, a
 }
 
-// Extract is the inference entry point: Forward on a NoGrad graph (batch
-// norm folded into the convolutions), with images checked and ctx consulted
-// between residual blocks. It is safe for concurrent use.
+// Extract is the inference entry point: Forward on a NoGrad graph, with
+// images checked and ctx consulted between residual blocks. It is safe for
+// concurrent use.
 func (e *Extractor) Extract(ctx context.Context, images *radgen.Tensor) (patches, avg *radgen.Tensor, err error) {
 	if err := checkImages(images); err != nil {
 		return nil, nil, err

@@ -48,8 +48,8 @@ func convFLOPs(r *ResNet, h, w int) float64 {
 }
 
 // BenchmarkExtractor runs R2Gen's extractor, ResNet-101 with random
-// weights, on one IU X-Ray study: two 224² views (the inference path, batch
-// norm folded), on the device of RADGEN_DEVICE (the CPU by default; the
+// weights, on one IU X-Ray study: two 224² views (a NoGrad forward, which
+// the CPU engine runs with batch norm folded), on the device of RADGEN_DEVICE (the CPU by default; the
 // weights and the study are moved there before the timer starts). It
 // reports images/s, the convolutions' GFLOP/step (nominal: the Winograd
 // path does fewer multiplications) and GFLOP/s, and peak-frac, their rate
@@ -65,7 +65,7 @@ func BenchmarkExtractor(b *testing.B) {
 	}
 	study := randImages(2, 1, 2, 3, 224, 224).To(dev)
 	ctx := context.Background()
-	if _, _, err := ext.Extract(ctx, study); err != nil { // fold once
+	if _, _, err := ext.Extract(ctx, study); err != nil { // weights prepared once
 		b.Fatal(err)
 	}
 	work := 2 * resnetFLOPs(ResNet101, 224, 224, false)

@@ -110,7 +110,8 @@ func TestExtractorParity(t *testing.T) {
 		}
 	}
 
-	// Inference (Extract): batch norm folded into the convolutions on the CPU.
+	// Inference (Extract): on the CPU, batch norm folded into the
+	// convolutions by the engine.
 	p, a, err := ext.Extract(context.Background(), images)
 	if err != nil {
 		t.Fatal(err)

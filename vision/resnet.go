@@ -14,8 +14,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/radgen/radgen"
 )
@@ -291,24 +289,26 @@ func (b *Block) forward(g *radgen.Graph, x *radgen.Tensor, batchStats bool) *rad
 //
 // # Modes
 //
-// Forward picks its path from the graph:
-//   - a NoGrad graph that is not training runs the inference path: every batch
-//     norm is folded into the convolution before it (W' = W·γ/sqrt(σ²+eps),
-//     b' = β − μ·γ/sqrt(σ²+eps)), computed once and cached, each
-//     convolution a radgen.PreparedConv2d on channels-last activations
-//     (resnet_infer.go): in float32, weights packed once, bias, ReLU and
-//     residual sums fused into the products, 3×3 stride-1 convolutions by
-//     Winograd's F(2×2, 3×3);
-//   - any other graph runs the differentiable path with explicit batch norms.
-//     They use the running statistics, unless the graph is training (built
-//     with radgen.Train) and FreezeBatchNorm is false, in which case they use
-//     the batch's statistics and update the running ones, as torch's
-//     model.train() does. A differentiable forward drops the folded cache,
-//     since training is about to change the weights; after changing weights
-//     any other way, call [ResNet.Refold].
+// Forward is one sequence of the graph's ops on every graph and device:
+// each convolution, its batch norm, the residual sum and the ReLU. The
+// batch norms use the running statistics, unless the graph is training
+// (built with radgen.Train) and FreezeBatchNorm is false, in which case
+// they use the batch's statistics and update the running ones, as torch's
+// model.train() does.
 //
-// The inference path is safe for concurrent use by many goroutines; the
-// training path is for one goroutine at a time.
+// How the ops run is the engine's business. On a NoGrad graph on the CPU,
+// in float32, the engine folds each batch norm into the convolution before
+// it (W' = W·γ/sqrt(σ²+eps), b' = β − μ·γ/sqrt(σ²+eps)), packs the
+// weights once and keeps them with each weight tensor until the weights
+// change, and runs every convolution as one product on channels-last
+// activations with the bias, the residual sum and the ReLU applied in it,
+// 3×3 stride-1 ones by Winograd's F(2×2, 3×3) (see radgen's Conv2d). It
+// sees changes made through the radgen package (training, loading,
+// CopyFrom, Fill, Data); after writing weights through slices kept from an
+// earlier Data call, call [ResNet.Refold].
+//
+// A forward on a NoGrad graph is safe for concurrent use by many
+// goroutines; a training forward is for one goroutine at a time.
 type ResNet struct {
 	Config ResNetConfig
 	Stem   *ConvBN     // conv1 and bn1
@@ -318,9 +318,6 @@ type ResNet struct {
 	// on a training graph (a common choice when fine-tuning with small
 	// batches). R2Gen does not freeze them.
 	FreezeBatchNorm bool
-
-	foldMu sync.Mutex
-	folded atomic.Pointer[foldedNet]
 }
 
 var _ radgen.Module = (*ResNet)(nil)
@@ -437,13 +434,6 @@ func (r *ResNet) trunk(ctx context.Context, g *radgen.Graph, x *radgen.Tensor) (
 	if x.Rank() != 4 || x.Dim(1) != 3 {
 		panic(fmt.Sprintf("vision: ResNet input %v, want [B, 3, H, W]", x.Shape()))
 	}
-	// Inference on the CPU runs the folded network (batch norm folded into
-	// the convolutions, packed kernels); on a device, and in training, the
-	// graph's ops, which run on any engine.
-	if !g.Recording() && !g.Training() && r.Stem.Weight.Device() == radgen.CPU {
-		return r.fold().forward(ctx, x)
-	}
-	r.folded.Store(nil)
 	batchStats := g.Training() && !r.FreezeBatchNorm
 	y := r.Stem.forward(g, x, batchStats, nil, true)
 	y = g.MaxPool2d(y, radgen.PoolSquare(3, 2, 1))
@@ -474,75 +464,21 @@ func features(g *radgen.Graph, fm *radgen.Tensor) (patches, avg *radgen.Tensor) 
 	return patches, g.GlobalAvgPool2d(fm)
 }
 
-// Refold drops the cached folded weights of the inference path; the next
-// inference forward folds the current weights again. Call it after changing
-// weights other than through a training forward or [LoadResNet].
-func (r *ResNet) Refold() { r.folded.Store(nil) }
-
-// foldedBlock is a residual block with its batch norms folded in.
-type foldedBlock struct {
-	conv []*radgen.PreparedConv2d // 2 or 3
-	down *radgen.PreparedConv2d   // nil for the identity
-}
-
-// foldedNet is the network with its batch norms folded in, prepared for
-// channels-last inference (resnet_infer.go).
-type foldedNet struct {
-	stem   *radgen.PreparedConv2d
-	blocks []foldedBlock
-	is64   bool
-}
-
-// fold returns the cached folded network, building it on first use.
-func (r *ResNet) fold() *foldedNet {
-	if f := r.folded.Load(); f != nil {
-		return f
-	}
-	r.foldMu.Lock()
-	defer r.foldMu.Unlock()
-	if f := r.folded.Load(); f != nil {
-		return f
-	}
-	f := &foldedNet{stem: foldConvBN(r.Stem), is64: r.Stem.Weight.Is64()}
-	for _, blocks := range r.Layers {
-		for _, b := range blocks {
-			fb := foldedBlock{}
-			for _, c := range []*ConvBN{b.Conv1, b.Conv2, b.Conv3} {
-				if c != nil {
-					fb.conv = append(fb.conv, foldConvBN(c))
-				}
-			}
-			if b.Downsample != nil {
-				fb.down = foldConvBN(b.Downsample)
-			}
-			f.blocks = append(f.blocks, fb)
+// Refold makes the next inference forward prepare the weights again (see
+// [ResNet]): call it after writing weights through slices kept from an
+// earlier Data call, which the engine cannot see. Writes through the radgen
+// package (training, loading, CopyFrom, Fill, a fresh Data call) need no
+// call.
+func (r *ResNet) Refold() {
+	r.VisitParams(func(_ string, t *radgen.Tensor) {
+		if t.Device() != radgen.CPU || t.IsHalf() {
+			return // the engine prepares CPU tensors only
 		}
-	}
-	r.folded.Store(f)
-	return f
-}
-
-// foldConvBN folds eval-mode batch norm into the convolution, in float64:
-// BN(W∗x) = s·(W∗x) + (β − μ·s) with s = γ/sqrt(σ² + eps), prepared in the
-// weight's element type.
-func foldConvBN(c *ConvBN) *radgen.PreparedConv2d {
-	bn := c.BN
-	gamma, beta := bn.Weight.Float64s(), bn.Bias.Float64s()
-	mean, variance := bn.RunningMean.Float64s(), bn.RunningVar.Float64s()
-	w := c.Weight.Float64s()
-	cout := c.Weight.Dim(0)
-	per := len(w) / cout
-	bias := make([]float64, cout)
-	for o := range cout {
-		s := gamma[o] / math.Sqrt(variance[o]+bn.Eps)
-		for i := range w[o*per : (o+1)*per] {
-			w[o*per+i] *= s
+		// Data counts as a write of t (see radgen.Tensor.Data).
+		if t.Is64() {
+			t.Data64()
+		} else {
+			t.Data()
 		}
-		bias[o] = beta[o] - mean[o]*s
-	}
-	wt, bt := radgen.FromFloat64(w, c.Weight.Shape()...), radgen.FromFloat64(bias, cout)
-	if !c.Weight.Is64() {
-		wt, bt = wt.To32(), bt.To32()
-	}
-	return radgen.PrepareConv2d(wt, bt, c.params())
+	})
 }

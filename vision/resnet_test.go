@@ -276,8 +276,10 @@ func TestForwardShapes(t *testing.T) {
 	}
 }
 
-// TestFoldedMatchesUnfolded compares the inference path with the explicit
-// eval-mode batch norms, and the patch layout with the feature map.
+// TestFoldedMatchesUnfolded compares a NoGrad forward (which the CPU
+// engine runs with the batch norms folded into the convolutions) with a
+// recording graph's, whose ops run as issued, and the patch layout with
+// the feature map.
 func TestFoldedMatchesUnfolded(t *testing.T) {
 	for _, cfg := range []ResNetConfig{tinyBasic, tinyBottleneck} {
 		r := newRandom(t, cfg, 5)
@@ -456,7 +458,7 @@ func to64(r *ResNet) {
 }
 
 // TestResNetGradients checks the gradients of a whole float64 Bottleneck
-// ResNet, in eval mode (checked against the folded path) and in train mode
+// ResNet, in eval mode (checked against a NoGrad forward) and in train mode
 // (batch statistics), against central differences on single elements of
 // tensors spread over the network, the input included.
 func TestResNetGradients(t *testing.T) {
@@ -512,7 +514,7 @@ func TestResNetGradients(t *testing.T) {
 			orig := d[i]
 			eval := func(v float64) float64 {
 				d[i] = v
-				r.Refold() // the eval NoGrad graph folds the batch norms
+				r.Refold() // d was kept from an earlier Data64 call
 				return loss(radgen.NoGrad(opts...))
 			}
 			num := (eval(orig+h) - eval(orig-h)) / (2 * h)

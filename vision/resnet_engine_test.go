@@ -3,16 +3,18 @@ package vision
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/radgen/radgen"
 )
 
-// TestEngineMatchesGraph compares the float32 inference engine (channels
-// last, fused products, Winograd) with the differentiable path (explicit
-// batch norms, channels first, im2col) on odd image sizes, where the tiles,
-// the windows and the pooling have ragged edges, for both block kinds.
+// TestEngineMatchesGraph compares a float32 NoGrad forward, which the CPU
+// engine runs deferred (batch norms folded, channels last, fused products,
+// Winograd), with a recording graph's (explicit batch norms, channels
+// first, im2col) on odd image sizes, where the tiles, the windows and the
+// pooling have ragged edges, for both block kinds.
 func TestEngineMatchesGraph(t *testing.T) {
 	for _, cfg := range []ResNetConfig{tinyBasic, tinyBottleneck} {
 		r := newRandom(t, cfg, 41)
@@ -37,10 +39,10 @@ func TestEngineMatchesGraph(t *testing.T) {
 	}
 }
 
-// TestFoldedResultOwnsStorage runs the inference path twice on images whose
+// TestFoldedResultOwnsStorage runs a NoGrad forward twice on images whose
 // feature map is a 1×1 grid (where a permute of the channels-last map is a
 // view) and requires the first result to be untouched by the second
-// forward, which reuses the pooled arena.
+// forward, which reuses the engine's buffers.
 func TestFoldedResultOwnsStorage(t *testing.T) {
 	r := newRandom(t, tinyBasic, 21)
 	ctx := context.Background()
@@ -57,5 +59,33 @@ func TestFoldedResultOwnsStorage(t *testing.T) {
 	}
 	if !slices.Equal(a.Data(), want) {
 		t.Error("a later forward overwrote an earlier result")
+	}
+}
+
+// TestInferenceReusesBuffers measures the bytes a warm NoGrad forward
+// allocates: the engine takes the buffers of the activations it no longer
+// reads for the next ones, within a forward and from the forward before,
+// so a forward allocates far less than its activations (which a recording
+// forward allocates, each once at least).
+func TestInferenceReusesBuffers(t *testing.T) {
+	r := newRandom(t, tinyBottleneck, 31)
+	x := randImages(32, 2, 3, 64, 64)
+	allocated := func(g func() *radgen.Graph) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 3 {
+			r.Trunk(g(), x).Data()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 3
+	}
+	for range 2 { // weights prepared, buffers in use
+		r.Trunk(radgen.NoGrad(), x).Data()
+	}
+	inference := allocated(func() *radgen.Graph { return radgen.NoGrad() })
+	recording := allocated(func() *radgen.Graph { return radgen.NewGraph() })
+	t.Logf("bytes a forward: NoGrad %d, recording %d", inference, recording)
+	if inference > recording/8 {
+		t.Errorf("a NoGrad forward allocates %d bytes, a recording one %d", inference, recording)
 	}
 }
