@@ -118,16 +118,19 @@ func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
 	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != n || bias.device != CPU || bias.Is64()) {
 		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias, w.shape))
 	}
-	b := g.openBatch()
-	dep := int32(-1)
-	if m := x.pend; m.b == b && m.live() && m.x == nil {
-		dep = m.op
-		b.ops[m.op].read = true
-	} else {
+	// x and the bias are computed first unless x is a product of the open
+	// batch (computing them may run the open batch itself).
+	if m := x.pend; m.b == nil || m.b != g.open || !m.live() || m.x != nil {
 		x.ready()
 	}
 	if bias != nil {
 		bias.ready()
+	}
+	b := g.openBatch()
+	dep := int32(-1)
+	if m := x.pend; m.b == b && m.live() {
+		dep = m.op
+		b.ops[m.op].read = true
 	}
 	var buf [8]int // on the stack for ranks up to 8
 	out := g.empty(x, append(append(buf[:0], x.shape[:x.Rank()-1]...), n))

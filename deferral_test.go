@@ -248,3 +248,42 @@ func TestDeferredAgreesWithGEMM(t *testing.T) {
 }
 
 func g64(t *Tensor) []float64 { return t.Float64s() }
+
+// A product that reads a result an epilogue took over, whose own input is
+// pending in the open batch, computes that result on its own first: the
+// open batch runs then, and the product joins a new one.
+func TestDeferredReadsTakenOver(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	l0, l1, l2 := NewLinear(16, 16, true, r), NewLinear(16, 16, true, r), NewLinear(16, 8, true, r)
+	x := Zeros(3, 16)
+	Uniform(x, r, 1)
+	run := func(g *Graph, read func(*Tensor) *Tensor) []*Tensor {
+		h := read(l0.Forward(g, x))
+		y := read(l1.Forward(g, h)) // pending in the open batch, reading h
+		a := read(g.ReLU(y))        // takes y's product over
+		z := read(l2.Forward(g, y)) // reads y: computed on its own
+		w := read(l2.Forward(g, a))
+		return []*Tensor{h, y, a, z, w}
+	}
+	for range 3 { // the batch kept for reuse must serve again
+		want := run(NoGrad(), atOnce)
+		g := NoGrad()
+		g.spare = []*batch{{g: g}, {g: g}} // as a batch started beside the caller leaves them
+		got := run(g, func(t *Tensor) *Tensor { return t })
+		more := run(g, func(t *Tensor) *Tensor { return t })
+		for i := len(got) - 1; i >= 0; i-- {
+			sameValues(t, "taken over", got[i], want[i])
+			sameValues(t, "the next batch", more[i], want[i])
+		}
+		if n := len(g.spare); n > 3 {
+			t.Fatalf("%d batches kept for reuse", n)
+		}
+		for i, b := range g.spare {
+			for _, c := range g.spare[i+1:] {
+				if b == c {
+					t.Fatal("a batch kept for reuse twice")
+				}
+			}
+		}
+	}
+}
