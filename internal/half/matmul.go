@@ -553,16 +553,19 @@ func (r *Runner) work(helper bool, end int) {
 			helperHook()
 		}
 		r.run(int(next), int(next+n), &tile)
-		// The chunks are counted against their ops, and the ops that
-		// waited for one they completed opened, before done counts them:
-		// once the batch's last chunk is counted, the owner may empty the
-		// batch, so it is still there to read here.
+		// The chunks are counted against their ops, the ops that waited
+		// for one they completed opened, and the batch's size read, before
+		// done counts them: once the batch's last chunk is counted, the
+		// owner may empty the batch, so it is still there to read here.
 		completed := r.count(int(next), int(next+n))
 		if completed {
 			r.advance()
 		}
-		r.done.Add(int64(n))
-		if completed && r.waiting.Load() {
+		total := r.chunks()
+		// An owner waits for an op, for chunks to open or for the whole
+		// batch: wake it when an op is done (which opens chunks) or when
+		// the batch is, whoever completed its last op.
+		if d := r.done.Add(int64(n)); (completed || d == int64(total)) && r.waiting.Load() {
 			select {
 			case r.wake <- struct{}{}:
 			default:

@@ -361,3 +361,97 @@ func TestRunnerChain(t *testing.T) {
 		helperHook = nil
 	}
 }
+
+// Batches of ops with random dependencies, started beside their owner and
+// waited for op by op in a random order, or run at once, beside other
+// goroutines' batches, give the bits of the ops run one by one, and end.
+func TestRunnerRandomDependencies(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2)))
+	done := make(chan error)
+	for gr := range 3 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(gr), 77))
+			var bg Runner
+			for trial := range 60 {
+				n := 1 + rng.IntN(12)
+				type opy struct {
+					op   Op
+					want []float32
+				}
+				ops := make([]opy, n)
+				for i := range ops {
+					k := 64 * (1 + rng.IntN(8))
+					nn := 4 * (1 + rng.IntN(200))
+					w := make([]float32, nn*k)
+					for j := range w {
+						w[j] = float32(rng.NormFloat64())
+					}
+					x := make([]float32, 2*k)
+					for j := range x {
+						x[j] = float32(rng.NormFloat64())
+					}
+					ops[i].op = Op{M: 2, X: x, W: Float32(nn, k, w), Y: make([]float32, 2*nn)}
+				}
+				// Chain some ops: op i reads a prefix of op j's output as its X.
+				for i := 1; i < n; i++ {
+					if rng.IntN(2) == 0 {
+						j := rng.IntN(i)
+						if len(ops[j].op.Y) >= len(ops[i].op.X) {
+							ops[i].op.X = ops[j].op.Y[:len(ops[i].op.X)]
+							ops[i].op.After = j + 1
+						}
+					}
+				}
+				// The ops one by one, in order, give the bits to expect.
+				var one Runner
+				for i := range ops {
+					o := ops[i].op
+					o.After = 0
+					y := make([]float32, len(o.Y))
+					if a := ops[i].op.After; a > 0 {
+						o.X = ops[a-1].want[:len(o.X)]
+					}
+					o.Y = y
+					one.Add(o)
+					one.Run()
+					ops[i].want = y
+				}
+				for i := range ops {
+					if got := bg.Add(ops[i].op); got != i {
+						done <- fmt.Errorf("Add returned %d, want %d", got, i)
+						return
+					}
+				}
+				if trial%3 == 0 {
+					bg.Run()
+				} else {
+					bg.Start()
+					for _, i := range rng.Perm(n)[:rng.IntN(n)] {
+						bg.Wait(i)
+						for j, v := range ops[i].want {
+							if math.Float32bits(ops[i].op.Y[j]) != math.Float32bits(v) {
+								done <- fmt.Errorf("trial %d: after Wait(%d): y[%d] = %v, want %v", trial, i, j, ops[i].op.Y[j], v)
+								return
+							}
+						}
+					}
+					bg.Finish()
+				}
+				for i := range ops {
+					for j, v := range ops[i].want {
+						if math.Float32bits(ops[i].op.Y[j]) != math.Float32bits(v) {
+							done <- fmt.Errorf("trial %d: op %d y[%d] = %v, want %v", trial, i, j, ops[i].op.Y[j], v)
+							return
+						}
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
