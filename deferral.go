@@ -205,16 +205,43 @@ func sameShape(a, b []int) bool {
 }
 
 // submit adds the batch's products to its runner, each after the one
-// whose result it reads.
+// whose result it reads, in the order they were issued but for one thing:
+// a product that reads the result of the product just before it trades
+// places with the next product that reads neither, so that the runner
+// streams that product's weights while the last chunks of the one before
+// finish, instead of waiting for them (a conditional norm's two MLPs,
+// issued one after the other, run as their first layers, then their
+// second layers).
 func (b *batch) submit() {
 	b.r = getRunner()
-	for i := range b.ops {
+	last, held := int32(-1), int32(-1)
+	place := func(i int32) {
 		p := &b.ops[i]
 		after := 0
 		if p.dep >= 0 {
 			after = b.ops[p.dep].ri + 1
 		}
 		p.ri = p.add(b.r, after)
+		last = i
+	}
+	for i := range int32(len(b.ops)) {
+		p := &b.ops[i]
+		switch {
+		case held >= 0 && p.dep != held:
+			place(i)
+			place(held)
+			held = -1
+		case held >= 0: // a chain: the held product, then this one in its place
+			place(held)
+			held = i
+		case p.dep >= 0 && p.dep == last:
+			held = i
+		default:
+			place(i)
+		}
+	}
+	if held >= 0 {
+		place(held)
 	}
 }
 
