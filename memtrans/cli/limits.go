@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/vision"
@@ -92,7 +93,7 @@ func (l *limits) annotation(path string) (*data.Annotation, error) {
 // open opens an input file (a checkpoint to resume, a manifest) as the
 // limits allow.
 func (l *limits) open(path string) (*os.File, error) {
-	return openInput(path, *l.nonRegular)
+	return boundedio.Open(path, *l.nonRegular)
 }
 
 // readReports reads eval's -reports file.
@@ -100,7 +101,7 @@ func (l *limits) readReports(path string) ([]generated, error) {
 	if path == "" {
 		return nil, errors.New("-reports is required (the reports.json written by radgen generate -o)")
 	}
-	b, err := readInput(path, *l.maxReportBytes, *l.nonRegular)
+	b, err := boundedio.ReadFile(path, *l.maxReportBytes, *l.nonRegular)
 	if err != nil {
 		return nil, err
 	}

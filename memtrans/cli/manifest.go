@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/radgen/radgen/internal/boundedio"
 	"github.com/radgen/radgen/memtrans"
 )
 
@@ -27,7 +28,7 @@ const (
 
 // manifestStudies decodes the studies a manifest lists.
 func manifestStudies(path string, views int) ([]memtrans.Study, error) {
-	f, err := openInput(path, false) // a FIFO would block
+	f, err := boundedio.Open(path, false) // a FIFO would block
 	if err != nil {
 		return nil, err
 	}
