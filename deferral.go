@@ -2,6 +2,7 @@ package radgen
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/radgen/radgen/internal/half"
 )
@@ -185,23 +186,11 @@ func (g *Graph) fuseAdd(a, b *Tensor) (*Tensor, bool) {
 		if p == nil || c.pend.live() || c.pend.x != nil || c.device != CPU || c.Is64() || c.IsHalf() || c == t {
 			continue
 		}
-		if sameShape(c.shape, t.shape) || c.Rank() == 1 && c.Dim(0) == t.Dim(-1) {
+		if slices.Equal(c.shape, t.shape) || c.Rank() == 1 && c.Dim(0) == t.Dim(-1) {
 			return g.fuse(t, p, func(p *product) { p.addend = c }), true
 		}
 	}
 	return nil, false
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // submit adds the batch's products to its runner, each after the one
