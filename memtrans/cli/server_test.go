@@ -22,26 +22,7 @@ import (
 // The command serves a saved model and, on shutdown, finishes the request
 // in flight before it returns.
 func TestServeAndShutdown(t *testing.T) {
-	cfg := data.SynthConfig{Train: 1, Width: 64, Height: 64, Seed: 2}
-	st, err := data.GenerateStudy(cfg, "train", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{st.Study.Report})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := memtrans.R2GenTiny(tok.Len() + 1)
-	mc.ImageSize, mc.ResizeTo = 64, 64
-	m, err := memtrans.New(mc, tok, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.radgen")
-	if err := m.SaveFile(path); err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
+	path, st := tinyCheckpoint(t), tinyStudy(t)
 
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
@@ -202,13 +183,19 @@ func TestShutdownCutsStalledUpload(t *testing.T) {
 	}
 }
 
-// tinyCheckpoint saves a tiny random R2Gen model and returns its path.
-func tinyCheckpoint(t *testing.T) string {
-	cfg := data.SynthConfig{Train: 1, Width: 64, Height: 64, Seed: 2}
-	st, err := data.GenerateStudy(cfg, "train", 0)
+// tinyStudy returns the synthetic study tinyCheckpoint's vocabulary comes
+// from: two 64² films and a report.
+func tinyStudy(t *testing.T) data.SynthStudy {
+	st, err := data.GenerateStudy(data.SynthConfig{Train: 1, Width: 64, Height: 64, Seed: 2}, "train", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// tinyCheckpoint saves a tiny random R2Gen model and returns its path.
+func tinyCheckpoint(t *testing.T) string {
+	st := tinyStudy(t)
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{st.Study.Report})
 	if err != nil {
 		t.Fatal(err)
