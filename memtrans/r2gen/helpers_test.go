@@ -84,6 +84,28 @@ func variantBatch(c r2gen.Config, b, t int, seed uint64) (*radgen.Tensor, []int)
 	return feats, tokens
 }
 
+// forcedStudies and forcedSteps are the batch forcedVariant teacher-forces.
+const forcedStudies, forcedSteps = 2, 7
+
+// forcedVariant builds variant c (seed 3) and teacher-forces a batch of
+// forcedStudies studies of forcedSteps inputs (variantBatch, seed 4) on a
+// graph that records nothing: it returns the model, the features, the
+// inputs and their log-probabilities, which an incremental decoding of the
+// same inputs must give.
+func forcedVariant(t *testing.T, c r2gen.Config) (m *r2gen.Model, feats *radgen.Tensor, in []int, want []float32) {
+	t.Helper()
+	m, err := r2gen.New(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feats, in = variantBatch(c, forcedStudies, forcedSteps, 4)
+	f, err := m.TeacherForce(radgen.NoGrad(), feats, in, forcedStudies, forcedSteps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, feats, in, f.LogProbs.Data()
+}
+
 func randomFeats(b, n, d int, seed uint64) *radgen.Tensor {
 	r := rand.New(rand.NewPCG(seed, 1))
 	x := radgen.Zeros(b, n, d)

@@ -36,17 +36,8 @@ func TestModuleStepsMatchTeacherForcing(t *testing.T) {
 	for _, dev := range stepDevices(t) {
 		for name, c := range moduleStepConfigs() {
 			t.Run(dev.String()+"/"+name, func(t *testing.T) {
-				m, err := r2gen.New(c, 3)
-				if err != nil {
-					t.Fatal(err)
-				}
-				const b, steps = 2, 7
-				feats, in := variantBatch(c, b, steps, 4)
-				f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := f.LogProbs.Data()
+				m, feats, in, want := forcedVariant(t, c)
+				const b, steps = forcedStudies, forcedSteps
 				if err := radgen.ToDevice(m, dev); err != nil {
 					t.Fatal(err)
 				}

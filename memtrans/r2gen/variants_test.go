@@ -39,17 +39,8 @@ func checkR2(c r2gen.Config) error {
 func TestVariantsIncrementalMatchesTeacherForcing(t *testing.T) {
 	for name, c := range variantConfigs() {
 		t.Run(name, func(t *testing.T) {
-			m, err := r2gen.New(c, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			const b, steps = 2, 7
-			feats, in := variantBatch(c, b, steps, 4)
-			f, err := m.TeacherForce(radgen.NoGrad(), feats, in, b, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := f.LogProbs.Data()
+			m, feats, in, want := forcedVariant(t, c)
+			const b, steps = forcedStudies, forcedSteps
 			dec, err := m.StartDecoding(feats)
 			if err != nil {
 				t.Fatal(err)
