@@ -60,10 +60,9 @@ func run(ctx context.Context, epochs, studies int, addr string) error {
 	if err != nil {
 		return err
 	}
-	train, _ := ann.Split("train")
-	var texts []string
-	for _, s := range train {
-		texts = append(texts, s.Report)
+	texts, err := ann.Reports("train")
+	if err != nil {
+		return err
 	}
 	tok, err := data.BuildTokenizer(data.IUXray, 1, texts)
 	if err != nil {

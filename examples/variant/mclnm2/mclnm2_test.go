@@ -33,10 +33,9 @@ func TestVariantThroughTheLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, _ := ann.Split("train")
-	var texts []string
-	for _, s := range train {
-		texts = append(texts, s.Report)
+	texts, err := ann.Reports("train")
+	if err != nil {
+		t.Fatal(err)
 	}
 	tok, err := data.BuildTokenizer(data.IUXray, 1, texts)
 	if err != nil {

@@ -34,10 +34,9 @@ func trainVariant(t *testing.T, dir string) (*memtrans.Model, string, *data.Anno
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, _ := ann.Split("train")
-	var texts []string
-	for _, s := range train {
-		texts = append(texts, s.Report)
+	texts, err := ann.Reports("train")
+	if err != nil {
+		t.Fatal(err)
 	}
 	tok, err := data.BuildTokenizer(data.IUXray, 1, texts)
 	if err != nil {
