@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans/dicomsr"
 	"github.com/radgen/radgen/memtrans/dicomweb"
 	"github.com/radgen/radgen/vision"
@@ -128,7 +129,7 @@ func TestSTOWPACSAnswerChecked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			h := newHandler(t, WithPACS(cl), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			srv := server(t, h)
 			resp, b := stow(t, srv.Client(), srv.URL+"/dicomweb/studies/"+pacsStudy+"?max_length=6", nil, dicomPart(pa), dicomPart(ll))
@@ -232,22 +233,4 @@ func TestSTOWPACSLostAnswer(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
