@@ -282,12 +282,11 @@ func (b *batch) need(op int32) {
 		if g.open == b {
 			g.open = nil
 		}
-		b.submit()
 		if last {
-			b.r.Run()
-			b.done()
+			b.finish()
 			return
 		}
+		b.submit()
 		if g.running != nil {
 			g.running.finish()
 		}
