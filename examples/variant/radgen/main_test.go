@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"sync"
 	"context"
 	"encoding/json"
 	"io"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/radgen/radgen/examples/variant/mclnm2"
-	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/cli"
 	"github.com/radgen/radgen/memtrans/data"
@@ -73,6 +73,25 @@ func trainVariant(t *testing.T, dir string) (*memtrans.Model, string, *data.Anno
 	return model, path, ann, images
 }
 
+// logBuffer is a writer the service logs to while the test reads it (an
+// example imports only public packages, so not internal/testutil's).
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // The variant's radgen — this package's main, cli.Main with mclnm2
 // imported — generates from a checkpoint of the variant the reports the
 // trained model writes, and serves it: radgen serve on a loopback port
@@ -126,7 +145,7 @@ func TestVariantRadgen(t *testing.T) {
 	// radgen serve on a loopback port.
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	logs := &testutil.SyncBuffer{} // the service logs to it while the test reads it
+	logs := &logBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(sctx, []string{"serve", "-model", ckpt, "-addr", "127.0.0.1:0"}, io.Discard, logs)
