@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"sync"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
