@@ -318,7 +318,7 @@ func (w *Worker) run(parent context.Context, once bool) error {
 		if r.searched {
 			last = r
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errOnceTimeout) {
 			if parent.Err() == nil {
 				return fmt.Errorf("%w: RunOnce stopped at its bound of %s with %d studies and %d HL7 messages left", ErrIncomplete,
 					w.cfg.OnceTimeout, last.left, w.pendingCount())
@@ -521,8 +521,13 @@ func (w *Worker) poll(ctx context.Context) (pollResult, error) {
 			delete(w.state, f.uid)
 			continue
 		}
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errOnceTimeout) ||
-			classify(err) == passing) {
+		if errors.Is(err, errOnceTimeout) {
+			// RunOnce's bound, which the study's own deadline may reach
+			// before ctx's timer for the same instant has fired.
+			res.left++
+			return res, errOnceTimeout
+		}
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || classify(err) == passing) {
 			res.left++
 			return res, ctx.Err() // cut short by the stop: not the study's fault
 		}
