@@ -301,6 +301,8 @@ func TestReleaseLifecycle(t *testing.T) {
 	expect(open(), v1)
 	// A release being prepared is enforced, and may be written again.
 	expect(open(), []string{f}, "breaks v1.0.0 (being prepared): removed: "+g, "write its record again with -release v1.0.0")
+	_, err = open().update([]string{f})
+	mustFail(err, "v1.0.0 is being prepared: if the changes to it are intended, write its record again with -release v1.0.0")
 	if _, err := open().release(v100, []string{f, h}); err != nil {
 		t.Fatal(err)
 	}

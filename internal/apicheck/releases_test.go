@@ -417,7 +417,12 @@ func (d *apiDir) update(current []string) (string, error) {
 		return "", err
 	}
 	if len(problems) > 0 {
-		return "", fmt.Errorf("-update records additions only, and this API breaks a release:\n\t%s", strings.Join(problems, "\n\t"))
+		hint := ""
+		if rs := d.enforced(); rs[len(rs)-1].commit == "" {
+			v := rs[len(rs)-1].version
+			hint = fmt.Sprintf("\n%s is being prepared: if the changes to it are intended, write its record again with -release %s", v, v)
+		}
+		return "", fmt.Errorf("-update records additions only, and this API breaks a release:\n\t%s%s", strings.Join(problems, "\n\t"), hint)
 	}
 	rs := d.enforced()
 	last, err := d.read(rs[len(rs)-1].record)
