@@ -1,9 +1,14 @@
 // Package m2 is the Meshed-Memory Transformer (Cornia et al., "Meshed-Memory
 // Transformer for Image Captioning", CVPR 2020), whole: its blocks, the
-// model, its incremental decoding and its configuration, mirroring the
-// published code's Transformer (encoder, decoder, bos_idx, init_weights)
-// with the modules of its encoders and decoders. Parameter names equal the
-// published state_dict's.
+// model, its incremental decoding and its configuration ([Config]),
+// mirroring the published code's Transformer (encoder, decoder, bos_idx,
+// init_weights) with the modules of its encoders and decoders. Parameter
+// names equal the published state_dict's.
+//
+// To write reports with M², use the facade: memtrans.M2IUXray or
+// memtrans.M2Tiny as the configuration of memtrans.New. This package is for
+// researchers who reuse its blocks, compare them with the published code or
+// load a published checkpoint ([Load]).
 //
 // The blocks, each usable alone:
 //

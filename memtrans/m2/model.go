@@ -82,7 +82,7 @@ func (m *Model) VisitParams(visit func(string, *radgen.Tensor)) {
 	m.Decoder.VisitParams(radgen.Prefixed("decoder.", visit))
 }
 
-// M2Encoded is a batch of studies after the memory-augmented encoder.
+// Encoded is a batch of studies after the memory-augmented encoder.
 type Encoded struct {
 	Levels *radgen.Tensor // (B, N, R, D): the output of every encoder layer
 	Mask   *radgen.Tensor // (B, 1, 1, R), 0 = masked region; nil when none is
@@ -144,7 +144,7 @@ func (m *Model) TeacherForce(g *radgen.Graph, enc *Encoded, tokens []int, b, t i
 	return m.Decoder.Forward(g, tokens, b, t, enc.Levels, enc.Mask), nil
 }
 
-// M2Loss is M²'s cross-entropy criterion, NLLLoss(ignore_index = pad):
+// NLL is M²'s cross-entropy criterion, NLLLoss(ignore_index = pad):
 // the mean negative log-probability of the targets (B·T ids) over the
 // positions whose target is not Config.Pad. logProbs is (B, T, V).
 func (m *Model) NLL(g *radgen.Graph, logProbs *radgen.Tensor, targets []int) *radgen.Tensor {

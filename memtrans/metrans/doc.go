@@ -1,7 +1,14 @@
-// Package metrans is METransformer (Wang, Liu, Wang and Zhou, "METransformer: Radiology Report
-// Generation by Transformer with Multiple Learnable Expert Tokens", CVPR
-// 2023, arXiv 2304.02211), assembled from vision.ViT (the multi-expert ViT
-// encoder) and mesh.BilinearAttention (expert bilinear attention).
+// Package metrans is METransformer (Wang, Liu, Wang and Zhou, "METransformer:
+// Radiology Report Generation by Transformer with Multiple Learnable Expert
+// Tokens", CVPR 2023, arXiv 2304.02211) as an encoder–decoder for
+// memtrans: a [Config] (its sizes, [Tiny] for tests) whose [New] builds the
+// [Model], assembled from vision.ViT (the multi-expert ViT encoder) and
+// mesh.BilinearAttention (expert bilinear attention).
+//
+// To write reports with it, use the facade: memtrans.METransIUXray or
+// memtrans.METransTiny as the configuration of memtrans.New, and the
+// facade's training, generation and checkpoints. This package is for
+// researchers who reuse or change its blocks.
 //
 // No official code exists (shared/reference, §8); this follows the paper as
 // the seed notes (shared/seeds/003) give it. Equation numbers are those of

@@ -401,21 +401,21 @@ func (m *Model) StartRecompute(feats *radgen.Tensor) (*decode.Recompute, error) 
 	return decode.NewRecompute(feats.Dim(0)*m.config.Experts, m.config.Vocab, score)
 }
 
-// Report is the outcome for one study.
-type Report struct {
+// studyReport is the outcome of generate for one study.
+type studyReport struct {
 	Best       decode.Hypothesis   // the winning candidate
 	Expert     int                 // its expert
 	Candidates []decode.Hypothesis // (M) each expert's best hypothesis
 	Scores     []float64           // (M) each candidate's score against the others
 }
 
-// Generate decodes every expert's candidate report for each study of feats
+// generate decodes every expert's candidate report for each study of feats
 // (B, N, d_in) with strategy (a decode strategy with BOS and EOS 0), then
 // chooses one per study by metric-based expert voting (vote.Score, for
 // example cidErDReward, scores each candidate against the other experts'
 // candidates). With a single expert there is nothing to vote on and its
 // report is returned. The decoding steps' graphs take opts.
-func (m *Model) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote, opts ...radgen.GraphOption) ([]Report, error) {
+func (m *Model) generate(ctx context.Context, feats *radgen.Tensor, strategy decode.Strategy, vote decode.Vote, opts ...radgen.GraphOption) ([]studyReport, error) {
 	if strategy == nil {
 		return nil, fmt.Errorf("metrans: nil decoding strategy")
 	}
@@ -430,7 +430,7 @@ func (m *Model) generate(ctx context.Context, feats *radgen.Tensor, strategy dec
 	mm := m.config.Experts
 	b := len(hyps) / mm
 	experts := make([][][]decode.Hypothesis, b)
-	out := make([]Report, b)
+	out := make([]studyReport, b)
 	for i := range b {
 		experts[i] = hyps[i*mm : (i+1)*mm]
 		for j, h := range experts[i] {

@@ -204,21 +204,23 @@ func NewLambdaLR(opt LRGroups, factor func(epoch int) float64) *LambdaLR {
 //
 // M² builds Adam with lr 1, so the rate equals the factor; it steps the
 // schedule every iteration with warmup 10000 (and once more at the start of
-// each epoch, a quirk its trainer, not this schedule, reproduces).
+// each epoch, a quirk its trainer, not this schedule, reproduces). Its rates
+// equal the reference's float64 values, or lie within one unit in the last
+// place of them.
 func NewWarmupLR(opt LRGroups, dModel, warmup int) (*LambdaLR, error) {
 	if dModel < 1 || warmup < 1 {
 		return nil, fmt.Errorf("%w: warm-up with d_model %d, warmup %d", ErrConfig, dModel, warmup)
 	}
-	return NewLambdaLR(opt, WarmupFactor(dModel, warmup)), nil
+	return NewLambdaLR(opt, warmupFactor(dModel, warmup)), nil
 }
 
-// WarmupFactor returns the factor function of NewWarmupLR. The powers are
+// warmupFactor returns the factor function of NewWarmupLR. The powers are
 // correctly rounded; Python's ** calls the C library's pow, which almost
 // always is (glibc 2.36 promises 0.52 ULP), so the rates equal the
 // reference's float64 values for 99.8% of positions (3000 random positions
 // checked against CPython) and lie within one unit in the last place of
 // them otherwise. math.Pow would differ from CPython for most positions.
-func WarmupFactor(dModel, warmup int) func(epoch int) float64 {
+func warmupFactor(dModel, warmup int) func(epoch int) float64 {
 	scale := invSqrtPow(float64(dModel), 1) // d_model ** -.5
 	w := invSqrtPow(float64(warmup), 3)     // warm_up ** -1.5
 	return func(epoch int) float64 {

@@ -81,7 +81,7 @@ func TestWarmupLR(t *testing.T) {
 		9999:  0.00044194173824159226, // the peak, s = warmup
 		39999: 0.00022097086912079613,
 	}
-	f := WarmupFactor(512, 10000)
+	f := warmupFactor(512, 10000)
 	for epoch := 0; epoch < 40000; epoch++ {
 		if epoch > 0 {
 			s.Step()

@@ -1,7 +1,10 @@
 // Package r2gen is R2Gen's encoder–decoder (Chen et al., "Generating
 // Radiology Reports via Memory-driven Transformer", EMNLP 2020) as blocks a
 // researcher composes and as a whole architecture registered with the
-// facade (memtrans) under [Name].
+// facade (memtrans) under [Name]. To write reports with R2Gen, use the
+// facade's configurations (memtrans.R2GenIUXray, R2GenMIMICCXR, R2GenTiny)
+// with memtrans.New; this package is for the variants and checks built on
+// its layers.
 //
 // The blocks are the paper's, in the published code's parameter names:
 //

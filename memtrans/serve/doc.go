@@ -1,8 +1,11 @@
-// Package serve is an HTTP service over a loaded memtrans.Model: an
-// http.Handler to mount in an existing server, with the limits, back-pressure,
-// health checks and metrics a service needs, and a web page on which a
-// person drops a study's files, reads the report and sees where the model
-// looked for each word.
+// Package serve is an HTTP service over a loaded memtrans.Model: [New]
+// returns a [Handler], an http.Handler to mount in an existing server, with
+// the limits, back-pressure, health checks and metrics a service needs, and
+// a web page on which a person drops a study's files, reads the report and
+// sees where the model looked for each word. Options ([Option]) set its
+// limits. It answers the requests that reach it and does not poll a PACS:
+// the worker that polls an archive is memtrans/pacs. The radgen serve
+// command (memtrans/cli) runs this handler in a server of its own.
 //
 // # Routes
 //
@@ -67,11 +70,11 @@
 // and 202 when some failed: Referenced SOP Sequence (0008,1199) lists the
 // instances taken, Failed SOP Sequence (0008,1198) the others with their
 // Failure Reason (0008,1197), Retrieve URL (0008,1190) the study in the
-// PACS when WithPACS stored the SR there; and the private block of creator
-// PrivateCreator (0009,0010) holds the report: the DICOM SR as a Part 10
-// file (TagReportSR, OB as InlineBinary), the FHIR DiagnosticReport
-// (TagReportFHIR, its JSON as UT), the text (TagReportText) and, when
-// stored, the SR's WADO-RS URL (TagReportSRURL). Accept
+// PACS when [WithPACS] stored the SR there; and the private block of creator
+// [PrivateCreator] (0009,0010) holds the report: the DICOM SR as a Part 10
+// file ([TagReportSR], OB as InlineBinary), the FHIR DiagnosticReport
+// ([TagReportFHIR], its JSON as UT), the text ([TagReportText]) and, when
+// stored, the SR's WADO-RS URL ([TagReportSRURL]). Accept
 // multipart/related; type="application/dicom" answers the SR alone, as a
 // WADO-RS answer carries an instance; Accept application/fhir+json the
 // FHIR report alone (same status; the failures are then not told). The SR
@@ -88,19 +91,19 @@
 // radgen_pacs_stores_total by outcome.
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, with the
-// stable codes of the Code constants and messages that name what to change,
+// stable codes of the Code constants ([CodeBadRequest] …) and messages that name what to change,
 // never the server's internals.
 //
 // # Limits and back-pressure
 //
-// Every limit is an option: upload bytes (WithMaxUploadBytes; a declared
+// Every limit is an option: upload bytes ([WithMaxUploadBytes]; a declared
 // Content-Length over it is refused before the body is read), the time an
-// upload may take (WithUploadTimeout, its own read deadline), pixels per
-// view, checked against the image header before decoding (WithMaxPixels),
-// files per upload (WithMaxViews), the time from arrival to answer, whose
+// upload may take ([WithUploadTimeout], its own read deadline), pixels per
+// view, checked against the image header before decoding ([WithMaxPixels]),
+// files per upload ([WithMaxViews]), the time from arrival to answer, whose
 // deadline reaches the decoding of the views and Model.Generate
-// (WithTimeout), the requests admitted at once (WithQueue) and the memory
-// requests hold at once (WithMemoryBudget). A request is admitted only once
+// ([WithTimeout]), the requests admitted at once ([WithQueue]) and the memory
+// requests hold at once ([WithMemoryBudget]). A request is admitted only once
 // its upload has arrived, been validated and decoded, so a stalled client
 // costs a connection and the memory its upload reserved, not a place in
 // the queue.
@@ -120,27 +123,28 @@
 // hold the budget among themselves; and a wait lasts at most half the
 // request's remaining time. A request beyond the queue or the budget is
 // answered with 429 and a Retry-After header; none waits without bound.
-// When idle after serving, the handler returns freed memory to the
-// operating system.
-// WithBearerToken requires a bearer token on the API and /metrics (the
+// When idle for ten seconds after serving, the handler returns freed memory
+// to the operating system.
+//
+// [WithBearerToken] requires a bearer token on the API and /metrics (the
 // scheme's name is case-insensitive).
 //
 // # Batching
 //
-// WithConcurrency workers call Model.Generate. Each takes the studies
+// [WithConcurrency] workers call Model.Generate. Each takes the studies
 // waiting in the queue with the same generation options, up to
-// WithBatching's maxBatch, and waits at most its wait for requests that are
+// [WithBatching]'s maxBatch, and waits at most its wait for requests that are
 // still uploading, so concurrent requests share one batched decoding; a lone
 // request does not wait. A batch's context ends when all of its requests'
 // contexts have; each request still answers 504 at its own deadline.
-// WithoutBatching gives every request its own Generate call with its own
+// [WithoutBatching] gives every request its own Generate call with its own
 // context.
 //
 // # Running
 //
-// A Handler does not own its model. Register Drain with the server
-// (srv.RegisterOnShutdown(h.Drain)) so that Shutdown cuts the uploads still
-// arriving at once and waits only for the requests being decoded or
-// generated; then Close the handler, then the model. memtrans/cli's
+// A [Handler] does not own its model. Register [Handler.Drain] with the
+// server (srv.RegisterOnShutdown(h.Drain)) so that Shutdown cuts the uploads
+// still arriving at once and waits only for the requests being decoded or
+// generated; then [Handler.Close] the handler, then the model. memtrans/cli's
 // ServerMain (radgen serve, examples/server) does exactly this.
 package serve

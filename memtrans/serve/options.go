@@ -21,10 +21,11 @@ const (
 	DefaultMaxBeamSize    = 8
 	DefaultUploadTimeout  = 30 * time.Second // an upload's body, from the request's arrival
 	DefaultMaxInstances   = 16               // DICOM instances of one STOW-RS request
-	// DefaultIdleTrim is how long the handler waits, idle after serving,
-	// before it returns freed memory to the operating system.
-	DefaultIdleTrim = 10 * time.Second
 )
+
+// defaultIdleTrim is how long the handler waits, idle after serving, before
+// it returns freed memory to the operating system.
+const defaultIdleTrim = 10 * time.Second
 
 // Option configures a Handler. An option given an invalid value makes New
 // return an error wrapping ErrOption.
@@ -72,7 +73,7 @@ func defaultOptions() options {
 		name:        "radgen",
 
 		uploadTimeout: DefaultUploadTimeout,
-		idleTrim:      DefaultIdleTrim,
+		idleTrim:      defaultIdleTrim,
 		maxInstances:  DefaultMaxInstances,
 	}
 }

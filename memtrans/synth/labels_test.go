@@ -25,7 +25,7 @@ func TestLabelerReadsSyntheticReports(t *testing.T) {
 					for _, ptx := range sides[:3] {
 						for _, dev := range []data.Device{data.NoDevice, data.Pacemaker, data.Catheter} {
 							f := data.Findings{CTR: ctr, Effusion: eff, Opacity: op, OpacityZone: zone, Pneumothorax: ptx, Device: dev}
-							want := FindingLabels(f.Labels())
+							want := findingLabels(f.Labels())
 							for _, text := range []string{f.Report(), data.CleanIUXray(f.Report())} {
 								got := lab.Label(text)
 								for o := chexpert.Observation(0); o < chexpert.NumObservations; o++ {

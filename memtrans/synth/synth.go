@@ -214,7 +214,7 @@ func (f *Films) Evaluate(ctx context.Context, m *memtrans.Model, opts ...memtran
 		ref := f.Tokenizer.Reference(s.Report, m.Config().MaxSeqLen())
 		ev.References = append(ev.References, ref)
 		refs = append(refs, []string{ref})
-		truth = append(truth, FindingLabels(s.Labels))
+		truth = append(truth, findingLabels(s.Labels))
 	}
 	if ev.Reports, err = m.Generate(ctx, ev.Studies, opts...); err != nil {
 		return nil, err
@@ -326,10 +326,10 @@ func train(ctx context.Context, o Options, films *Films, model *memtrans.Model) 
 	return res, nil
 }
 
-// FindingLabels maps a synthetic study's labels (in data.LabelNames order)
+// findingLabels maps a synthetic study's labels (in data.LabelNames order)
 // to the labeler's observations by name: the two orders differ (Lung
 // Opacity and Lung Lesion are swapped).
-func FindingLabels(labels []int8) chexpert.Labels {
+func findingLabels(labels []int8) chexpert.Labels {
 	var out chexpert.Labels
 	for i, v := range labels {
 		if v != 1 || i >= len(data.LabelNames) {

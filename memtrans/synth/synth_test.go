@@ -75,7 +75,7 @@ func TestModelConfig(t *testing.T) {
 	}
 }
 
-// FindingLabels matches labels by name, across the two orders.
+// findingLabels matches labels by name, across the two orders.
 func TestFindingLabels(t *testing.T) {
 	labels := make([]int8, len(data.LabelNames))
 	want := chexpert.Labels{}
@@ -99,7 +99,7 @@ func TestFindingLabels(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("the labeler names %d of Lung Lesion and Cardiomegaly", n)
 	}
-	if got := FindingLabels(labels); got != want {
+	if got := findingLabels(labels); got != want {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
