@@ -3,8 +3,6 @@ package radgen
 import (
 	"fmt"
 	"slices"
-
-	"github.com/radgen/radgen/internal/f32"
 )
 
 // Rows is a matrix that grows by rows, on the device of the rows appended
@@ -255,85 +253,4 @@ func (t *Tensor) alias() *Tensor {
 		return devView(t, t.shape)
 	}
 	return &Tensor{host: t.host, shape: slices.Clone(t.shape), device: CPU}
-}
-
-// GatherMatMul returns the batched product of a with pieces of the rows r
-// holds, g.MatMul(a, G, transB), where G is r.Gather(g, idx, parts)
-// viewed as a's batch of matrices: a is (…, M, K) with B matrices in its
-// leading dimensions, len(idx) = B·N, and matrix b of G is the pieces
-// idx[b·N : (b+1)·N], (N, W/parts). With transB (G's matrices
-// transposed) K must be W/parts and the result is (…, M, N); without it,
-// K must be N and the result is (…, M, W/parts).
-//
-// It is the attention of a decoding step over a cache of keys and values
-// addressed through each row's ancestry (mesh.KVCache): the scores
-// a·Gᵀ and the context a·G. On a graph that records nothing, on the CPU,
-// in float32, the product reads the pieces where r holds them, without
-// gathering them; elsewhere it is Gather, then MatMul.
-func (r *Rows) GatherMatMul(g *Graph, a *Tensor, idx []int, parts int, transB bool) *Tensor {
-	t := r.storage("GatherMatMul")
-	w := t.shape[1]
-	if parts <= 0 || w%parts != 0 {
-		panic(fmt.Sprintf("radgen: Rows.GatherMatMul of rows %d wide in %d parts", w, parts))
-	}
-	if a.Rank() < 2 {
-		panic(fmt.Sprintf("radgen: Rows.GatherMatMul of %v", a.shape))
-	}
-	piece := w / parts
-	lead := a.shape[:a.Rank()-2]
-	m, k, batch := a.Dim(-2), a.Dim(-1), numel(lead)
-	if batch == 0 || len(idx)%batch != 0 {
-		panic(fmt.Sprintf("radgen: Rows.GatherMatMul of %v with %d pieces", a.shape, len(idx)))
-	}
-	n := len(idx) / batch
-	if transB && k != piece || !transB && k != n {
-		panic(fmt.Sprintf("radgen: Rows.GatherMatMul of %v with %d pieces of %d (transB %v)", a.shape, len(idx), piece, transB))
-	}
-	if g.record || t.device != CPU || t.Is64() || a.device != CPU || a.Is64() || a.IsHalf() {
-		var buf [8]int
-		gs := append(append(buf[:0], lead...), n, piece)
-		return g.MatMul(a, g.Reshape(r.Gather(g, idx, parts), gs...), transB)
-	}
-	total := r.n * parts
-	for _, i := range idx {
-		if i < 0 || i >= total {
-			panic(fmt.Sprintf("radgen: Rows.GatherMatMul index %d out of range [0,%d)", i, total))
-		}
-	}
-	cols := n
-	if !transB {
-		cols = piece
-	}
-	var buf [8]int
-	out := g.empty(a, append(append(buf[:0], lead...), m, cols))
-	av, sv, ov := values[float32](a), values[float32](t), hostValues[float32](out)
-	for b := range batch {
-		ids := idx[b*n : (b+1)*n]
-		x, y := av[b*m*k:][:m*k], ov[b*m*cols:][:m*cols]
-		// The pieces in runs at a constant distance from each other (a
-		// row's positions since the ancestry last changed), each run one
-		// product with the pieces as a strided matrix.
-		for j0 := 0; j0 < n; {
-			j1, stride := j0+1, 1
-			if j1 < n && ids[j1] > ids[j0] {
-				stride = ids[j1] - ids[j0]
-				for j1 < n && ids[j1]-ids[j1-1] == stride {
-					j1++
-				}
-			}
-			s := sv[ids[j0]*piece:]
-			if transB { // y[:, j0:j1] = x · pieces[j0:j1]ᵀ
-				f32.Dots(m, j1-j0, k, x, k, s, stride*piece, y[j0:], cols, f32.Epilogue{})
-			} else { // y += x[:, j0:j1] · pieces[j0:j1]
-				beta := float32(1)
-				if j0 == 0 {
-					beta = 0
-				}
-				f32.Gemm(false, false, m, piece, j1-j0, 1, x[j0:], k, s, stride*piece, beta, y, cols)
-			}
-			j0 = j1
-		}
-	}
-	keep(a, t, out)
-	return out
 }

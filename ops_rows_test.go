@@ -1,11 +1,7 @@
 package radgen
 
 import (
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"unsafe"
 )
@@ -173,89 +169,5 @@ func TestRowsPanics(t *testing.T) {
 		var r Rows
 		r.Append(g, Zeros(2, 3))
 		r.Gather(g, []int{0, 6}, 3)
-	})
-}
-
-// GatherMatMul equals Gather, then MatMul, for scores (transB) and
-// contexts, over leading dimensions of a batch of rows and heads, on the
-// CPU without gathering (to Dot4's order of sums), on a recording graph,
-// where its gradient reaches the rows appended and a, and on a device.
-func TestRowsGatherMatMul(t *testing.T) {
-	const rows, heads, dk, steps = 3, 2, 5, 4
-	rng := rand.New(rand.NewPCG(7, 7))
-	fill := func(shape ...int) *Tensor {
-		x := Zeros(shape...)
-		for i := range x.Data() {
-			x.Data()[i] = float32(rng.NormFloat64())
-		}
-		return x
-	}
-	var xsIn []*Tensor
-	for range steps {
-		xsIn = append(xsIn, fill(rows, heads*dk))
-	}
-	// Each row's history through an ancestry (row r at position j is row
-	// (r+j)%rows of that position), cut into heads: (row, head, position).
-	var idx []int
-	for r := range rows {
-		for h := range heads {
-			for j := range steps {
-				idx = append(idx, (j*rows+(r+j)%rows)*heads+h)
-			}
-		}
-	}
-	q, p := fill(rows, heads, 1, dk), fill(rows, heads, 1, steps)
-	for _, dev := range []Device{CPU, testDevice(t)} {
-		for _, record := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%v/record=%v", dev, record), func(t *testing.T) {
-				g := NoGrad()
-				if record {
-					g = NewGraph()
-				}
-				var r Rows
-				var xs []*Tensor
-				for _, x := range xsIn {
-					x = x.To(dev)
-					if record {
-						x.SetRequiresGrad(true)
-					}
-					xs = append(xs, x)
-					r.Append(g, x)
-				}
-				qd, pd := q.To(dev), p.To(dev)
-				gathered := g.Reshape(r.Gather(g, idx, heads), rows, heads, steps, dk)
-				wantS := NoGrad().MatMul(qd, gathered, true).To(CPU).Data()
-				wantC := NoGrad().MatMul(pd, gathered, false).To(CPU).Data()
-				s := r.GatherMatMul(g, qd, idx, heads, true)
-				c := r.GatherMatMul(g, pd, idx, heads, false)
-				if !slices.Equal(s.Shape(), []int{rows, heads, 1, steps}) || !slices.Equal(c.Shape(), []int{rows, heads, 1, dk}) {
-					t.Fatalf("shapes %v and %v", s.Shape(), c.Shape())
-				}
-				for what, pair := range map[string][2][]float32{"scores": {s.To(CPU).Data(), wantS}, "context": {c.To(CPU).Data(), wantC}} {
-					for i := range pair[1] {
-						if d := math.Abs(float64(pair[0][i] - pair[1][i])); d > 1e-5*(1+math.Abs(float64(pair[1][i]))) {
-							t.Fatalf("%s[%d] = %v, want %v", what, i, pair[0][i], pair[1][i])
-						}
-					}
-				}
-				if !record {
-					return
-				}
-				g.Backward(g.Add(g.Sum(s), g.Sum(c)))
-				if xs[1].Grad() == nil || xs[1].Grad().Len() != rows*heads*dk {
-					t.Fatalf("no gradient reached the rows appended")
-				}
-			})
-		}
-	}
-	t.Run("bad index", func(t *testing.T) {
-		var r Rows
-		r.Append(NoGrad(), xsIn[0])
-		defer func() {
-			if e := recover(); e == nil || !strings.HasPrefix(fmt.Sprint(e), "radgen: Rows.GatherMatMul index") {
-				t.Fatalf("panic %v, want an index out of range", e)
-			}
-		}()
-		r.GatherMatMul(NoGrad(), Zeros(1, 1, dk), []int{rows * heads}, heads, true)
 	})
 }

@@ -82,7 +82,7 @@ func (m *MultiHeadAttention) AttendProjected(g *radgen.Graph, qp, kp, vp, mask *
 // projected keys kp and values vp (B, Tk, D): the heads split, then
 // [MultiHeadAttention.attendHeads].
 func (m *MultiHeadAttention) attendProjected(g *radgen.Graph, qp, kp, vp, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	return m.attendHeads(g, m.heads(g, qp), denseHeads(m.heads(g, kp), m.heads(g, vp)), mask, keep)
+	return m.attendHeads(g, m.heads(g, qp), m.heads(g, kp), m.heads(g, vp), mask, keep)
 }
 
 // heads splits x (B, T, D) into heads, (B, h, T, d_k).
@@ -91,17 +91,17 @@ func (m *MultiHeadAttention) heads(g *radgen.Graph, x *radgen.Tensor) *radgen.Te
 	return g.Permute(g.Reshape(x, b, t, m.Heads, d/m.Heads), 0, 2, 1, 3)
 }
 
-// attendHeads is the attention of queries qh (B, h, Tq, d_k) over keys and
-// values kv, projected and split into heads, followed
+// attendHeads is the attention of queries qh (B, h, Tq, d_k) over keys kh
+// and values vh (B, h, Tk, d_k), projected and split into heads, followed
 // by the output projection: the one place Eq. 1 is written, for Forward
 // and for the incremental steps ([MultiHeadAttention.Step],
 // [MultiHeadAttention.Attend]), which split a source or a cache into heads
 // once rather than at every step.
-func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh *radgen.Tensor, kv headsKV, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+func (m *MultiHeadAttention) attendHeads(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
 	if mask != nil {
 		mask = headsMask(g, mask)
 	}
-	ctx, p := scaledDotProduct(g, qh, kv, mask, m.Dropout)
+	ctx, p := scaledDotProduct(g, qh, kh, vh, mask, m.Dropout)
 	out := m.Linears[3].Forward(g, ctx)
 	if keep {
 		return out, p
@@ -131,48 +131,20 @@ const maskedScore = -1e9
 
 // scaledDotProduct is the attention of every package module, written once
 // (Vaswani et al. Eq. 1; M²'s Eq. 1 over keys and values that include its
-// memory slots): softmax(QKᵀ/√d_k)·V over queries qh (B, h, Tq, d_k) and
-// the keys (B, h, Tk, d_k) and values (B, h, Tk, d_v) of kv, with mask
-// (broadcast to (B, h, Tq, Tk), zero = masked) or nil and dropout p on the
+// memory slots): softmax(QKᵀ/√d_k)·V over queries qh (B, h, Tq, d_k), keys
+// kh (B, h, Tk, d_k) and values vh (B, h, Tk, d_v), with mask (broadcast
+// to (B, h, Tq, Tk), zero = masked) or nil and dropout p on the
 // probabilities. It returns the heads concatenated, (B, Tq, h·d_v), and the
 // probabilities (B, h, Tq, Tk).
-func scaledDotProduct(g *radgen.Graph, qh *radgen.Tensor, kv headsKV, mask *radgen.Tensor, dropout float64) (ctx, probs *radgen.Tensor) {
-	b, h, tq, dk := qh.Dim(0), qh.Dim(1), qh.Dim(2), qh.Dim(3)
-	scores := g.Scale(kv.scores(g, qh), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
+func scaledDotProduct(g *radgen.Graph, qh, kh, vh, mask *radgen.Tensor, dropout float64) (ctx, probs *radgen.Tensor) {
+	b, h, tq, dk, dv := qh.Dim(0), qh.Dim(1), qh.Dim(2), qh.Dim(3), vh.Dim(3)
+	scores := g.Scale(g.MatMul(qh, kh, true), 1/math.Sqrt(float64(dk))) // QKᵀ/√d_k
 	if mask != nil {
 		scores = g.MaskedFill(scores, mask, maskedScore)
 	}
 	probs = g.Softmax(scores)
-	ctx = kv.context(g, g.Dropout(probs, dropout))                           // (B, h, Tq, d_v)
-	return g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*ctx.Dim(3)), probs // heads concatenated
-}
-
-// headsKV is what Eq. 1 attends over: keys (B, h, Tk, d_k) and values (B,
-// h, Tk, d_v), split into heads, either held as tensors or a KVCache's,
-// read through its rows' ancestry (KVCache.heads).
-type headsKV struct {
-	keys, values *radgen.Tensor
-	cache        *KVCache
-	h            int
-}
-
-// denseHeads returns keys kh and values vh held as tensors.
-func denseHeads(kh, vh *radgen.Tensor) headsKV { return headsKV{keys: kh, values: vh} }
-
-// scores returns qh·Kᵀ, (B, h, Tq, Tk).
-func (kv headsKV) scores(g *radgen.Graph, qh *radgen.Tensor) *radgen.Tensor {
-	if c := kv.cache; c != nil {
-		return c.keys.GatherMatMul(g, qh, c.index(kv.h), kv.h, true)
-	}
-	return g.MatMul(qh, kv.keys, true)
-}
-
-// context returns p·V, (B, h, Tq, d_v).
-func (kv headsKV) context(g *radgen.Graph, p *radgen.Tensor) *radgen.Tensor {
-	if c := kv.cache; c != nil {
-		return c.values.GatherMatMul(g, p, c.index(kv.h), kv.h, false)
-	}
-	return g.MatMul(p, kv.values, false)
+	ctx = g.MatMul(g.Dropout(probs, dropout), vh, false)             // (B, h, Tq, d_v)
+	return g.Reshape(g.Permute(ctx, 0, 2, 1, 3), b, tq, h*dv), probs // heads concatenated
 }
 
 var _ radgen.Module = (*MultiHeadAttention)(nil)

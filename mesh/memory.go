@@ -134,7 +134,7 @@ func (a *ScaledDotProductAttention) forward(g *radgen.Graph, queries, keys, valu
 	if mask != nil {
 		unmasked = keepMask(mask, b, nq, nk, a.Slots(), queries.Device())
 	}
-	return a.attendSplit(g, q, denseHeads(a.heads(g, k, a.DK), a.heads(g, v, a.DV)), unmasked, keep)
+	return a.attendSplit(g, q, a.heads(g, k, a.DK), a.heads(g, v, a.DV), unmasked, keep)
 }
 
 // withSlots appends the memory slots, if any, to projected keys k
@@ -157,7 +157,7 @@ func (a *ScaledDotProductAttention) heads(g *radgen.Graph, x *radgen.Tensor, d i
 }
 
 // attendSplit is the attention of projected queries qp (B, Tq, h·d_k)
-// over projected keys and values kv, (B, h, Tk', d_k) and (B, h, Tk', d_v),
+// over projected keys kh (B, h, Tk', d_k) and values vh (B, h, Tk', d_v),
 // memory slots included and split into heads ([ScaledDotProductAttention.heads]),
 // followed by fc_o: the one place Eq. 1 is written, for Forward and for
 // the incremental steps ([ScaledDotProductAttention.Step],
@@ -165,8 +165,8 @@ func (a *ScaledDotProductAttention) heads(g *radgen.Graph, x *radgen.Tensor, d i
 // radgen.MaskedFill mask (B|1, 1, Tq|1, Tk'), zero = masked (see
 // keepMask). It returns (B, Tq, D) and, if keep is true, the
 // probabilities (B, h, Tq, Tk').
-func (a *ScaledDotProductAttention) attendSplit(g *radgen.Graph, qp *radgen.Tensor, kv headsKV, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	ctx, p := scaledDotProduct(g, a.heads(g, qp, a.DK), kv, unmasked, 0) // Eq. 1 over keys and slots
+func (a *ScaledDotProductAttention) attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	ctx, p := scaledDotProduct(g, a.heads(g, qp, a.DK), kh, vh, unmasked, 0) // Eq. 1 over keys and slots
 	out := a.FCO.Forward(g, ctx)
 	if keep {
 		return out, p

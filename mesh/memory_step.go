@@ -37,13 +37,15 @@ func (a *ScaledDotProductAttention) StepMasked(g *radgen.Graph, x *radgen.Tensor
 	r := x.Dim(0)
 	q := a.FCQ.Forward(g, x)
 	c.append(g, a.FCK.Forward(g, x), a.FCV.Forward(g, x))
-	kv := c.heads(a.Heads)
-	if a.Slots() > 0 {
+	var kh, vh *radgen.Tensor
+	if a.Slots() == 0 {
+		kh, vh = c.gatherHeads(g, false, a.Heads), c.gatherHeads(g, true, a.Heads)
+	} else {
 		k, v := a.withSlots(g, c.gather(g, false), c.gather(g, true))
-		kv = denseHeads(a.heads(g, k, a.DK), a.heads(g, v, a.DV))
+		kh, vh = a.heads(g, k, a.DK), a.heads(g, v, a.DV)
 	}
 	q = g.Reshape(q, r, 1, a.Heads*a.DK)
-	out, _ := a.attendSplit(g, q, kv, unmasked, false)
+	out, _ := a.attendSplit(g, q, kh, vh, unmasked, false)
 	return g.Reshape(out, r, a.Width())
 }
 

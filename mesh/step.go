@@ -140,22 +140,26 @@ func (c *KVCache) append(g *radgen.Graph, k, v *radgen.Tensor) {
 }
 
 // gather returns every row's history of the keys (or the values), as
-// (Rows(), Len(), W), through the ancestry: one gather of the stacked rows.
-// Outside a recording graph the result lives in a buffer of the cache that
-// the next call for the keys (or the values) overwrites: it serves one
-// step. Keys and values may differ in width (M²'s d_k and d_v).
+// (Rows(), Len(), W), through the ancestry, in gatherHeads's buffer. Keys
+// and values may differ in width (M²'s d_k and d_v).
 func (c *KVCache) gather(g *radgen.Graph, values bool) *radgen.Tensor {
+	w := c.width[0]
+	if values {
+		w = c.width[1]
+	}
+	return g.Reshape(c.gatherHeads(g, values, 1), c.rows, c.n, w)
+}
+
+// gatherHeads returns every row's history of the keys (or the values)
+// split into h heads, (Rows(), h, Len(), W/h): one gather of the stacked
+// rows, each cut into its h heads, through the ancestry. Outside a
+// recording graph the result lives in a buffer of the cache that the next
+// call for the keys (or the values) overwrites: it serves one step.
+func (c *KVCache) gatherHeads(g *radgen.Graph, values bool, h int) *radgen.Tensor {
 	rows, w := &c.keys, c.width[0]
 	if values {
 		rows, w = &c.values, c.width[1]
 	}
-	return g.Reshape(rows.Gather(g, c.index(1), 1), c.rows, c.n, w)
-}
-
-// index returns, for every row and each of h heads, the pieces of the
-// stacked rows that hold the row's history of that head, position by
-// position through the ancestry: (row, head, position) in order.
-func (c *KVCache) index(h int) []int {
 	if c.idxHeads != h {
 		if n := c.rows * h * c.n; cap(c.idx) < n {
 			c.idx = make([]int, 0, 2*n) // room for more positions
@@ -171,14 +175,8 @@ func (c *KVCache) index(h int) []int {
 		}
 		c.idx, c.idxHeads = idx, h
 	}
-	return c.idx
+	return g.Reshape(rows.Gather(g, c.idx, h), c.rows, h, c.n, w/h)
 }
-
-// heads returns the cache's keys and values split into h heads, which
-// Eq. 1 reads through the ancestry, without gathering them where the
-// engine can (radgen.Rows.GatherMatMul): queries (Rows(), h, 1, d_k)
-// score (Rows(), h, 1, Len()).
-func (c *KVCache) heads(h int) headsKV { return headsKV{cache: c, h: h} }
 
 // Step is Forward for one new position per row: x (R, D) holds each row's
 // query input, which also supplies the new position's key and value; the
@@ -211,8 +209,9 @@ func (m *MultiHeadAttention) step(g *radgen.Graph, x *radgen.Tensor, c *KVCache,
 	r, d := x.Dim(0), x.Dim(1)
 	q := m.Linears[0].Forward(g, x)
 	c.append(g, m.Linears[1].Forward(g, x), m.Linears[2].Forward(g, x))
+	kh, vh := c.gatherHeads(g, false, m.Heads), c.gatherHeads(g, true, m.Heads)
 	qh := g.Reshape(q, r, m.Heads, 1, d/m.Heads)
-	ctx, _ := m.attendHeads(g, qh, c.heads(m.Heads), mask, false)
+	ctx, _ := m.attendHeads(g, qh, kh, vh, mask, false)
 	return g.Reshape(ctx, r, d)
 }
 
@@ -296,17 +295,17 @@ func (m *MultiHeadAttention) Attend(g *radgen.Graph, q *radgen.Tensor, src *Sour
 
 // attendSplit implements sourceAttention: the heads of the projected
 // queries qp (B', Tq, D), then Eq. 1 and the output projection.
-func (m *MultiHeadAttention) attendSplit(g *radgen.Graph, qp *radgen.Tensor, kv headsKV, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
-	return m.attendHeads(g, m.heads(g, qp), kv, unmasked, keep)
+func (m *MultiHeadAttention) attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (*radgen.Tensor, *radgen.Tensor) {
+	return m.attendHeads(g, m.heads(g, qp), kh, vh, unmasked, keep)
 }
 
 // sourceAttention is what [Source.attend] needs of an attention: Eq. 1 and
 // the output projection for projected queries qp (B', Tq, h·d_k) over keys
-// and values kv, (B', h, N', d_k) and (B', h, N', d_v), split into heads, with
+// kh (B', h, N', d_k) and values vh (B', h, N', d_v) split into heads, with
 // a mask (B'|1, 1, 1, N'), zero = masked, or nil. It returns (B', Tq, D)
 // and, if keep is true, the probabilities (B', h, Tq, N').
 type sourceAttention interface {
-	attendSplit(g *radgen.Graph, qp *radgen.Tensor, kv headsKV, unmasked *radgen.Tensor, keep bool) (out, probs *radgen.Tensor)
+	attendSplit(g *radgen.Graph, qp, kh, vh, unmasked *radgen.Tensor, keep bool) (out, probs *radgen.Tensor)
 }
 
 // attend is Attend over s for projected queries qp (R, h·d_k), written
@@ -335,14 +334,14 @@ func (s *Source) attend(g *radgen.Graph, a sourceAttention, qp *radgen.Tensor, s
 	nb, w := s.keys.Dim(0), s.keys.Dim(2)
 	var ctx *radgen.Tensor
 	if per, ok := grouped(study, nb); ok {
-		ctx, probs = a.attendSplit(g, g.Reshape(qp, nb, per, hk), denseHeads(s.keys, s.values), s.unmasked, weights)
+		ctx, probs = a.attendSplit(g, g.Reshape(qp, nb, per, hk), s.keys, s.values, s.unmasked, weights)
 	} else {
 		k, v := g.IndexSelect(s.keys, 0, study), g.IndexSelect(s.values, 0, study)
 		unmasked := s.unmasked
 		if unmasked != nil && unmasked.Dim(0) > 1 {
 			unmasked = g.IndexSelect(unmasked, 0, study)
 		}
-		ctx, probs = a.attendSplit(g, g.Reshape(qp, r, 1, hk), denseHeads(k, v), unmasked, weights)
+		ctx, probs = a.attendSplit(g, g.Reshape(qp, r, 1, hk), k, v, unmasked, weights)
 	}
 	if probs != nil {
 		probs = g.Reshape(g.Permute(probs, 0, 2, 1, 3), r, probs.Dim(1), w) // (B', h, per, N') → (R, h, N')
