@@ -156,7 +156,7 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 	if x.Is64() {
 		v = FromFloat64(hostValues[float64](x), shape...)
 	} else {
-		v = g.FromFloat32(hostValues[float32](x), shape...)
+		v = g.fromFloat32(hostValues[float32](x), shape...)
 	}
 	if m := x.pend; m.live() && m.x == nil {
 		m.b.ops[m.op].read = true // no epilogue may change the values the view shares
@@ -165,11 +165,11 @@ func (g *Graph) view(x *Tensor, shape []int) *Tensor {
 	return v
 }
 
-// FromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
-// as the package function does, from the graph's arena or step memory where
-// it has one: a decoding step's view of a buffer it owns, without an
-// allocation.
-func (g *Graph) FromFloat32(data []float32, shape ...int) *Tensor {
+// fromFloat32 wraps data (not copied) as a CPU tensor of the given shape,
+// as the package function FromFloat32 does, from the graph's arena or step
+// memory where it has one: a decoding step's view of a buffer it owns,
+// without an allocation.
+func (g *Graph) fromFloat32(data []float32, shape ...int) *Tensor {
 	if n := checkShape(shape); len(data) != n {
 		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), slices.Clone(shape)))
 	}

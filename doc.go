@@ -1,7 +1,11 @@
 // Package radgen is the shared vocabulary of an embeddable library that
 // writes radiology reports from chest X-rays with memory-driven
-// Transformers: tensors on a device, the autograd graph, and named
-// parameters. The models live in the packages below it.
+// Transformers: tensors on a device ([Tensor], [Device]), the autograd graph
+// whose methods are the ops ([Graph], [NewGraph], [NoGrad]), and modules
+// with named parameters ([Module], [Linear]) saved and loaded as
+// safetensors ([SaveWeights], [OpenWeights], [LoadParams]). The models live
+// in the packages below it: a service that writes reports starts from
+// memtrans, not from here.
 //
 // # Packages
 //
@@ -75,6 +79,14 @@
 // time in the order of the tape, so that the gradients are those of a pass
 // on one goroutine, bit for bit, while independent work (the relational
 // memory's recurrence and the encoder, say) runs side by side.
+//
+// # Modules and parameters
+//
+// A [Module] lists its parameters by name ([Module.VisitParams]; [Prefixed]
+// nests a sublayer's names), and the names are PyTorch's state_dict names,
+// so that [Params], [StateDict] and [LoadParams] read and fill a model from
+// a published checkpoint. [SaveWeights] writes a module as safetensors and
+// [OpenWeights] reads such a file lazily, tensor by tensor.
 //
 // # Deferred products
 //

@@ -170,7 +170,7 @@ func (s convShape) group() int {
 
 // unfold writes the column matrix of images b0 … b0+nb−1 of xv side by
 // side into col (row stride nb·pixels).
-func unfold[T Float](col, xv []T, s convShape, b0, nb int) {
+func unfold[T float](col, xv []T, s convShape, b0, nb int) {
 	n, inSize, ld := s.pixels(), s.inSize(), nb*s.pixels()
 	parallelFor(nb, func(i int) {
 		img := xv[(b0+i)*inSize : (b0+i+1)*inSize]
@@ -189,7 +189,7 @@ func unfold[T Float](col, xv []T, s convShape, b0, nb int) {
 // convForward writes the convolution of x by w (plus bias, nil for none)
 // to out; it returns Winograd's transformed filters when keep asks for the
 // input's gradient to reuse them (nil otherwise).
-func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 {
+func convForward[T float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 {
 	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
 	h, wd := geo.H, geo.W
 	n, k, inSize := s.pixels(), s.column(), s.inSize()
@@ -256,7 +256,7 @@ func convForward[T Float](ov, xv, wv, bv []T, s convShape, keep bool) []float32 
 // convBackward adds the convolution's gradients to dw and dx (nil for
 // none; dx's existing values scaled by dxBeta, 0 for a new gradient),
 // given dY; u is convForward's result.
-func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u []float32) {
+func convBackward[T float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u []float32) {
 	batch, cin, cout, geo := s.batch, s.cin, s.cout, s.geo
 	h, wd := geo.H, geo.W
 	n, k, inSize := s.pixels(), s.column(), s.inSize()
@@ -324,7 +324,7 @@ func convBackward[T Float](dx []T, dxBeta T, dw, dy, xv, wv []T, s convShape, u 
 // column matrix, and its transforms and transposes are additions and
 // copies of the size of the input and the output; the error stays within a
 // few times that of the direct product.
-func winogradFits[T Float](xv []T, g kernels.ConvGeom, cin, cout int) bool {
+func winogradFits[T float](xv []T, g kernels.ConvGeom, cin, cout int) bool {
 	if _, ok := any(xv).([]float32); !ok {
 		return false
 	}
@@ -437,7 +437,7 @@ func winogradWeightGrad(dw, dy, x []float32, batch, cin, cout, h, wd, budget int
 // empty and which gives back the buffer used last (the warmest), and the
 // rest in a sync.Pool. boxes holds the empty slice headers the classes
 // store, so that a warm release allocates nothing.
-type scratchPool[T Float] struct {
+type scratchPool[T float] struct {
 	classes [48]struct {
 		stack *freelist.Stack[[]T]
 		pool  sync.Pool // *[]T beyond the stack's room
@@ -445,7 +445,7 @@ type scratchPool[T Float] struct {
 	boxes sync.Pool // empty *[]T
 }
 
-func newScratchPool[T Float]() *scratchPool[T] {
+func newScratchPool[T float]() *scratchPool[T] {
 	p := new(scratchPool[T])
 	for i := range p.classes {
 		p.classes[i].stack = freelist.NewStack[[]T](2 * runtime.GOMAXPROCS(0))
@@ -458,7 +458,7 @@ var (
 	scratch64 = newScratchPool[float64]()
 )
 
-func scratchOf[T Float]() *scratchPool[T] {
+func scratchOf[T float]() *scratchPool[T] {
 	if p, ok := any(scratch64).(*scratchPool[T]); ok {
 		return p
 	}
@@ -470,7 +470,7 @@ func sizeClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
 
 // scratch returns a buffer of n elements with arbitrary contents, of a
 // capacity of the next power of two; give it back with release.
-func scratch[T Float](n int) []T {
+func scratch[T float](n int) []T {
 	if b := freeScratch[T](n); b != nil {
 		return b
 	}
@@ -478,7 +478,7 @@ func scratch[T Float](n int) []T {
 }
 
 // freeScratch is scratch where a buffer was given back, nil otherwise.
-func freeScratch[T Float](n int) []T {
+func freeScratch[T float](n int) []T {
 	p := scratchOf[T]()
 	c := &p.classes[sizeClass(n)]
 	box := c.stack.Get()
@@ -496,7 +496,7 @@ func freeScratch[T Float](n int) []T {
 
 // release gives a buffer back for later scratch calls: to the class its
 // capacity covers whole (every buffer of class c holds at least 2^c).
-func release[T Float](b []T) {
+func release[T float](b []T) {
 	c := bits.Len(uint(cap(b))) - 1
 	if c < 0 {
 		return
@@ -616,7 +616,7 @@ type poolArgs struct {
 
 // maxPoolPlanes runs the CPU's max pool over planes planes, chunks of
 // planes on every core, writing the maxima's positions to arg.
-func maxPoolPlanes[T Float](ov []T, arg []int32, xv []T, planes int, geo kernels.ConvGeom) {
+func maxPoolPlanes[T float](ov []T, arg []int32, xv []T, planes int, geo kernels.ConvGeom) {
 	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
 	channelChunks(planes, planeIn, func(lo, hi int) {
 		kernels.MaxPool(ov[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], xv[lo*planeIn:hi*planeIn], hi-lo, geo)
@@ -624,7 +624,7 @@ func maxPoolPlanes[T Float](ov []T, arg []int32, xv []T, planes int, geo kernels
 }
 
 // maxPoolPlanesBackward adds each dY to the element of dX that arg names.
-func maxPoolPlanesBackward[T Float](dx, dy []T, arg []int32, planes int, geo kernels.ConvGeom) {
+func maxPoolPlanesBackward[T float](dx, dy []T, arg []int32, planes int, geo kernels.ConvGeom) {
 	planeIn, planeOut := geo.H*geo.W, geo.OutH()*geo.OutW()
 	channelChunks(planes, planeIn, func(lo, hi int) {
 		kernels.MaxPoolBackward(dx[lo*planeIn:hi*planeIn], dy[lo*planeOut:hi*planeOut], arg[lo*planeOut:hi*planeOut], hi-lo, planeIn, planeOut)

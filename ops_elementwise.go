@@ -255,7 +255,7 @@ func (g *Graph) Dropout(x *Tensor, p float64) *Tensor {
 // where it is dropped: element i is dropped when its 32 bits of the
 // generator's stream (two elements per draw, the low half first) are below
 // p·2³².
-func dropoutMask[T Float](g *Graph, m []T, p float64) []T {
+func dropoutMask[T float](g *Graph, m []T, p float64) []T {
 	thresh := uint32(p * (1 << 32))
 	s := T(1 / (1 - p))
 	n := len(m)

@@ -76,7 +76,7 @@ func (g *Graph) BatchNorm2dTrainAct(x, weight, bias, runMean, runVar, residual *
 
 // batchNormActCPU is the CPU engine's batchNormAct: the fused kernels of
 // internal/kernels on every core, a chunk of channels at a time.
-func batchNormActCPU[T Float](y, x, res, gamma, beta []T, relu bool, eps float64, c, plane int) (*kernels.BatchNormAct[T], []float64, []float64) {
+func batchNormActCPU[T float](y, x, res, gamma, beta []T, relu bool, eps float64, c, plane int) (*kernels.BatchNormAct[T], []float64, []float64) {
 	k := &kernels.BatchNormAct[T]{
 		C: c, Plane: plane, X: x, Y: y, R: res, ReLU: relu, Gamma: gamma, Beta: beta,
 		Inv: make([]T, c), Shift: make([]T, c),
@@ -87,7 +87,7 @@ func batchNormActCPU[T Float](y, x, res, gamma, beta []T, relu bool, eps float64
 }
 
 // batchNormActBackwardCPU is the CPU engine's batchNormActBackward.
-func batchNormActBackwardCPU[T Float](k *kernels.BatchNormAct[T], dy, dx, dres []T, freshX, freshR bool) ([]float64, []float64) {
+func batchNormActBackwardCPU[T float](k *kernels.BatchNormAct[T], dy, dx, dres []T, freshX, freshR bool) ([]float64, []float64) {
 	gr := &kernels.BatchNormActGrad[T]{
 		DY: dy, DX: dx, DR: dres, FreshX: freshX, FreshR: freshR,
 		SumDY: make([]float64, k.C), SumDYXhat: make([]float64, k.C),

@@ -174,7 +174,7 @@ func (r *Rows) Gather(g *Graph, idx []int, parts int) *Tensor {
 			if len(r.scratch) < size {
 				r.scratch = make([]float32, max(size, 2*len(r.scratch), room))
 			}
-			out = g.FromFloat32(r.scratch[:size], len(idx), piece)
+			out = g.fromFloat32(r.scratch[:size], len(idx), piece)
 		} else {
 			if o := r.scratchOther; o == nil || o.device != t.device || o.Is64() != t.Is64() {
 				r.scratchOther = regrow(nil, t, max(size, room), 1)
@@ -216,7 +216,7 @@ func (g *Graph) prefix(t *Tensor, rows, w int) *Tensor {
 	case t.Is64():
 		return FromFloat64(hostValues[float64](t)[:n], rows, w)
 	}
-	return g.FromFloat32(hostValues[float32](t)[:n], rows, w)
+	return g.fromFloat32(hostValues[float32](t)[:n], rows, w)
 }
 
 // regrow returns storage for rows·w values (uninitialised), shaped (rows,

@@ -305,7 +305,7 @@ var (
 )
 
 // cpuPrims runs the primitives on the CPU's slices of T with accel.CPU.
-type cpuPrims[T Float] struct{ e accel.CPU[T] }
+type cpuPrims[T float] struct{ e accel.CPU[T] }
 
 // s returns b's slice of T (the same memory, retyped at no cost).
 func (cpuPrims[T]) s(b buffer) []T {

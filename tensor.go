@@ -13,10 +13,10 @@ import (
 	"github.com/radgen/radgen/internal/half"
 )
 
-// Float is the set of element types a Tensor may hold. Models run in
+// float is the set of element types a Tensor may hold. Models run in
 // float32; float64 exists so that gradient checks by finite differences are
 // exact enough to mean something.
-type Float interface{ ~float32 | ~float64 }
+type float interface{ ~float32 | ~float64 }
 
 // Tensor is a dense, row-major array on a device, optionally a node of a
 // Graph. Its storage is a *tensor.Dense from gorgonia.org/tensor: host
@@ -180,7 +180,7 @@ func newTensor(dt tensor.Dtype, shape []int) *Tensor {
 	return fromSlice(make([]float32, n), dt, shape)
 }
 
-func fromSlice[T Float](data []T, dt tensor.Dtype, shape []int) *Tensor {
+func fromSlice[T float](data []T, dt tensor.Dtype, shape []int) *Tensor {
 	n := checkShape(shape)
 	if len(data) != n {
 		panic(fmt.Sprintf("radgen: %d values for shape %v", len(data), slices.Clone(shape)))
@@ -391,7 +391,7 @@ func (t *Tensor) String() string {
 	return fmt.Sprintf("Tensor%v(%v, %v)", t.shape, t.dtype(), t.device)
 }
 
-func values[T Float](t *Tensor) []T {
+func values[T float](t *Tensor) []T {
 	t.ready()
 	return hostValues[T](t)
 }
@@ -399,7 +399,7 @@ func values[T Float](t *Tensor) []T {
 // hostValues is values without the wait for a deferred product: the
 // slice that a pending product writes into. A deferred convolution's value
 // is computed first.
-func hostValues[T Float](t *Tensor) []T {
+func hostValues[T float](t *Tensor) []T {
 	if t.lazy != nil {
 		t.resolveLazy()
 	}

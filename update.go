@@ -71,9 +71,10 @@ type AdamConsts struct {
 // The tensors are float32, of one shape and on one device. On the
 // CPU the step runs on the calling goroutine; on any other device the
 // device's engine runs it. [UpdateAdam] steps many parameters at once,
-// spread over the engine's cores. AdamUpdate panics, with a message starting "radgen: ", when a tensor
-// is nil, float64 or half precision, when the shapes or devices differ, or
-// when vmax is given without k.AMSGrad or missing with it.
+// spread over the engine's cores. AdamUpdate panics, with a message
+// starting "radgen: ", when a tensor is nil, float64 or half precision, when
+// the shapes or devices differ, or when vmax is given without k.AMSGrad or
+// missing with it.
 func (t *Tensor) AdamUpdate(grad, m, v, vmax *Tensor, k AdamConsts) {
 	n := 0
 	if t != nil {

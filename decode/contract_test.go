@@ -324,8 +324,8 @@ func TestRecompute(t *testing.T) {
 			t.Errorf("Reorder(%v): %v, want ErrShape", src, err)
 		}
 	}
-	if r.Len() != 0 || r.Rows() != 2 {
-		t.Fatalf("failed calls changed the state: length %d, rows %d", r.Len(), r.Rows())
+	if r.length != 0 || r.Rows() != 2 {
+		t.Fatalf("failed calls changed the state: length %d, rows %d", r.length, r.Rows())
 	}
 
 	// Random steps, expansions, shuffles and shrinks: Recompute and the
@@ -358,8 +358,8 @@ func TestRecompute(t *testing.T) {
 			if !slices.Equal(a, b) {
 				t.Fatalf("Recompute and incremental disagree:\n%v\n%v", a, b)
 			}
-			if !slices.Equal(r.Studies(), inc.study) {
-				t.Fatalf("studies %v, want %v", r.Studies(), inc.study)
+			if !slices.Equal(r.study, inc.study) {
+				t.Fatalf("studies %v, want %v", r.study, inc.study)
 			}
 		}
 	}

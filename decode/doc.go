@@ -2,7 +2,13 @@
 // greedy decoding, beam search and sampling, with the exact semantics of the
 // published R2Gen code (and, as an option, of the Meshed-Memory Transformer's
 // beam search). It knows nothing of models: it drives any [Model], a batch of
-// decoding rows that the model steps and reorders.
+// decoding rows that the model steps and reorders. A strategy ([Greedy],
+// [BeamSearch], [Sample]) is a settings struct whose Decode method returns
+// each study's [Hypothesis] values; [Recompute] turns a model that can only
+// score whole prefixes into a [Model], and [Vote] picks one of a study's
+// candidate reports by metric-based voting. It is not a tokenizer
+// (memtrans/data has one) and holds no weights: encoding the images and
+// running the network are the model's.
 //
 // References:
 //   - Chen, Song, Chang and Wan, "Generating Radiology Reports via

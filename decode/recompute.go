@@ -55,13 +55,6 @@ func (r *Recompute) VocabSize() int { return r.vocab }
 // Rows implements [Model].
 func (r *Recompute) Rows() int { return len(r.study) }
 
-// Len returns the number of tokens fed to each row so far (BOS included).
-func (r *Recompute) Len() int { return r.length }
-
-// Studies returns the study of each row, (Rows()); the slice is the
-// Recompute's own and changes with the next Reorder.
-func (r *Recompute) Studies() []int { return r.study }
-
 // Step implements [Model]: it appends tokens to the prefixes and scores them.
 func (r *Recompute) Step(ctx context.Context, tokens []int, dst []float32) error {
 	n, L := len(r.study), r.length

@@ -13,9 +13,12 @@ const DefaultEps = 1e-6
 // LayerNorm is y = γ ⊙ (x − μ)/σ + β over the last dimension, with σ as
 // Kind says (radgen.NormR2Gen by default). Parameters: gamma, beta.
 type LayerNorm struct {
-	Gamma, Beta *radgen.Tensor // (D)
-	Eps         float64
-	Kind        radgen.NormKind
+	Gamma, Beta *radgen.Tensor // (D): gamma and beta
+	// Eps is added to the standard deviation (radgen.NormR2Gen) or to the
+	// variance (radgen.NormStandard).
+	Eps float64
+	// Kind selects the normalisation; NewLayerNorm sets radgen.NormR2Gen.
+	Kind radgen.NormKind
 }
 
 // NewLayerNorm returns R2Gen's LayerNorm of width d: γ = 1, β = 0, eps 1e-6.
@@ -40,7 +43,7 @@ func (ln *LayerNorm) VisitParams(visit func(string, *radgen.Tensor)) {
 // Linear(S·D_m → D) → ReLU → Linear(D → D), named .0 and .2 as in the
 // reference's nn.Sequential.
 type MLP struct {
-	L0, L2 *radgen.Linear
+	L0, L2 *radgen.Linear // .0 (S·D_m → D) and .2 (D → D)
 }
 
 // Forward maps memory (…, S·D_m) to (…, D).
@@ -63,9 +66,9 @@ func (m *MLP) VisitParams(visit func(string, *radgen.Tensor)) {
 //
 // Parameter names follow R2Gen: gamma, beta, mlp_gamma.{0,2}, mlp_beta.{0,2}.
 type Conditional struct {
-	Gamma, Beta       *radgen.Tensor // (D)
-	MLPGamma, MLPBeta *MLP
-	Eps               float64
+	Gamma, Beta       *radgen.Tensor // (D): γ and β
+	MLPGamma, MLPBeta *MLP           // f_mlp of Δγ and of Δβ
+	Eps               float64        // added to the standard deviation; DefaultEps
 }
 
 // NewConditional returns an MCLN of width d conditioned on a memory of

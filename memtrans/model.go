@@ -206,7 +206,7 @@ func WithMaxPixels(n int64) Option {
 // reads (StudyFromAnnotation); they are checked now.
 func WithImageOptions(opts ...vision.Option) Option {
 	return func(m *Model) error {
-		if _, _, _, err := vision.OpenFile("", opts...); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if _, err := vision.DecodeFile("", opts...); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("memtrans: image options: %w", err)
 		}
 		m.imageOpts = append(m.imageOpts, opts...)

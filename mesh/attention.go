@@ -18,8 +18,8 @@ import (
 // Masked scores are set to −1e9 (not −∞) before the softmax, as R2Gen does,
 // and dropout is applied to the attention probabilities in training.
 type MultiHeadAttention struct {
-	Heads   int
-	Dropout float64
+	Heads   int               // h; the width D must be a multiple of it
+	Dropout float64           // on the attention probabilities, in training
 	Linears [4]*radgen.Linear // query, key, value, output; each D×D with bias
 }
 
@@ -68,14 +68,6 @@ func (m *MultiHeadAttention) forward(g *radgen.Graph, q, k, v, mask *radgen.Tens
 		panic(fmt.Sprintf("mesh: attention wants (B, T, D) inputs, got %v %v %v", q.Shape(), k.Shape(), v.Shape()))
 	}
 	return m.attendProjected(g, m.Linears[0].Forward(g, q), m.Linears[1].Forward(g, k), m.Linears[2].Forward(g, v), mask, keep)
-}
-
-// AttendProjected is Forward of queries, keys and values already projected
-// (qp (B, Tq, D), kp and vp (B, Tk, D)): for modules that compute some of
-// the projections ahead, as the relational memory's prepared steps do.
-func (m *MultiHeadAttention) AttendProjected(g *radgen.Graph, qp, kp, vp, mask *radgen.Tensor) *radgen.Tensor {
-	out, _ := m.attendProjected(g, qp, kp, vp, mask, false)
-	return out
 }
 
 // attendProjected is the attention of projected queries qp (B, Tq, D) over

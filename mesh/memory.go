@@ -38,8 +38,8 @@ import (
 // attends uniformly instead of yielding NaN. There is no dropout on the
 // attention probabilities.
 type ScaledDotProductAttention struct {
-	Heads, DK, DV      int
-	FCQ, FCK, FCV, FCO *radgen.Linear
+	Heads, DK, DV      int            // h, d_k and d_v
+	FCQ, FCK, FCV, FCO *radgen.Linear // fc_q, fc_k, fc_v (D → h·d_k, h·d_v), fc_o (h·d_v → D)
 	MemK, MemV         *radgen.Tensor // (1, m, h·d_k), (1, m, h·d_v); nil without memory
 }
 
@@ -101,9 +101,9 @@ func (a *ScaledDotProductAttention) VisitParams(visit func(string, *radgen.Tenso
 	a.FCO.VisitParams(radgen.Prefixed("fc_o.", visit))
 }
 
-// MemoryScales returns the factors the slots are multiplied by before use:
+// memoryScales returns the factors the slots are multiplied by before use:
 // √d_k for M_k and √m for M_v (attention.py, ScaledDotProductAttentionMemory).
-func (a *ScaledDotProductAttention) MemoryScales() (keys, values float64) {
+func (a *ScaledDotProductAttention) memoryScales() (keys, values float64) {
 	return math.Sqrt(float64(a.DK)), math.Sqrt(float64(a.Slots()))
 }
 
@@ -144,7 +144,7 @@ func (a *ScaledDotProductAttention) withSlots(g *radgen.Graph, k, v *radgen.Tens
 	if a.Slots() == 0 {
 		return k, v
 	}
-	sk, sv := a.MemoryScales()
+	sk, sv := a.memoryScales()
 	rows := make([]int, k.Dim(0)) // expand the (1, m, ·) slots over the batch
 	mk := g.IndexSelect(g.Scale(a.MemK, sk), 0, rows)
 	mv := g.IndexSelect(g.Scale(a.MemV, sv), 0, rows)

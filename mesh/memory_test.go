@@ -185,7 +185,7 @@ func TestMemoryColumnsNeverMasked(t *testing.T) {
 
 func TestMemoryScales(t *testing.T) {
 	a := NewMemoryAttention(8, 16, 4, 2, 40, rand.New(rand.NewPCG(1, 2)))
-	k, v := a.MemoryScales()
+	k, v := a.memoryScales()
 	if k != 4 || math.Abs(v-math.Sqrt(40)) > 1e-15 {
 		t.Fatalf("scales %v, %v; want √16 = 4 and √40", k, v)
 	}

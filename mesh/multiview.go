@@ -65,11 +65,11 @@ func (r Routing) Valid() bool {
 // A MultiView is safe for concurrent use by NoGrad graphs.
 type MultiView struct {
 	Routing Routing
-	Layer   int // decoder layer i − 1, 0-based
-	Levels  int // encoder levels N
-	Gamma   *radgen.Tensor
-	Beta    *radgen.Tensor
-	Eps     float64
+	Layer   int              // decoder layer i − 1, 0-based
+	Levels  int              // encoder levels N
+	Gamma   *radgen.Tensor   // (D): norm.gamma, of the LN of Eq. 8
+	Beta    *radgen.Tensor   // (D): norm.beta
+	Eps     float64          // that layer norm's eps
 	Mix     []*radgen.Linear // FMA: one D → D map per level
 	Score   *radgen.Linear   // AMA: D → N, row j scores level j+1
 }

@@ -39,17 +39,17 @@ import (
 //
 // A Mem2Mem is safe for concurrent use by NoGrad graphs.
 type Mem2Mem struct {
-	Slots, Hidden int // r and d_a
-	BankW2        *radgen.Linear
-	BankW1        *radgen.Linear
-	CtxQ, CtxK    *radgen.Linear
-	CtxV          *radgen.Linear
-	ReadQ, ReadK  *radgen.Linear
-	ReadV         *radgen.Linear
-	Combine       *radgen.Linear
-	WriteH        *radgen.Linear
-	WriteC        *radgen.Linear
-	WriteM        *radgen.Linear
+	slots, hidden int            // r and d_a
+	BankW2        *radgen.Linear // bank.w2: W_a2
+	BankW1        *radgen.Linear // bank.w1: W_a1
+	CtxQ, CtxK    *radgen.Linear // context.q, context.k
+	CtxV          *radgen.Linear // context.v
+	ReadQ, ReadK  *radgen.Linear // read.q, read.k
+	ReadV         *radgen.Linear // read.v
+	Combine       *radgen.Linear // combine: W_m
+	WriteH        *radgen.Linear // write.h
+	WriteC        *radgen.Linear // write.c
+	WriteM        *radgen.Linear // write.m
 }
 
 // NewMem2Mem returns a Mem2Mem of slots rows of width d with attention
@@ -60,7 +60,7 @@ func NewMem2Mem(slots, d, hidden int, rng *rand.Rand) *Mem2Mem {
 		panic(fmt.Sprintf("relmem: Mem2Mem of %d slots, width %d, hidden %d", slots, d, hidden))
 	}
 	return &Mem2Mem{
-		Slots: slots, Hidden: hidden,
+		slots: slots, hidden: hidden,
 		BankW2:  radgen.NewLinear(d, hidden, false, rng),
 		BankW1:  radgen.NewLinear(hidden, slots, false, rng),
 		CtxQ:    radgen.NewLinear(d, hidden, false, rng),
@@ -107,9 +107,10 @@ func (m *Mem2Mem) Bank(g *radgen.Graph, h *radgen.Tensor) (memory, attn *radgen.
 	return g.MatMul(attn, h, false), attn
 }
 
-// Penalty returns ‖AAᵀ − I‖²_F (Eq. 12) averaged over the batch, a scalar,
-// for A (B, r, L) from Bank.
-func Penalty(g *radgen.Graph, attn *radgen.Tensor) *radgen.Tensor {
+// BankPenalty returns ‖AAᵀ − I‖²_F (Eq. 12) averaged over the batch, a
+// scalar, for the bank's attention A (B, r, L) from [Mem2Mem.Bank]: it
+// pushes the r slots to attend to different encoder states.
+func BankPenalty(g *radgen.Graph, attn *radgen.Tensor) *radgen.Tensor {
 	if attn.Rank() != 3 {
 		panic(fmt.Sprintf("relmem: penalty of %v, want (B, r, L)", attn.Shape()))
 	}
@@ -174,7 +175,7 @@ func (m *Mem2Mem) write(g *radgen.Graph, memory, in *radgen.Tensor) *radgen.Tens
 // (Eqs. 13–14) for queries x (B, D) over the memory (B, r, D): (B, D).
 func (m *Mem2Mem) Read(g *radgen.Graph, memory, x *radgen.Tensor) *radgen.Tensor {
 	b, d := x.Dim(0), x.Dim(1)
-	q := g.Reshape(m.ReadQ.Forward(g, x), b, 1, m.Hidden)
+	q := g.Reshape(m.ReadQ.Forward(g, x), b, 1, m.hidden)
 	return g.Reshape(m.read(g, memory, q), b, d)
 }
 
@@ -197,7 +198,7 @@ func (m *Mem2Mem) Augment(g *radgen.Graph, x, read *radgen.Tensor) *radgen.Tenso
 // vectors (B, T, D).
 func (m *Mem2Mem) Forward(g *radgen.Graph, x, h, init *radgen.Tensor) (states, reads *radgen.Tensor) {
 	b, t, d := x.Dim(0), x.Dim(1), x.Dim(2)
-	r := m.Slots
+	r := m.slots
 	c := m.Context(g, x, m.ContextKeys(g, h), h)                // (B, T, D)
 	in := g.Add(m.WriteH.Forward(g, x), m.WriteC.Forward(g, c)) // (B, T, 2D)
 	q := m.ReadQ.Forward(g, x)                                  // (B, T, d_a)

@@ -24,7 +24,7 @@ func ExampleMem2Mem() {
 	states, reads := m.Forward(g, x, h, bank)
 	fmt.Println("bank", bank.Shape(), "attention", attn.Shape())
 	fmt.Println("states", states.Shape(), "reads", reads.Shape())
-	fmt.Println("penalty positive:", relmem.Penalty(g, attn).Data()[0] > 0)
+	fmt.Println("penalty positive:", relmem.BankPenalty(g, attn).Data()[0] > 0)
 	// Output:
 	// bank [2 3 8] attention [2 3 10]
 	// states [2 5 24] reads [2 5 8]

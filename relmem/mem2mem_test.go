@@ -27,7 +27,7 @@ func TestPenaltyKnownMatrices(t *testing.T) {
 		{"batch mean", []float32{1, 0, 0, 0, 0, 0, 1, 0, .25, .25, .25, .25, .25, .25, .25, .25}, 2, 2, 0.625},
 	} {
 		a := radgen.FromFloat32(tc.a, tc.b, tc.r, len(tc.a)/(tc.b*tc.r))
-		got := float64(Penalty(radgen.NoGrad(), a).Data()[0])
+		got := float64(BankPenalty(radgen.NoGrad(), a).Data()[0])
 		if math.Abs(got-tc.want) > 1e-6 {
 			t.Errorf("%s: P = %v, want %v", tc.name, got, tc.want)
 		}
@@ -149,6 +149,6 @@ func TestMem2MemGradients(t *testing.T) {
 		m.ReadK.Weight, m.ReadV.Weight, m.Combine.Weight, m.WriteH.Weight, m.WriteH.Bias, m.WriteC.Weight, m.WriteM.Weight)
 	gradcheck.Check(t, "Mem2Mem penalty", 1e-6, func(g *radgen.Graph) *radgen.Tensor {
 		_, a := m.Bank(g, h)
-		return Penalty(g, a)
+		return BankPenalty(g, a)
 	}, h, m.BankW2.Weight, m.BankW1.Weight)
 }

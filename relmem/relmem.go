@@ -8,14 +8,14 @@ import (
 	"github.com/radgen/radgen/mesh"
 )
 
-// Relational is R2Gen's relational memory of Slots rows of width D.
-// Parameter names: attn.linears.{0..3}, mlp.{0,2}, W, U.
+// Relational is R2Gen's relational memory of [Relational.Slots] rows of
+// width D. Parameter names: attn.linears.{0..3}, mlp.{0,2}, W, U.
 type Relational struct {
-	Slots int
-	Attn  *mesh.MultiHeadAttention
-	MLP0  *radgen.Linear // mlp.0: D → D
-	MLP2  *radgen.Linear // mlp.2: D → D
-	W, U  *radgen.Linear // D → 2D: input and memory terms of the gates
+	slots int
+	Attn  *mesh.MultiHeadAttention // attention of the memory over [M; y] (Eq. 6)
+	MLP0  *radgen.Linear           // mlp.0: D → D
+	MLP2  *radgen.Linear           // mlp.2: D → D
+	W, U  *radgen.Linear           // D → 2D: input and memory terms of the gates
 }
 
 // New returns a relational memory with slots rows of width d attended by
@@ -25,7 +25,7 @@ func New(slots, d, heads int, dropout float64, rng *rand.Rand) *Relational {
 		panic(fmt.Sprintf("relmem: %d memory slots", slots))
 	}
 	r := &Relational{
-		Slots: slots,
+		slots: slots,
 		Attn:  mesh.NewMultiHeadAttention(d, heads, dropout, rng),
 		MLP0:  radgen.NewLinear(d, d, true, rng),
 		MLP2:  radgen.NewLinear(d, d, true, rng),
@@ -37,6 +37,9 @@ func New(slots, d, heads int, dropout float64, rng *rand.Rand) *Relational {
 	}
 	return r
 }
+
+// Slots returns the number of memory rows S.
+func (r *Relational) Slots() int { return r.slots }
 
 // Width returns the row width D.
 func (r *Relational) Width() int { return r.MLP0.Weight.Dim(0) }
@@ -55,11 +58,11 @@ func (r *Relational) VisitParams(visit func(string, *radgen.Tensor)) {
 // (b, Slots, D).
 func (r *Relational) InitMemory(b int) *radgen.Tensor {
 	d := r.Width()
-	m := radgen.Zeros(b, r.Slots, d)
+	m := radgen.Zeros(b, r.slots, d)
 	data := m.Data()
 	for i := 0; i < b; i++ {
-		for s := 0; s < r.Slots && s < d; s++ {
-			data[(i*r.Slots+s)*d+s] = 1
+		for s := 0; s < r.slots && s < d; s++ {
+			data[(i*r.slots+s)*d+s] = 1
 		}
 	}
 	return m
@@ -92,7 +95,7 @@ func (r *Relational) Forward(g *radgen.Graph, inputs, memory *radgen.Tensor) *ra
 	for i := 0; i < t; i++ {
 		x := g.Reshape(g.Slice(inputs, 1, i, i+1), b, d)
 		memory = r.Step(g, x, memory)
-		states[i] = g.Reshape(memory, b, 1, r.Slots*d)
+		states[i] = g.Reshape(memory, b, 1, r.slots*d)
 	}
 	return g.Concat(1, states...)
 }

@@ -117,21 +117,21 @@ func DecodeDICOMFrame(r io.Reader, size int64, opts ...Option) (*DICOMFrame, err
 }
 
 // DecodeDICOMFrameFile is [DecodeDICOMFrame] on the named file, opened as
-// [OpenFile] does (a regular file within the file size limit unless the
-// options say otherwise).
+// [DecodeFile] opens it (a regular file within the file size limit unless
+// the options say otherwise).
 func DecodeDICOMFrameFile(name string, opts ...Option) (*DICOMFrame, error) {
 	return onFile(name, opts, func(r io.Reader, size int64) (*DICOMFrame, error) { return DecodeDICOMFrame(r, size, opts...) })
 }
 
-// DecodeDICOMFile is [DecodeDICOM] on the named file, opened as [OpenFile]
-// does (a regular file within the file size limit unless the options say
-// otherwise).
+// DecodeDICOMFile is [DecodeDICOM] on the named file, opened as
+// [DecodeFile] opens it (a regular file within the file size limit unless
+// the options say otherwise).
 func DecodeDICOMFile(name string, opts ...Option) (*Pixels, error) {
 	return onFile(name, opts, func(r io.Reader, size int64) (*Pixels, error) { return DecodeDICOM(r, size, opts...) })
 }
 
 func onFile[T any](name string, opts []Option, dec func(io.Reader, int64) (*T, error)) (*T, error) {
-	f, size, r, err := OpenFile(name, opts...)
+	f, size, r, err := openFile(name, opts...)
 	if err != nil {
 		return nil, err
 	}

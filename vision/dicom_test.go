@@ -60,7 +60,7 @@ func goldenDiff(t *testing.T, p *Pixels) (mad, within2, within8 float64) {
 		t.Fatal(err)
 	}
 	g := FromImage(nil, gimg)
-	if w, h := ShorterSide(p.W, p.H, 256); w != g.W || h != g.H {
+	if w, h := shorterSide(p.W, p.H, 256); w != g.W || h != g.H {
 		t.Fatalf("golden is %d×%d, Resize(256) of %d×%d is %d×%d", g.W, g.H, p.W, p.H, w, h)
 	}
 	small := Resize(nil, p, g.W, g.H)

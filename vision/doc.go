@@ -2,6 +2,13 @@
 // decoding, R2Gen's preprocessing, torchvision-compatible ResNets (the R2Gen
 // extractor) and a ViT with expert tokens (METransformer).
 //
+// A service that writes reports decodes each view ([DecodeFile],
+// [DecodeDICOMFile]), prepares it ([TestTransform], [Transform.Apply]),
+// stacks a batch ([StackStudies]) and runs an [Extractor]; memtrans does
+// all of it for a loaded model. The package reads images and their
+// headers ([ReadDICOMInfo]); it does not search folders or talk to a PACS
+// (memtrans and memtrans/dicomweb do), and it holds no language model.
+//
 // References: He et al., "Deep Residual Learning for Image Recognition",
 // CVPR 2016; Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021;
 // Wang et al., "METransformer", CVPR 2023.
@@ -37,7 +44,10 @@
 // with every length checked and the pixel limit applied before pixel data is
 // read. [DecodeDICOMFrame] returns the stored values of the first frame
 // instead (before rescale and window), for checking and for callers that
-// window themselves. Both read Part 10 files and bare data sets, native data
+// window themselves. [ReadDICOMInfo] reads the header alone (patient, study
+// and view attributes, [DICOMInfo]), without the pixel data; [DICOMStudy]
+// is the set of views of one study that memtrans builds from it. Both
+// decoders read Part 10 files and bare data sets, native data
 // (8–32 bits allocated, signed or not, monochrome, RGB and YBR) and the
 // common compressed syntaxes in pure Go: RLE Lossless, JPEG baseline,
 // extended 12-bit and lossless (process 14), JPEG-LS lossless and

@@ -121,11 +121,11 @@ var ErrNotRegular = boundedio.ErrNotRegular
 // of [WithMaxFileBytes].
 var ErrFileTooLarge = boundedio.ErrTooLarge
 
-// OpenFile opens the named image file as the options of [DecodeFile]
+// openFile opens the named image file as the options of [DecodeFile]
 // allow: a regular file (unless WithNonRegularFiles) of at most the file
 // size limit. It returns the file, its size (-1 when unknown) and a reader
 // that fails with an error wrapping [ErrFileTooLarge] past the limit.
-func OpenFile(name string, opts ...Option) (*os.File, int64, io.Reader, error) {
+func openFile(name string, opts ...Option) (*os.File, int64, io.Reader, error) {
 	o, err := newOptions(opts)
 	if err != nil {
 		return nil, 0, nil, err
@@ -238,11 +238,13 @@ func decodeSized(r io.Reader, size int64, opts []Option) (*Pixels, error) {
 	return fromImageOwned(img), nil
 }
 
-// DecodeFile is [Decode] on the named file, opened as [OpenFile] does: a
-// FIFO or device is refused unless [WithNonRegularFiles], and a file over
-// the size limit ([WithMaxFileBytes]) with [ErrFileTooLarge].
+// DecodeFile is [Decode] on the named file: a FIFO or device is refused
+// unless [WithNonRegularFiles], and a file over the size limit
+// ([WithMaxFileBytes]) with [ErrFileTooLarge]. The options are checked
+// before the file is opened, so that an invalid option is reported
+// whatever the name.
 func DecodeFile(name string, opts ...Option) (*Pixels, error) {
-	f, size, r, err := OpenFile(name, opts...)
+	f, size, r, err := openFile(name, opts...)
 	if err != nil {
 		return nil, err
 	}

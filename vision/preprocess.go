@@ -219,10 +219,10 @@ func resize(dst, src *Pixels, w, h int, s *scratch) *Pixels {
 	return dst
 }
 
-// ShorterSide returns the size torchvision's Resize(size) gives a w×h image:
+// shorterSide returns the size torchvision's Resize(size) gives a w×h image:
 // the shorter side becomes size and the longer int(size·long/short),
 // truncated as Python's int() does.
-func ShorterSide(w, h, size int) (nw, nh int) {
+func shorterSide(w, h, size int) (nw, nh int) {
 	short, long := w, h
 	if w > h {
 		short, long = h, w
@@ -334,7 +334,7 @@ func (t Transform) Validate() error {
 // (the crop, when there is one).
 func (t Transform) Size(w, h int) (rw, rh, ow, oh int) {
 	if t.Shorter > 0 {
-		rw, rh = ShorterSide(w, h, t.Shorter)
+		rw, rh = shorterSide(w, h, t.Shorter)
 	} else {
 		rw, rh = t.Width, t.Height
 	}

@@ -224,9 +224,9 @@ func TestGrayEqualsRGB(t *testing.T) {
 
 func TestShorterSide(t *testing.T) {
 	for _, c := range [][5]int{{256, 311, 256, 256, 311}, {300, 250, 256, 307, 256}, {140, 180, 256, 256, 329}, {100, 100, 256, 256, 256}} {
-		w, h := ShorterSide(c[0], c[1], c[2])
+		w, h := shorterSide(c[0], c[1], c[2])
 		if w != c[3] || h != c[4] {
-			t.Errorf("ShorterSide(%d,%d,%d) = %d,%d, want %d,%d", c[0], c[1], c[2], w, h, c[3], c[4])
+			t.Errorf("shorterSide(%d,%d,%d) = %d,%d, want %d,%d", c[0], c[1], c[2], w, h, c[3], c[4])
 		}
 	}
 }

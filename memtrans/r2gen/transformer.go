@@ -249,7 +249,7 @@ func (m *Model) AuxLoss(g *radgen.Graph, f *TeacherForced) *radgen.Tensor {
 	if m.Mem2Mem == nil || m.config.Mem2MemPenalty == 0 || f == nil || f.Encoded == nil || f.Encoded.BankAttention == nil {
 		return nil
 	}
-	return g.Scale(relmem.Penalty(g, f.Encoded.BankAttention), m.config.Mem2MemPenalty)
+	return g.Scale(relmem.BankPenalty(g, f.Encoded.BankAttention), m.config.Mem2MemPenalty)
 }
 
 // ContinueFrom loads every tensor of R2Gen's architecture from src (names
