@@ -25,7 +25,7 @@ import (
 // Main runs the radgen command with args, the arguments after the
 // program's name (os.Args[1:]): a subcommand (train, generate, convert,
 // eval, watch, serve) and its flags, or version (also -version), which
-// prints "radgen" and radgen.Version to stdout. The command's output goes to stdout,
+// prints "radgen" and radgen.Version. The command's output goes to stdout,
 // its progress, logs and errors to stderr; nothing else is written to. It
 // returns the exit status: 0 on success, 1 when the subcommand failed, 2
 // for a usage error. It never exits the process.
@@ -116,7 +116,7 @@ func (c *command) usage() {
   radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray] [-threshold n] [-max-seq-length n]
   radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
   radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web] [-json-logs]
-  radgen version   (also -version: prints radgen's version)
+  radgen version  (also -version: prints radgen's version)
 R2Gen weights (.pth or safetensors) for generate, convert and watch: -vocab annotation.json (generate: default -ann)
                   [-corpus iu_xray|mimic_cxr] [-threshold n] [-max-seq-length n] [-views n] [-heads 8] [-memory-heads 8]
 every command but serve: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]
