@@ -43,6 +43,7 @@
 //	radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray] [-threshold 3] [-max-seq-length 60]
 //	radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-once] [-mllp host:port]
 //	radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web]
+//	radgen version  (or -version: prints "radgen" and radgen.Version)
 //
 // -model reads a radgen checkpoint (.radgen, written by train, convert or
 // memtrans.Model.SaveFile), which carries its configuration and

@@ -24,7 +24,8 @@ import (
 
 // Main runs the radgen command with args, the arguments after the
 // program's name (os.Args[1:]): a subcommand (train, generate, convert,
-// eval, watch, serve) and its flags. The command's output goes to stdout,
+// eval, watch, serve) and its flags, or version (also -version), which
+// prints "radgen" and radgen.Version. The command's output goes to stdout,
 // its progress, logs and errors to stderr; nothing else is written to. It
 // returns the exit status: 0 on success, 1 when the subcommand failed, 2
 // for a usage error. It never exits the process.
@@ -56,6 +57,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = c.watch(ctx, args[1:])
 	case "serve":
 		err = c.serve(ctx, args[1:])
+	case "version", "-version", "--version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "radgen version: unexpected argument %q\n", args[1])
+			return 2
+		}
+		fmt.Fprintf(stdout, "radgen %s\n", radgen.Version)
+		return 0
 	default:
 		c.usage()
 		return 2
@@ -108,6 +116,7 @@ func (c *command) usage() {
   radgen eval     -ann annotation.json -reports reports.json [-split test] [-corpus iu_xray] [-threshold n] [-max-seq-length n]
   radgen watch    -pacs http://host:8042/dicom-web -model model.radgen [-user u | -token] [-once] [-dead-letter f.jsonl] [-mllp host:port] [-metrics addr]
   radgen serve    [-model model.radgen] [-addr 127.0.0.1:8080] [-pacs http://host:8042/dicom-web] [-json-logs]
+  radgen version  (also -version: prints radgen's version)
 R2Gen weights (.pth or safetensors) for generate, convert and watch: -vocab annotation.json (generate: default -ann)
                   [-corpus iu_xray|mimic_cxr] [-threshold n] [-max-seq-length n] [-views n] [-heads 8] [-memory-heads 8]
 every command but serve: [-max-params n] [-max-activations n] [-max-model-bytes n] [-max-ann-bytes n] [-max-reports-bytes n]

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/data"
 	"github.com/radgen/radgen/memtrans/m2"
@@ -22,6 +24,21 @@ func convert(args []string) error                       { return quiet().convert
 func watch(ctx context.Context, args []string) error    { return quiet().watch(ctx, args) }
 
 func quiet() *command { return newCommand(io.Discard, io.Discard) }
+
+// TestVersion: radgen version, -version and --version print radgen's
+// version to stdout and succeed; an argument after it is a usage error.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "-version", "--version"} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(context.Background(), []string{arg}, &stdout, &stderr); code != 0 || stdout.String() != "radgen "+radgen.Version+"\n" || stderr.Len() != 0 {
+			t.Errorf("radgen %s: status %d, stdout %q, stderr %q", arg, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main(context.Background(), []string{"version", "-model"}, &stdout, &stderr); code != 2 || stdout.Len() != 0 || stderr.Len() == 0 {
+		t.Errorf("radgen version -model: status %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
 
 // Every size, architecture and routing the flags name is a valid model
 // configuration; nonsense is refused.

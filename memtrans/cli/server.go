@@ -214,7 +214,7 @@ func runServer(ctx context.Context, c serverConfig, log *slog.Logger, ready chan
 	srv.RegisterOnShutdown(h.Drain)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", name, "checksum", h.Info().Checksum)
+	log.Info("listening", "addr", "http://"+ln.Addr().String(), "model", name, "checksum", h.Info().Checksum, "radgen", radgen.Version)
 
 	// Ready once warm: /readyz answers 503 until then, /healthz 200.
 	if err := h.WarmUp(ctx); err != nil {

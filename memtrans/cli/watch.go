@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/dicomsr"
 	"github.com/radgen/radgen/memtrans/dicomweb"
@@ -147,7 +148,7 @@ func (c *command) watch(ctx context.Context, args []string) error {
 	// 30 s, pacs.Config.Drain), and nothing partial is ever stored.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger.Info("watching", "pacs", client.URL(), "model", name, "views", model.Config().Views, "modalities", cfg.Modalities)
+	logger.Info("watching", "pacs", client.URL(), "model", name, "views", model.Config().Views, "modalities", cfg.Modalities, "radgen", radgen.Version)
 	if *once {
 		err = w.RunOnce(ctx)
 	} else {

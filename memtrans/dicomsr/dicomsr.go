@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/vision"
 )
@@ -30,8 +31,9 @@ const (
 	// (File Meta Information, (0002,0012)): a UUID-derived UID fixed for
 	// the project.
 	ImplementationClassUID = "2.25.138806990217337431890006535593185538385"
-	// ImplementationVersionName is (0002,0013).
-	ImplementationVersionName = "RADGEN_0.1"
+	// ImplementationVersionName is (0002,0013): "RADGEN_" and
+	// radgen.Version.
+	ImplementationVersionName = "RADGEN_" + radgen.Version
 
 	explicitVRLittleEndian = "1.2.840.10008.1.2.1"
 )
@@ -233,9 +235,7 @@ func New(r memtrans.Report, src *vision.DICOMStudy, m Model, t time.Time, opts .
 	// General Equipment.
 	ds.str(0x00080070, "LO", enc(truncate(m.Manufacturer, 64)))
 	ds.str(0x00081090, "LO", enc(truncate(m.Name, 64)))
-	if m.Version != "" {
-		ds.str(0x00181020, "LO", enc(truncate(m.Version, 64)))
-	}
+	ds.str(0x00181020, "LO", softwareVersions(m, enc))
 	if m.Checksum != "" && utf8.RuneCountInString(m.Checksum) <= 64 {
 		ds.str(0x00181000, "LO", enc(m.Checksum)) // too long: in the content tree only
 	}
@@ -319,16 +319,25 @@ func contributingEquipment(m Model, enc func(string) string, t time.Time) datase
 	}
 	it.str(0x00080070, "LO", enc(truncate(manufacturer, 64)))
 	it.str(0x00081090, "LO", enc(truncate(m.Name, 64)))
-	version := strings.TrimSpace(m.Version)
-	if version == "" {
-		version = "unversioned"
-	}
-	it.str(0x00181020, "LO", enc(truncate(version, 64)))
+	it.str(0x00181020, "LO", softwareVersions(m, enc))
 	it.str(0x00181002, "UI", deviceUID(m))
 	it.str(0x0018a002, "DT", t.Format("20060102150405.000000-0700"))
 	it.str(0x0018a003, "ST", "Report generation")
 	it.code(0x0040a170, Code{"Newcode1", "99IHE", "Processing Algorithm"})
 	return it
+}
+
+// software is the value of Software Versions (0018,1020) that names the
+// program that wrote a document: "radgen" and radgen.Version.
+const software = "radgen " + radgen.Version
+
+// softwareVersions is the value of Software Versions (0018,1020), LO of
+// VM 1-n: the model's version when it has one, then software.
+func softwareVersions(m Model, enc func(string) string) string {
+	if v := strings.TrimSpace(m.Version); v != "" {
+		return enc(truncate(v, 64)) + `\` + software
+	}
+	return software
 }
 
 // StudyUIDs returns the Series and SOP Instance UIDs of model m's document

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/dicomsr"
 	"github.com/radgen/radgen/vision"
@@ -187,7 +188,7 @@ func TestRoundTrip(t *testing.T) {
 		0x00080060: "SR", 0x0020000e: doc.SeriesInstanceUID, 0x00200011: "999", 0x00200013: "1",
 		0x0040a491: "PARTIAL", 0x0040a493: "UNVERIFIED", 0x0040a496: "PRELIMINARY",
 		0x00080023: "20261124", 0x00080033: "093015.123456",
-		0x00080070: "radgen", 0x00081090: srModel.Name, 0x00181020: srModel.Version,
+		0x00080070: "radgen", 0x00081090: srModel.Name, 0x00181020: srModel.Version + `\` + "radgen " + radgen.Version,
 		0x0040a040: "CONTAINER", 0x0040a050: "SEPARATE",
 	} {
 		if got := str(ds, tag); got != want {
@@ -282,6 +283,47 @@ func TestRoundTrip(t *testing.T) {
 		ref := find(it, 0x00081199)
 		if str(it, 0x0040a010) != "INFERRED FROM" || str(it, 0x0040a040) != "IMAGE" || ref == nil || str(ref.items[0], 0x00081155) != v.Info.SOPInstanceUID {
 			t.Errorf("image %d: %+v", i, it)
+		}
+	}
+}
+
+// TestSoftwareVersions: Software Versions (0018,1020) of the General
+// Equipment and of the Contributing Equipment item name the model's version
+// when it has one, then radgen's; the File Meta Information's
+// Implementation Version Name is radgen's, within its 16 characters (SH).
+func TestSoftwareVersions(t *testing.T) {
+	if want := "RADGEN_" + radgen.Version; dicomsr.ImplementationVersionName != want || len(want) > 16 {
+		t.Errorf("ImplementationVersionName %q, want %q of at most 16 characters", dicomsr.ImplementationVersionName, want)
+	}
+	unversioned := srModel
+	unversioned.Version = ""
+	for _, c := range []struct {
+		m    dicomsr.Model
+		want string
+	}{
+		{srModel, "0.1.0\\radgen " + radgen.Version},
+		{unversioned, "radgen " + radgen.Version},
+	} {
+		doc, err := dicomsr.New(memtrans.Report{Text: reportText}, testSource(), c.m, srTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, ds, err := parseSR(doc.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := str(meta, 0x00020013); got != "RADGEN_"+radgen.Version {
+			t.Errorf("(0002,0013) %q", got)
+		}
+		if got := str(ds, 0x00181020); got != c.want {
+			t.Errorf("model version %q: General Equipment's (0018,1020) %q, want %q", c.m.Version, got, c.want)
+		}
+		eq := find(ds, 0x0018a001)
+		if eq == nil || len(eq.items) != 1 {
+			t.Fatalf("Contributing Equipment Sequence %+v", eq)
+		}
+		if got := str(eq.items[0], 0x00181020); got != c.want {
+			t.Errorf("model version %q: Contributing Equipment's (0018,1020) %q, want %q", c.m.Version, got, c.want)
 		}
 	}
 }

@@ -26,13 +26,17 @@
 //     series and the SOP instances of the views the model read.
 //
 //   - General Equipment: the model's name as Manufacturer's Model Name,
-//     its version as Software Versions, its checksum as Device Serial
-//     Number when it fits the attribute's 64 characters.
+//     its checksum as Device Serial Number when it fits the attribute's
+//     64 characters, and as Software Versions (0018,1020) the model's
+//     version, when it has one, then the writer's, "radgen " and
+//     radgen.Version (two values of the multi-valued attribute, e.g.
+//     "iu-2026-01\radgen 1.0.0"). The File Meta Information's
+//     Implementation Version Name is "RADGEN_" and radgen.Version.
 //
 //   - IHE AI Results' Contributing Equipment Sequence (0018,A001) (SOP
 //     Common): one item, purpose (Newcode1, 99IHE, "Processing
 //     Algorithm"), the model's manufacturer (DefaultManufacturer when it
-//     names none), name as Manufacturer's Model Name, version as Software
+//     names none), name as Manufacturer's Model Name, the same Software
 //     Versions, the Device UID derived from its checksum, and the time
 //     of the contribution. The General Equipment module describes the
 //     same device (the writer of the document), not the source's

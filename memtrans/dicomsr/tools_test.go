@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/testutil"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/dicomsr"
@@ -107,7 +108,7 @@ func TestDcmdump(t *testing.T) {
 		wants := []string{"[" + src.StudyInstanceUID + "]",
 			// IHE AIR's Contributing Equipment: the algorithm, its purpose and identity.
 			"(0018,a001) SQ", "(0040,a170) SQ", "(0008,0100) SH [Newcode1]", "(0008,0102) SH [99IHE]", "(0008,0104) LO [Processing Algorithm]",
-			"(0008,1090) LO [" + srModel.Name + "]", "(0018,1020) LO [" + srModel.Version + "]", "(0018,1002) UI [2.25."}
+			"(0008,1090) LO [" + srModel.Name + "]", "(0018,1020) LO [" + srModel.Version + `\` + "radgen " + radgen.Version + "]", "(0002,0013) SH [RADGEN_" + radgen.Version + "]", "(0018,1002) UI [2.25."}
 		for _, v := range src.Views {
 			wants = append(wants, "(0020,000e) UI ["+v.Info.SeriesInstanceUID+"]", "(0008,1155) UI ["+v.Info.SOPInstanceUID+"]")
 		}

@@ -25,8 +25,10 @@
 //     caller's literal reference ("ImagingStudy/…") when it has one. An
 //     accession number becomes basedOn: the order, identified with type
 //     v2-0203 "ACSN".
-//   - The model is a contained Device: deviceName (type model-name), version
-//     and the checksum of its weights as an identifier. R4 restricts
+//   - The model is a contained Device: deviceName (type model-name), the
+//     checksum of its weights as an identifier, and as versions the
+//     model's (type text "model"), when it has one, then the software's
+//     that wrote the report (type text "radgen", value radgen.Version). R4 restricts
 //     DiagnosticReport.performer to people and organisations, so the
 //     Device is linked where R4 allows it: the report's result is a
 //     contained Observation (LOINC 18782-3 "Radiology Study observation

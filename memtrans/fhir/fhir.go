@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/vision"
 )
@@ -35,6 +36,9 @@ const (
 	// in its conclusion and in a note on its finding.
 	TruncatedNote       = "incomplete: the model reached its maximum length before ending the report; the last sentence may be cut off"
 	deviceID, findingID = "model", "finding"
+	// The types (text) of the Device's versions: the model's and the
+	// software's that wrote the report (radgen.Version).
+	versionModel, versionSoftware = "model", "radgen"
 )
 
 // Study identifies the imaging study a report describes. InstanceUID is
@@ -204,8 +208,9 @@ func NewDiagnosticReport(r memtrans.Report, s Study, m Model, t time.Time, opts 
 		Manufacturer: strings.TrimSpace(m.Manufacturer),
 	}
 	if v := strings.TrimSpace(m.Version); v != "" {
-		dev.Version = []DeviceVersion{{Value: v}}
+		dev.Version = append(dev.Version, DeviceVersion{Type: &CodeableConcept{Text: versionModel}, Value: v})
 	}
+	dev.Version = append(dev.Version, DeviceVersion{Type: &CodeableConcept{Text: versionSoftware}, Value: radgen.Version})
 	if m.Checksum != "" {
 		dev.Identifier = []Identifier{{Type: &CodeableConcept{Text: "checksum of the model weights"}, Value: m.Checksum}}
 	}

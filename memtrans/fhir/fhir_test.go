@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/fhir"
 	"github.com/radgen/radgen/vision"
@@ -106,6 +107,47 @@ func TestContent(t *testing.T) {
 	}
 	if sub := m["subject"].(map[string]any); sub["identifier"].(map[string]any)["value"] != "PID-7" {
 		t.Errorf("subject %v", sub)
+	}
+}
+
+// TestDeviceVersions: the contained Device's versions, read from the JSON
+// written, are the model's (when it has one) and radgen's, each typed.
+func TestDeviceVersions(t *testing.T) {
+	unversioned := model
+	unversioned.Version = "  "
+	for _, c := range []struct {
+		m    fhir.Model
+		want string
+	}{
+		{model, `[{"type":{"text":"model"},"value":"0.1.0"},{"type":{"text":"radgen"},"value":"` + radgen.Version + `"}]`},
+		{unversioned, `[{"type":{"text":"radgen"},"value":"` + radgen.Version + `"}]`},
+	} {
+		dr, err := fhir.NewDiagnosticReport(memtrans.Report{StudyID: "s1", Text: text}, study, c.m, issued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(dr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Contained []struct {
+				ResourceType string          `json:"resourceType"`
+				Version      json.RawMessage `json:"version"`
+			} `json:"contained"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range m.Contained {
+			if r.ResourceType == "Device" {
+				got = append(got, string(r.Version))
+			}
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("model version %q: the Device's versions %q, want [%s]", c.m.Version, got, c.want)
+		}
 	}
 }
 

@@ -28,7 +28,9 @@
 //	                   and max_length. Answers a Store Instances Response
 //	                   carrying the DICOM SR and the FHIR report (see
 //	                   STOW-RS below).
-//	GET  /v1/model     architecture, configuration, vocabulary size, checksum
+//	GET  /v1/model     architecture, configuration, vocabulary size, checksum,
+//	                   and radgen_version, the version of radgen serving it
+//	                   (radgen.Version)
 //	GET  /healthz      200 while the process serves
 //	GET  /readyz       200 when a report can be taken now: WarmUp has
 //	                   succeeded, the handler is not closed or draining, and

@@ -82,6 +82,9 @@ type ModelInfo struct {
 	// MemoryBudget is the bytes the handler lets requests hold at once
 	// (WithMemoryBudget).
 	MemoryBudget int64 `json:"memory_budget"`
+	// RadgenVersion is the version of the software that serves the model
+	// (radgen.Version).
+	RadgenVersion string `json:"radgen_version"`
 }
 
 // New returns a handler over m, which must stay open while the handler
@@ -128,7 +131,7 @@ func New(m *memtrans.Model, opts ...Option) (*Handler, error) {
 		uploads: map[*http.ResponseController]struct{}{},
 		info: ModelInfo{Name: o.name, Architecture: cfg.Architecture(), Checksum: sum, VocabSize: m.Tokenizer().Len() + 1,
 			Views: cfg.Views, ImageSize: cfg.ImageSize, MaxLength: cfg.MaxSeqLen(), Device: m.Device().String(), Config: cfg,
-			MemoryBudget: o.memory},
+			MemoryBudget: o.memory, RadgenVersion: radgen.Version},
 	}
 	if p := m.Provenance(); p != (memtrans.Provenance{}) {
 		h.info.TrainedOn = &p

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/memtrans"
 	"github.com/radgen/radgen/memtrans/r2gen"
 )
@@ -94,6 +95,9 @@ func TestRoutes(t *testing.T) {
 	if info.Name != "tiny" || info.Architecture != memtrans.ArchR2Gen || info.VocabSize != f.model.Tokenizer().Len()+1 ||
 		info.Views != 2 || info.ImageSize != 64 || info.MaxLength != cfg.MaxSeqLen() || info.Config.EncoderDecoder.(r2gen.Config).DModel != cfg.EncoderDecoder.(r2gen.Config).DModel {
 		t.Errorf("model info %+v", info)
+	}
+	if info.RadgenVersion != radgen.Version || !strings.Contains(string(b), `"radgen_version":"`+radgen.Version+`"`) {
+		t.Errorf("radgen_version %q, want %q: %s", info.RadgenVersion, radgen.Version, b)
 	}
 	if !strings.HasPrefix(info.Checksum, "sha256:") || len(info.Checksum) != 7+64 {
 		t.Errorf("checksum %q", info.Checksum)
