@@ -35,7 +35,7 @@ func Example_readme() {
 	ctx := context.Background()
 
 	// The README's lines.
-	tok, _ := data.BuildTokenizer(data.IUXray, 1, trainReports)          // R2Gen's tokenizer
+	tok, _ := data.BuildTokenizer(data.IUXray, 1, trainReports)         // R2Gen's tokenizer
 	model, _ := memtrans.New(memtrans.R2GenIUXray(tok.Len()+1), tok, 1) // or memtrans.LoadFile("model.radgen")
 	study, _ := memtrans.StudyFromFiles("CXR1", frontal, lateral)
 	reports, _ := model.Generate(ctx, []memtrans.Study{study}, memtrans.WithBeamSize(3), memtrans.WithAttention())
