@@ -21,8 +21,20 @@
 //	memtrans/arch      what an encoder–decoder architecture implements, and its registry
 //	memtrans/r2gen     R2Gen's encoder–decoder; memtrans/m2 and memtrans/metrans the others
 //	memtrans/data      tokenizer, IU X-Ray and MIMIC-CXR loaders, synthetic chest films
-//	memtrans/metrics   BLEU, METEOR, ROUGE-L, CIDEr-D, clinical efficacy
+//	memtrans/metrics   BLEU, ROUGE-L, CIDEr-D; metrics/meteor (METEOR 1.5) and
+//	                   metrics/chexpert (the 14 CheXpert observations and clinical efficacy)
 //	memtrans/optim     Adam (amsgrad), clipping, schedules
+//	memtrans/synth     synthetic chest films with known findings, to try a model end to end
+//
+// The report service and the hospital's transport:
+//
+//	memtrans/serve     the HTTP report service (/v1 routes, STOW-RS), bounded under load
+//	memtrans/dicomweb  a DICOMweb client (QIDO-RS, WADO-RS, STOW-RS) that treats its peer as untrusted
+//	memtrans/pacs      a worker that finds new studies on a PACS, writes their reports and stores them
+//	memtrans/dicomsr   the report as a DICOM Basic Text SR
+//	memtrans/fhir      the report as a FHIR R4 DiagnosticReport, with the Device that wrote it
+//	memtrans/hl7       the report as an HL7 v2.5 ORU^R01 message over MLLP
+//	memtrans/cli       the radgen command and the report server as a package, for any architecture
 //
 // # Where each equation lives
 //
