@@ -1,3 +1,9 @@
+// The README's example builds the paper's ResNet-101 and runs it on one
+// goroutine: it runs without the race detector, whose instrumentation makes
+// it slow (the normal test run has it).
+
+//go:build !race
+
 package memtrans_test
 
 import (
