@@ -60,9 +60,7 @@ func legacyConfigJSON(t testing.TB, c ModelConfig) string {
 // encoder–decoder by field; they load into the same configuration and
 // generate the same reports.
 func TestLoadsV020Checkpoints(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a file format, one goroutine: checked without the race detector")
-	}
+	skipUnderRace(t)
 	tok, err := data.BuildTokenizer(data.IUXray, 1, []string{"the heart is normal.", "no effusion.", "the lungs are clear."})
 	if err != nil {
 		t.Fatal(err)

@@ -119,9 +119,7 @@ func rawPayload(header map[string]any, dataSize int) []byte {
 // allocation bounded by the file's own model (a few MB here), whatever the
 // header claims.
 func TestLoadHostileCheckpoints(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a file format, one goroutine: checked without the race detector")
-	}
+	skipUnderRace(t)
 	good, _, payload := tinySaved(t)
 	if _, err := Load(bytes.NewReader(good)); err != nil {
 		t.Fatal(err)

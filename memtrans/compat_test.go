@@ -44,9 +44,7 @@ const compatLogProbTolerance = 1e-3
 // width 3, the reports those releases wrote from them: the same words and
 // token ids, and log-probabilities within compatLogProbTolerance.
 func TestCheckpointsOfEarlierReleasesLoad(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a file format, one goroutine: checked without the race detector")
-	}
+	memtrans.SkipUnderRace(t)
 	dir := filepath.Join("testdata", "compat")
 	var studies []memtrans.Study
 	ids, err := os.ReadDir(filepath.Join(dir, "studies"))

@@ -115,9 +115,7 @@ func TestFacadeReproducesGoldenBeam3(t *testing.T) {
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a file format, one goroutine: checked without the race detector")
-	}
+	skipUnderRace(t)
 	m, g := goldenModel(t)
 	var buf bytes.Buffer
 	if err := m.Save(&buf); err != nil {

@@ -2,6 +2,7 @@ package memtrans
 
 import (
 	"math/rand/v2"
+	"testing"
 
 	"github.com/radgen/radgen"
 	"github.com/radgen/radgen/internal/goldentest"
@@ -28,3 +29,14 @@ var (
 	fileTensor      = goldentest.Tensor
 	fileInts        = goldentest.Ints
 )
+
+// skipUnderRace skips a test of a file format, which runs on one
+// goroutine, under the race detector: the normal run has it.
+func skipUnderRace(t testing.TB) {
+	if raceEnabled {
+		t.Skip("a file format, one goroutine: checked without the race detector")
+	}
+}
+
+// SkipUnderRace is skipUnderRace for the package's external tests.
+var SkipUnderRace = skipUnderRace

@@ -2,6 +2,5 @@
 
 package memtrans
 
-// raceEnabled is true under the race detector: the tests of file formats,
-// which run on one goroutine, run without it (the normal run has them).
+// raceEnabled is true under the race detector (see skipUnderRace).
 const raceEnabled = true
