@@ -9,9 +9,8 @@ package memtrans_test
 import (
 	"context"
 	"fmt"
-	"image"
-	"image/color"
 	"image/png"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,8 +31,8 @@ func Example_readme() {
 	}
 	defer os.RemoveAll(dir)
 	frontal, lateral := filepath.Join(dir, "frontal.png"), filepath.Join(dir, "lateral.png")
-	for i, path := range []string{frontal, lateral} {
-		if err := writeFilm(path, i); err != nil {
+	for view, path := range []string{frontal, lateral} {
+		if err := writeFilm(path, data.View(view)); err != nil {
 			panic(err)
 		}
 	}
@@ -50,18 +49,10 @@ func Example_readme() {
 	// Output: CXR1 true true
 }
 
-// writeFilm writes a 256² gray film: a gradient with a brighter disc.
-func writeFilm(path string, seed int) error {
-	img := image.NewGray(image.Rect(0, 0, 256, 256))
-	for y := range 256 {
-		for x := range 256 {
-			v := (x + y + 40*seed) / 3
-			if dx, dy := x-128, y-120; dx*dx+dy*dy < 50*50 {
-				v += 60
-			}
-			img.SetGray(x, y, color.Gray{Y: uint8(min(v, 255))})
-		}
-	}
+// writeFilm writes a synthetic 256² film of a normal chest (data.RenderFilm)
+// as a PNG.
+func writeFilm(path string, view data.View) error {
+	img := data.RenderFilm(data.Findings{CTR: 0.42}, view, 256, 256, rand.New(rand.NewPCG(1, uint64(view))))
 	f, err := os.Create(path)
 	if err != nil {
 		return err
