@@ -21,16 +21,19 @@ type compatExpected struct {
 		Architecture string `json:"architecture"`
 		Checkpoint   string `json:"checkpoint"`
 		Runs         []struct {
-			Decoding string `json:"decoding"`
-			Reports  []struct {
-				Study         string    `json:"study"`
-				Text          string    `json:"text"`
-				Tokens        []int     `json:"tokens"`
-				LogProb       float64   `json:"log_prob"`
-				TokenLogProbs []float32 `json:"token_log_probs"`
-			} `json:"reports"`
+			Decoding string         `json:"decoding"`
+			Reports  []compatReport `json:"reports"`
 		} `json:"runs"`
 	} `json:"models"`
+}
+
+// compatReport is a report an earlier release wrote.
+type compatReport struct {
+	Study         string    `json:"study"`
+	Text          string    `json:"text"`
+	Tokens        []int     `json:"tokens"`
+	LogProb       float64   `json:"log_prob"`
+	TokenLogProbs []float32 `json:"token_log_probs"`
 }
 
 // compatLogProbTolerance is how far a log-probability may move between
@@ -96,28 +99,36 @@ func TestCheckpointsOfEarlierReleasesLoad(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", run.Decoding, err)
 					}
-					if len(reps) != len(run.Reports) {
-						t.Fatalf("%s: %d reports, want %d", run.Decoding, len(reps), len(run.Reports))
-					}
-					for i, want := range run.Reports {
-						got := reps[i]
-						if got.StudyID != want.Study || got.Text != want.Text || !slices.Equal(got.Tokens, want.Tokens) {
-							t.Errorf("%s, study %s:\n got %s %q %v\nwant %s %q %v", run.Decoding, want.Study, got.StudyID, got.Text, got.Tokens, want.Study, want.Text, want.Tokens)
-							continue
-						}
-						if math.Abs(got.LogProb-want.LogProb) > compatLogProbTolerance || len(got.TokenLogProbs) != len(want.TokenLogProbs) {
-							t.Errorf("%s, study %s: log-probability %v, want %v (%d token log-probabilities, want %d)",
-								run.Decoding, want.Study, got.LogProb, want.LogProb, len(got.TokenLogProbs), len(want.TokenLogProbs))
-							continue
-						}
-						for j, lp := range want.TokenLogProbs {
-							if math.Abs(float64(got.TokenLogProbs[j]-lp)) > compatLogProbTolerance {
-								t.Errorf("%s, study %s, token %d: log-probability %v, want %v", run.Decoding, want.Study, j, got.TokenLogProbs[j], lp)
-							}
-						}
-					}
+					sameReports(t, run.Decoding, reps, run.Reports)
 				}
 			})
+		}
+	}
+}
+
+// sameReports requires the reports decoding wrote to be those an earlier
+// release wrote: the same study, words and token ids, and log-probabilities
+// within compatLogProbTolerance.
+func sameReports(t *testing.T, decoding string, reps []memtrans.Report, wants []compatReport) {
+	t.Helper()
+	if len(reps) != len(wants) {
+		t.Fatalf("%s: %d reports, want %d", decoding, len(reps), len(wants))
+	}
+	for i, want := range wants {
+		got := reps[i]
+		if got.StudyID != want.Study || got.Text != want.Text || !slices.Equal(got.Tokens, want.Tokens) {
+			t.Errorf("%s, study %s:\n got %s %q %v\nwant %s %q %v", decoding, want.Study, got.StudyID, got.Text, got.Tokens, want.Study, want.Text, want.Tokens)
+			continue
+		}
+		if math.Abs(got.LogProb-want.LogProb) > compatLogProbTolerance || len(got.TokenLogProbs) != len(want.TokenLogProbs) {
+			t.Errorf("%s, study %s: log-probability %v, want %v (%d token log-probabilities, want %d)",
+				decoding, want.Study, got.LogProb, want.LogProb, len(got.TokenLogProbs), len(want.TokenLogProbs))
+			continue
+		}
+		for j, lp := range want.TokenLogProbs {
+			if math.Abs(float64(got.TokenLogProbs[j]-lp)) > compatLogProbTolerance {
+				t.Errorf("%s, study %s, token %d: log-probability %v, want %v", decoding, want.Study, j, got.TokenLogProbs[j], lp)
+			}
 		}
 	}
 }
