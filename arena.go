@@ -16,8 +16,9 @@ import (
 // switches to. So the results of a step stay valid during the next step,
 // and are overwritten by the step after it: what a caller keeps longer it
 // must copy into its own storage (as mesh.KVCache does) or compute with a
-// graph that uses no arena. Results made before SetArena do not belong to
-// the arena.
+// graph that uses no arena (or keep in an arena of their own, which Reset
+// clears when the next such computation starts). Results made before
+// SetArena do not belong to the arena.
 //
 // An Arena belongs to one goroutine at a time, as its graph does.
 type Arena struct {
@@ -50,6 +51,31 @@ func (a *Arena) Next() {
 	h.tensors.reset()
 	h.shapes.reset()
 	h.headers.reset()
+}
+
+// Reset starts over: results made from now on overwrite every result made
+// before, in either half. A caller whose results live longer than a step
+// (the start of a decoding: the encoder's results, which its steps read
+// until it ends) keeps them in an arena of their own, which it resets
+// when the next such computation starts, instead of calling Next.
+func (a *Arena) Reset() {
+	if a.graph != nil {
+		a.graph.sync() // its deferred products may write into the memory Reset hands out again
+	}
+	for i := range a.halves {
+		h := &a.halves[i]
+		h.floats.reset()
+		h.tensors.reset()
+		h.shapes.reset()
+		h.headers.reset()
+	}
+	a.cur = 0
+}
+
+// Bytes returns the size of the buffers the arena keeps for its results'
+// values, in bytes: what it has grown to.
+func (a *Arena) Bytes() int {
+	return 4 * (len(a.halves[0].floats.buf) + len(a.halves[1].floats.buf))
 }
 
 // zeros returns a float32 CPU tensor of shape, filled with zeros, from the

@@ -228,6 +228,49 @@ func TestDeferredArena(t *testing.T) {
 	g.SetArena(nil)
 }
 
+// An arena's Reset computes what is pending first, then hands its memory
+// out again from the start: a warm computation of the same shapes after
+// a Reset allocates nothing, and its results are those of a graph without
+// an arena.
+func TestArenaReset(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	first, second, offsets := newMLPs(r, 3, 256, 256, 256)
+	x := Zeros(3, 256)
+	Uniform(x, r, 1)
+	want := mlps(NoGrad(), x, first, second, offsets, true)
+	g := NoGrad()
+	arena := NewArena()
+	g.SetArena(arena)
+	for range 2 { // the first run grows the arena, the second fits in it
+		arena.Reset()
+		outs := mlps(g, x, first, second, offsets, false)
+		for i := range outs {
+			sameValues(t, "after Reset", outs[i], want[i])
+		}
+	}
+	if allocs := testing.AllocsPerRun(20, func() {
+		arena.Reset()
+		for i := range first {
+			g.Add(offsets[i], second[i].Forward(g, g.ReLU(first[i].Forward(g, x)))).Data()
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per run after Reset", allocs)
+	}
+	// Products pending at Reset are computed then, not later over the
+	// results made after it from the same memory.
+	arena.Reset()
+	pending := first[0].Forward(g, x)
+	arena.Reset()
+	fresh := g.Add(x, x)
+	if got, want := fresh.Data()[0], 2*x.Data()[0]; got != want {
+		t.Fatalf("a result made after Reset holds %v, want %v", got, want)
+	}
+	if pending.pend.live() {
+		t.Fatal("a product issued before Reset is still pending after it")
+	}
+	g.SetArena(nil)
+}
+
 // Products that the engine does not defer — float64, more rows than a
 // decoding step's, a recording graph — give Linear's values whatever the
 // graph, and deferred ones agree with them within float32 rounding.

@@ -7,8 +7,8 @@ import (
 )
 
 // Workspace is what an incremental decoding writes into between
-// decodings: the arena of its steps' results and its self-attention
-// caches, grown to a report's length. A model that writes report after
+// decodings: the arenas of its start's and its steps' results and its
+// self-attention caches, grown to a report's length. A model that writes report after
 // report takes a workspace when a decoding starts ([TakeWorkspace]) and
 // gives it back when the decoding is released ([Workspace.Release]), so
 // that it neither grows new buffers for each report nor leaves the
@@ -22,7 +22,16 @@ type Workspace struct {
 	// the start of every step; a step's results then stay valid through
 	// the next step.
 	Arena *radgen.Arena
-	self  []*mesh.KVCache
+	// StartArena holds the results of the decoding's start on the CPU,
+	// those that its steps read until it ends (the encoder's, the
+	// sources' projections) and those they do not: reset it and set it on
+	// the decoding's graph before the start, then set Arena for the steps.
+	// The next decoding that takes the workspace overwrites them. Release
+	// keeps a start arena of up to maxKeptStart bytes (the starts of a few
+	// studies) and lets a larger one go to the collector, so that an idle
+	// workspace does not hold the memory of a large batch's encoder.
+	StartArena *radgen.Arena
+	self       []*mesh.KVCache
 }
 
 // workspaces keeps the workspaces of up to four finished decodings for
@@ -35,7 +44,7 @@ func TakeWorkspace() *Workspace {
 	if ws := workspaces.Get(); ws != nil {
 		return ws
 	}
-	return &Workspace{Arena: radgen.NewArena()}
+	return &Workspace{Arena: radgen.NewArena(), StartArena: radgen.NewArena()}
 }
 
 // Caches returns n empty self-attention caches (one per decoder layer) for
@@ -56,5 +65,13 @@ func (ws *Workspace) Caches(n, rows int) []*mesh.KVCache {
 // Neither ws nor its caches may be used after it.
 func (ws *Workspace) Release(g *radgen.Graph) {
 	g.SetArena(nil)
+	if ws.StartArena.Bytes() > maxKeptStart {
+		ws.StartArena = radgen.NewArena()
+	}
 	workspaces.Put(ws)
 }
+
+// maxKeptStart is the largest start arena, in bytes, that a released
+// workspace keeps: the starts of three studies of the paper's R2Gen (98
+// patches, about 24 MB each).
+var maxKeptStart = 80 << 20 // a variable for the tests

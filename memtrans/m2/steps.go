@@ -89,9 +89,11 @@ func (m *Model) NewDecodingEncoded(enc *Encoded, opts ...radgen.GraphOption) (*D
 	}
 	g := radgen.NoGrad(opts...)
 	space := arch.TakeWorkspace()
+	space.StartArena.Reset()
+	g.SetArena(space.StartArena) // the sources StartWith projects outlive every step
 	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.Caches(len(m.Decoder.Layers), b))
 	s := &Decoding{m: m, g: g, steps: steps, regions: r, space: space}
-	g.SetArena(s.space.Arena) // after Start: the sources it projects outlive every step
+	g.SetArena(s.space.Arena)
 	return s, nil
 }
 

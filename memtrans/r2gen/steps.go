@@ -79,13 +79,15 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 		feats = feats.To(dev)
 	}
 	g := radgen.NoGrad(opts...)
+	space := arch.TakeWorkspace()
+	space.StartArena.Reset()
+	g.SetArena(space.StartArena) // the encoder's results and the sources' projections outlive every step
 	enc := m.Encode(g, feats)
 	b := feats.Dim(0)
-	s := &Decoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b)}
+	s := &Decoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b), space: space}
 	for i := range s.study {
 		s.study[i] = i
 	}
-	s.space = arch.TakeWorkspace()
 	s.self = s.space.Caches(len(m.Decoder.Layers), b)
 	for i, l := range m.Decoder.Layers {
 		s.cross = append(s.cross, l.SrcAttn.Project(g, enc.Sources[i]))
