@@ -73,9 +73,15 @@ func (a *Arena) Reset() {
 }
 
 // Bytes returns the size of the buffers the arena keeps for its results'
-// values, in bytes: what it has grown to.
+// values, in bytes: what it has grown to, or will grow to at its next
+// Reset or Next to hold what its results took since the last one.
 func (a *Arena) Bytes() int {
-	return 4 * (len(a.halves[0].floats.buf) + len(a.halves[1].floats.buf))
+	n := 0
+	for i := range a.halves {
+		f := &a.halves[i].floats
+		n += max(len(f.buf), f.need)
+	}
+	return 4 * n
 }
 
 // zeros returns a float32 CPU tensor of shape, filled with zeros, from the

@@ -28,7 +28,8 @@
 // and it should pass [TeacherForcingGap] in its tests: its incremental
 // decoding, under beam search with reorders, within 1e-4 of teacher
 // forcing. Its decoding may take a [Workspace] ([TakeWorkspace]) for its
-// step arena and self-attention caches, as the built-ins' do.
+// start's and its steps' arenas and its self-attention caches, as the
+// built-ins' do.
 //
 // What it may add, each an optional interface the facade looks for:
 //

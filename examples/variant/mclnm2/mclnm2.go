@@ -216,8 +216,12 @@ func (m *Model) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*
 // step as the last position of LogProbs over the prefix.
 func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
 	g := radgen.NoGrad(opts...)
+	space := arch.TakeWorkspace()
+	space.StartArena.Reset()
+	g.SetArena(space.StartArena) // the encoder's results and the sources outlive every step
 	enc, err := m.encode(g, feats)
 	if err != nil {
+		space.Release(g)
 		return nil, err
 	}
 	b := enc.Dim(0)
@@ -231,9 +235,9 @@ func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) 
 	for _, l := range m.Layers {
 		dec.sources = append(dec.sources, l.SrcAttn.Project(g, enc)) // once per study
 	}
-	dec.space = arch.TakeWorkspace()
+	dec.space = space
 	dec.caches = dec.space.Caches(len(m.Layers), b)
-	g.SetArena(dec.space.Arena) // after the sources: they outlive every step
+	g.SetArena(dec.space.Arena)
 	return dec, nil
 }
 
