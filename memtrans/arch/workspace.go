@@ -8,8 +8,9 @@ import (
 
 // Workspace is what an incremental decoding writes into between
 // decodings: the arenas of its start's and its steps' results and its
-// self-attention caches, grown to a report's length. A model that writes report after
-// report takes a workspace when a decoding starts ([TakeWorkspace]) and
+// self-attention caches, grown to a report's length. A model that writes
+// report after report takes a workspace when a decoding starts
+// ([TakeWorkspace]) and
 // gives it back when the decoding is released ([Workspace.Release]), so
 // that it neither grows new buffers for each report nor leaves the
 // collector their garbage. The built-in architectures and any other share
@@ -22,16 +23,8 @@ type Workspace struct {
 	// the start of every step; a step's results then stay valid through
 	// the next step.
 	Arena *radgen.Arena
-	// StartArena holds the results of the decoding's start on the CPU,
-	// those that its steps read until it ends (the encoder's, the
-	// sources' projections) and those they do not: reset it and set it on
-	// the decoding's graph before the start, then set Arena for the steps.
-	// The next decoding that takes the workspace overwrites them. Release
-	// keeps a start arena of up to maxKeptStart bytes (the starts of a few
-	// studies) and lets a larger one go to the collector, so that an idle
-	// workspace does not hold the memory of a large batch's encoder.
-	StartArena *radgen.Arena
-	self       []*mesh.KVCache
+	start *radgen.Arena // the results of the decoding's start (see Start)
+	self  []*mesh.KVCache
 }
 
 // workspaces keeps the workspaces of up to four finished decodings for
@@ -44,7 +37,20 @@ func TakeWorkspace() *Workspace {
 	if ws := workspaces.Get(); ws != nil {
 		return ws
 	}
-	return &Workspace{Arena: radgen.NewArena(), StartArena: radgen.NewArena()}
+	return &Workspace{Arena: radgen.NewArena(), start: radgen.NewArena()}
+}
+
+// Start makes the decoding's graph g take the results of its start on the
+// CPU from the workspace: the encoder's, the sources' projections, all
+// that the steps read until the decoding ends. Call it before the start,
+// and set Arena on g after it, before the first step. A decoding that
+// takes the workspace later overwrites them; Release keeps the memory of
+// a start of up to maxKeptStart bytes (the starts of a few studies) for
+// it and lets a larger one go to the collector, so that an idle workspace
+// does not hold the memory of a large batch's encoder.
+func (ws *Workspace) Start(g *radgen.Graph) {
+	ws.start.Reset()
+	g.SetArena(ws.start)
 }
 
 // Caches returns n empty self-attention caches (one per decoder layer) for
@@ -65,8 +71,8 @@ func (ws *Workspace) Caches(n, rows int) []*mesh.KVCache {
 // Neither ws nor its caches may be used after it.
 func (ws *Workspace) Release(g *radgen.Graph) {
 	g.SetArena(nil)
-	if ws.StartArena.Bytes() > maxKeptStart {
-		ws.StartArena = radgen.NewArena()
+	if ws.start.Bytes() > maxKeptStart {
+		ws.start = radgen.NewArena()
 	}
 	workspaces.Put(ws)
 }

@@ -17,8 +17,7 @@ func TestReleaseKeepsSmallStartArenas(t *testing.T) {
 		ws := TakeWorkspace()
 		g := radgen.NoGrad()
 		for range 2 { // the first start grows the arena, the second fits in it
-			ws.StartArena.Reset()
-			g.SetArena(ws.StartArena)
+			ws.Start(g)
 			x := radgen.Zeros(floats)
 			g.Add(x, x).Data()
 		}
@@ -26,11 +25,11 @@ func TestReleaseKeepsSmallStartArenas(t *testing.T) {
 		return ws
 	}
 	small := start(1000)
-	if got := small.StartArena.Bytes(); got == 0 || got > maxKeptStart {
+	if got := small.start.Bytes(); got == 0 || got > maxKeptStart {
 		t.Fatalf("a released workspace keeps a start arena of %d bytes, want its start's (4000 and more)", got)
 	}
 	large := start(maxKeptStart) // 4 bytes a value
-	if got := large.StartArena.Bytes(); got != 0 {
+	if got := large.start.Bytes(); got != 0 {
 		t.Fatalf("a released workspace keeps a start arena of %d bytes, over the %d it may keep", got, maxKeptStart)
 	}
 }

@@ -89,8 +89,7 @@ func (m *Model) NewDecodingEncoded(enc *Encoded, opts ...radgen.GraphOption) (*D
 	}
 	g := radgen.NoGrad(opts...)
 	space := arch.TakeWorkspace()
-	space.StartArena.Reset()
-	g.SetArena(space.StartArena) // the sources StartWith projects outlive every step
+	space.Start(g) // the sources StartWith projects outlive every step
 	steps := m.Decoder.StartWith(g, enc.Levels, enc.Mask, space.Caches(len(m.Decoder.Layers), b))
 	s := &Decoding{m: m, g: g, steps: steps, regions: r, space: space}
 	g.SetArena(s.space.Arena)

@@ -80,8 +80,7 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 	}
 	g := radgen.NoGrad(opts...)
 	space := arch.TakeWorkspace()
-	space.StartArena.Reset()
-	g.SetArena(space.StartArena) // the encoder's results and the sources' projections outlive every step
+	space.Start(g) // the encoder's results and the sources' projections outlive every step
 	enc := m.Encode(g, feats)
 	b := feats.Dim(0)
 	s := &Decoding{m: m, g: g, studies: b, n: feats.Dim(1), study: make([]int, b), space: space}

@@ -217,8 +217,7 @@ func (m *Model) Loss(g *radgen.Graph, feats *radgen.Tensor, batch arch.Batch) (*
 func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (decode.Model, error) {
 	g := radgen.NoGrad(opts...)
 	space := arch.TakeWorkspace()
-	space.StartArena.Reset()
-	g.SetArena(space.StartArena) // the encoder's results and the sources outlive every step
+	space.Start(g) // the encoder's results and the sources outlive every step
 	enc, err := m.encode(g, feats)
 	if err != nil {
 		space.Release(g)
