@@ -191,41 +191,57 @@ func TestDeferredRandomChains(t *testing.T) {
 	}
 }
 
+// arenaMLPs is a no-grad graph on an arena and the MLPs of mlps, with
+// their values on a graph without one.
+type arenaMLPs struct {
+	g             *Graph
+	arena         *Arena
+	x             *Tensor
+	first, second []*Linear
+	offsets, want []*Tensor
+}
+
+func newArenaMLPs(seed uint64) *arenaMLPs {
+	r := rand.New(rand.NewPCG(seed, seed))
+	c := &arenaMLPs{g: NoGrad(), arena: NewArena(), x: Zeros(3, 256)}
+	c.first, c.second, c.offsets = newMLPs(r, 3, 256, 256, 256)
+	Uniform(c.x, r, 1)
+	c.want = mlps(NoGrad(), c.x, c.first, c.second, c.offsets, true)
+	c.g.SetArena(c.arena)
+	return c
+}
+
+// warmAllocs returns the allocations of a run of the MLPs, each result
+// read as soon as issued, after start (the arena's Next or Reset).
+func (c *arenaMLPs) warmAllocs(start func()) float64 {
+	g := c.g
+	return testing.AllocsPerRun(20, func() {
+		start()
+		for i := range c.first {
+			g.Add(c.offsets[i], c.second[i].Forward(g, g.ReLU(c.first[i].Forward(g, c.x)))).Data()
+		}
+	})
+}
+
 // A warm step of deferred products on an arena allocates nothing, and the
 // arena's Next computes what is pending first: the step's results stay
 // valid through the next step.
 func TestDeferredArena(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 9))
-	first, second, offsets := newMLPs(r, 3, 256, 256, 256)
-	x := Zeros(3, 256)
-	Uniform(x, r, 1)
-	want := mlps(NoGrad(), x, first, second, offsets, true)
-	g := NoGrad()
-	arena := NewArena()
-	g.SetArena(arena)
-	run := func() {
-		arena.Next()
-		outs := mlps(g, x, first, second, offsets, false)
-		outs[0].Data()
-	}
+	c := newArenaMLPs(9)
 	for range 3 { // the arena's halves and the runner's buffers grow
-		run()
+		c.arena.Next()
+		mlps(c.g, c.x, c.first, c.second, c.offsets, false)[0].Data()
 	}
-	if allocs := testing.AllocsPerRun(20, func() {
-		arena.Next()
-		for i := range first {
-			g.Add(offsets[i], second[i].Forward(g, g.ReLU(first[i].Forward(g, x)))).Data()
-		}
-	}); allocs != 0 {
+	if allocs := c.warmAllocs(c.arena.Next); allocs != 0 {
 		t.Fatalf("%v allocations per step", allocs)
 	}
-	arena.Next()
-	last := mlps(g, x, first, second, offsets, false)
-	arena.Next() // computes the pending products, which write into the other half
+	c.arena.Next()
+	last := mlps(c.g, c.x, c.first, c.second, c.offsets, false)
+	c.arena.Next() // computes the pending products, which write into the other half
 	for i := range last {
-		sameValues(t, "after Next", last[i], want[i])
+		sameValues(t, "after Next", last[i], c.want[i])
 	}
-	g.SetArena(nil)
+	c.g.SetArena(nil)
 }
 
 // An arena's Reset computes what is pending first, then hands its memory
@@ -233,42 +249,30 @@ func TestDeferredArena(t *testing.T) {
 // a Reset allocates nothing, and its results are those of a graph without
 // an arena.
 func TestArenaReset(t *testing.T) {
-	r := rand.New(rand.NewPCG(10, 10))
-	first, second, offsets := newMLPs(r, 3, 256, 256, 256)
-	x := Zeros(3, 256)
-	Uniform(x, r, 1)
-	want := mlps(NoGrad(), x, first, second, offsets, true)
-	g := NoGrad()
-	arena := NewArena()
-	g.SetArena(arena)
+	c := newArenaMLPs(10)
 	for range 2 { // the first run grows the arena, the second fits in it
-		arena.Reset()
-		outs := mlps(g, x, first, second, offsets, false)
+		c.arena.Reset()
+		outs := mlps(c.g, c.x, c.first, c.second, c.offsets, false)
 		for i := range outs {
-			sameValues(t, "after Reset", outs[i], want[i])
+			sameValues(t, "after Reset", outs[i], c.want[i])
 		}
 	}
-	if allocs := testing.AllocsPerRun(20, func() {
-		arena.Reset()
-		for i := range first {
-			g.Add(offsets[i], second[i].Forward(g, g.ReLU(first[i].Forward(g, x)))).Data()
-		}
-	}); allocs != 0 {
+	if allocs := c.warmAllocs(c.arena.Reset); allocs != 0 {
 		t.Fatalf("%v allocations per run after Reset", allocs)
 	}
 	// Products pending at Reset are computed then, not later over the
 	// results made after it from the same memory.
-	arena.Reset()
-	pending := first[0].Forward(g, x)
-	arena.Reset()
-	fresh := g.Add(x, x)
-	if got, want := fresh.Data()[0], 2*x.Data()[0]; got != want {
+	c.arena.Reset()
+	pending := c.first[0].Forward(c.g, c.x)
+	c.arena.Reset()
+	fresh := c.g.Add(c.x, c.x)
+	if got, want := fresh.Data()[0], 2*c.x.Data()[0]; got != want {
 		t.Fatalf("a result made after Reset holds %v, want %v", got, want)
 	}
 	if pending.pend.live() {
 		t.Fatal("a product issued before Reset is still pending after it")
 	}
-	g.SetArena(nil)
+	c.g.SetArena(nil)
 }
 
 // Products that the engine does not defer — float64, more rows than a
