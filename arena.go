@@ -46,11 +46,7 @@ func (a *Arena) Next() {
 		a.graph.sync() // its deferred products may write into the half Next clears
 	}
 	a.cur ^= 1
-	h := &a.halves[a.cur]
-	h.floats.reset()
-	h.tensors.reset()
-	h.shapes.reset()
-	h.headers.reset()
+	a.halves[a.cur].reset()
 }
 
 // Reset starts over: results made from now on overwrite every result made
@@ -63,11 +59,7 @@ func (a *Arena) Reset() {
 		a.graph.sync() // its deferred products may write into the memory Reset hands out again
 	}
 	for i := range a.halves {
-		h := &a.halves[i]
-		h.floats.reset()
-		h.tensors.reset()
-		h.shapes.reset()
-		h.headers.reset()
+		a.halves[i].reset()
 	}
 	a.cur = 0
 }
@@ -104,6 +96,15 @@ func (a *Arena) view(data []float32, shape []int) *Tensor {
 	copy(t.shape, shape)
 	t.device = CPU
 	return t
+}
+
+// reset hands h's memory out again from its start, grown to hold all that
+// was taken from it since the last reset.
+func (h *arenaHalf) reset() {
+	h.floats.reset()
+	h.tensors.reset()
+	h.shapes.reset()
+	h.headers.reset()
 }
 
 // slab hands out consecutive pieces of one buffer. A piece that does not

@@ -73,10 +73,7 @@ func (w *StepMemory) start(g *Graph) {
 		w.leaves[i] = nil
 	}
 	w.leaves = w.leaves[:0]
-	w.mem.floats.reset()
-	w.mem.tensors.reset()
-	w.mem.shapes.reset()
-	w.mem.headers.reset()
+	w.mem.reset()
 	w.graph = g
 	g.ws = w
 	g.tape, g.ins = w.tape[:0], w.ins[:0]
