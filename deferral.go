@@ -57,6 +57,7 @@ type batch struct {
 	gen     uint32       // the batch's number: a mark of another is not of this one
 	ops     []product
 	started bool // it runs beside the caller
+	lastRI  int  // the runner's index of the last product it computes
 }
 
 // product is a deferred product, out = addend + act(x·Wᵀ + bias).
@@ -71,7 +72,16 @@ type product struct {
 	// read is set once another deferred product or a view reads out: no
 	// epilogue may join the product after that.
 	read bool
+	// late is set for a product computed ahead for a Carried's next value:
+	// the runner computes it after the batch's other products.
+	late bool
+	// rows, where m > 0, restricts the product to rows first, first +
+	// stride, … (m of them) of x and of out.
+	rows stridedRows
 }
+
+// stridedRows are m rows at a fixed stride from row first.
+type stridedRows struct{ first, stride, m int }
 
 // pendMark marks a tensor whose values are not computed yet: product op
 // of batch b's generation gen; or, with x set, a product
@@ -118,6 +128,11 @@ func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
 	}
 	if bias != nil && (bias.Rank() != 1 || bias.Dim(0) != n || bias.device != CPU || bias.Is64()) {
 		panic(fmt.Sprintf("radgen: Linear bias %v for weight %v", bias, w.shape))
+	}
+	if r := x.carried(); r != nil && x.pend.b == nil && x.pend.x == nil {
+		if out := g.linearAhead(r, x, w, bias); out != nil {
+			return out
+		}
 	}
 	// x and the bias are computed first unless x is a product of the open
 	// batch (computing them may run the open batch itself).
@@ -194,15 +209,20 @@ func (g *Graph) fuseAdd(a, b *Tensor) (*Tensor, bool) {
 }
 
 // submit adds the batch's products to its runner, each after the one
-// whose result it reads, in the order they were issued but for one thing:
-// a product that reads the result of the product just before it trades
-// places with the next product that reads neither, so that the runner
-// streams that product's weights while the last chunks of the one before
-// finish, instead of waiting for them (a conditional norm's two MLPs,
-// issued one after the other, run as their first layers, then their
-// second layers).
+// whose result it reads, in the order they were issued but for two
+// things. A product that reads the result of the product just before it
+// trades places with the next product that reads neither, so that the
+// runner streams that product's weights while the last chunks of the one
+// before finish, instead of waiting for them (a conditional norm's two
+// MLPs, issued one after the other, run as their first layers, then their
+// second layers). And the products computed ahead for a Carried's next
+// value, which nothing reads before the next step, go in the middle of
+// the others' weight stream: after the products that the caller reaches
+// first, and early enough to be done before the step ends (a decoding
+// step's relational-memory products, after the first layer's γ̂ and β̂).
 func (b *batch) submit() {
 	b.r = getRunner()
+	b.lastRI = -1
 	last, held := int32(-1), int32(-1)
 	place := func(i int32) {
 		p := &b.ops[i]
@@ -212,9 +232,41 @@ func (b *batch) submit() {
 		}
 		p.ri = p.add(b.r, after)
 		last = i
+		if p.ri >= 0 {
+			b.lastRI = p.ri
+		}
 	}
+	half, late := 0, false // half of the weight bytes of the products not late
+	for i := range b.ops {
+		if b.ops[i].late {
+			late = true
+		} else {
+			half += weightBytes(b.ops[i].w)
+		}
+	}
+	half /= 2
+	placeLate := func() {
+		if held >= 0 {
+			place(held)
+			held = -1
+		}
+		for i := range int32(len(b.ops)) {
+			if b.ops[i].late {
+				place(i)
+			}
+		}
+		late = false
+	}
+	streamed := 0
 	for i := range int32(len(b.ops)) {
 		p := &b.ops[i]
+		if p.late {
+			continue
+		}
+		if late && streamed >= half {
+			placeLate()
+		}
+		streamed += weightBytes(p.w)
 		switch {
 		case held >= 0 && p.dep != held:
 			place(i)
@@ -232,6 +284,9 @@ func (b *batch) submit() {
 	if held >= 0 {
 		place(held)
 	}
+	if late {
+		placeLate()
+	}
 }
 
 // add adds p to r, after r's op after−1 (none for 0), and returns its
@@ -248,6 +303,10 @@ func (p *product) add(r *half.Runner, after int) int {
 		bias = hostValues[float32](p.bias)
 	}
 	y := hostValues[float32](p.out)
+	x := hostValues[float32](p.x)
+	if s := p.rows; s.m > 0 { // no epilogue joins such a product
+		return r.Add(half.Op{M: s.m, X: x[s.first*hw.K:], LDX: s.stride * hw.K, W: hw, Bias: bias, Y: y[s.first*hw.N:], LDY: s.stride * hw.N, After: after})
+	}
 	if a := p.addend; a != nil {
 		av := hostValues[float32](a)
 		if len(av) == len(y) {
@@ -258,7 +317,7 @@ func (p *product) add(r *half.Runner, after int) int {
 			}
 		}
 	}
-	return r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: hostValues[float32](p.x), W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil, After: after})
+	return r.Add(half.Op{M: p.x.Len() / max(hw.K, 1), X: x, W: hw, Bias: bias, Y: y, ReLU: p.relu, Add: p.addend != nil, After: after})
 }
 
 // asideBytes is the least weight bytes that the products issued after
@@ -270,19 +329,22 @@ const asideBytes = 4 << 20
 // need returns once the batch has computed product op.
 func (b *batch) need(op int32) {
 	g := b.g
-	last := op == int32(len(b.ops)-1)
-	if !b.started && !last {
-		var rest int
-		for i := int(op) + 1; i < len(b.ops) && rest < asideBytes; i++ {
-			rest += weightBytes(b.ops[i].w)
-		}
-		last = rest < asideBytes
-	}
 	if !b.started {
 		if g.open == b {
 			g.open = nil
 		}
-		if last {
+		// The products the runner computes after op: those issued after
+		// it, and those computed ahead, which come last.
+		var rest int
+		for i := range b.ops {
+			if p := &b.ops[i]; int32(i) != op && (p.late || int32(i) > op && !b.ops[op].late) {
+				rest += weightBytes(p.w)
+			}
+			if rest >= asideBytes {
+				break
+			}
+		}
+		if rest < asideBytes {
 			b.finish()
 			return
 		}
@@ -293,7 +355,7 @@ func (b *batch) need(op int32) {
 		b.r.Start()
 		b.started, g.running = true, b
 	}
-	if last {
+	if b.ops[op].ri == b.lastRI {
 		b.finish()
 		return
 	}

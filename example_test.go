@@ -77,3 +77,27 @@ func ExampleGraph_Linear_deferred() {
 	fmt.Println(y.Data(), h.Data(), other.Data())
 	// Output: [2.5] [2 0 0] [20 -30]
 }
+
+// A recurrent state carried from step to step, its rows reordered between
+// steps as a beam search keeps and repeats them. The step's products of
+// the carried rows (here q = m·Wᵀ) are computed ahead for the next value
+// as soon as it is set, and served reordered: the results are those of
+// the same products issued on the reordered value.
+func ExampleCarried() {
+	w := radgen.FromFloat32([]float32{1, 0, 0, 2}, 2, 2) // q = (m₀, 2·m₁)
+	proj := &radgen.Linear{Weight: w}
+	g := radgen.NoGrad()
+	var memory radgen.Carried
+	memory.Set(g, radgen.FromFloat32([]float32{1, 1, 2, 2}, 2, 2))
+	for range 3 {
+		m := memory.Value(g)
+		q := proj.Forward(g, m)
+		fmt.Println(q.Data())
+		memory.Set(g, g.Add(m, q)) // the next memory
+		memory.Reorder([]int{1, 1}) // both rows continue the second
+	}
+	// Output:
+	// [1 2 2 4]
+	// [4 12 4 12]
+	// [8 36 8 36]
+}

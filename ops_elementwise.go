@@ -143,6 +143,9 @@ func (g *Graph) activation(name string, x *Tensor, act accel.Activation) *Tensor
 	out := g.empty(x, x.shape)
 	p.activation(act, out.at(0), x.at(0), n)
 	keep(x, out)
+	if x.carry != nil {
+		carryAct(out, x, act)
+	}
 	if g.needs(x) {
 		g.push(out, func() { // the derivative in terms of the output
 			if out.grad != nil {

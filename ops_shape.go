@@ -38,6 +38,9 @@ func (g *Graph) Reshape(x *Tensor, shape ...int) *Tensor {
 		out = devView(x, shape)
 	} else {
 		out = g.view(x, shape)
+		if x.carry != nil && len(shape) > 0 && shape[len(shape)-1] == x.Dim(-1) {
+			out.carry, out.carryGen = x.carry, x.carryGen // the same rows
+		}
 	}
 	if g.needs(x) {
 		g.push(out, func() {
@@ -172,6 +175,9 @@ func (g *Graph) Concat(axis int, xs ...*Tensor) *Tensor {
 	}
 	keep(out)
 	keep(xs...)
+	if !g.record {
+		carryConcat(out, axis, xs)
+	}
 	if g.needs(xs...) {
 		xs := slices.Clone(xs) // the backward pass outlives the caller's slice
 		g.push(out, func() {

@@ -63,6 +63,10 @@ type Tensor struct {
 	// prep is what the CPU engine prepared from t as a convolution's
 	// weight (ops_conv_infer.go): freed with t.
 	prep atomic.Pointer[convPrep]
+	// carry says which rows of t are rows of a Carried's value, for
+	// generation carryGen of the record (carried.go); nil for none.
+	carry    *carriedRows
+	carryGen uint32
 }
 
 // devBuf is a float32 buffer of an engine, freed when the last tensor

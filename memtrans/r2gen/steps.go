@@ -35,7 +35,9 @@ type Decoding struct {
 	self    []*mesh.KVCache
 	cross   []*mesh.Source // per decoder layer
 	n       int            // source positions per study
-	memory  *radgen.Tensor // (rows, S, D); nil in BASE
+	// memory holds each row's memory, (rows, S, D), from step to step;
+	// it holds nothing in BASE.
+	memory radgen.Carried
 
 	// Mem2Mem: each study's encoder states H (B, N, D) and context keys
 	// W_k H (B, N, d_a).
@@ -93,15 +95,16 @@ func (m *Model) NewDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) (*
 	}
 	switch {
 	case m.Memory != nil:
-		s.memory = m.Memory.InitMemory(b).To(dev)
+		m0 := m.Memory.InitMemory(b).To(dev)
 		if feats.Is64() {
-			s.memory = s.memory.To64()
+			m0 = m0.To64()
 		}
+		s.memory.Set(g, m0)
 	case m.Mem2Mem != nil:
-		s.memory = enc.Bank // M_0^(d) = M^(e) (Mem2Mem §3.2)
+		s.memory.Set(g, enc.Bank) // M_0^(d) = M^(e) (Mem2Mem §3.2)
 		s.m2mH, s.m2mKeys = enc.Out, m.Mem2Mem.ContextKeys(g, enc.Out)
 	}
-	if s.memory != nil {
+	if m.Memory != nil || m.Mem2Mem != nil {
 		s.deltas = make([]NormDeltas, len(m.Decoder.Layers))
 	}
 	g.SetArena(s.space.Arena)
@@ -116,7 +119,7 @@ func (s *Decoding) Len() int { return s.t }
 func (s *Decoding) Release() {
 	if s.space != nil {
 		s.space.Release(s.g)
-		s.space, s.self, s.memory, s.probs = nil, nil, nil, nil
+		s.space, s.self, s.memory, s.probs = nil, nil, radgen.Carried{}, nil
 	}
 }
 
@@ -171,9 +174,7 @@ func (s *Decoding) Reorder(src []int) error {
 			return err
 		}
 	}
-	if s.memory != nil {
-		s.memory = s.g.IndexSelect(s.memory, 0, src)
-	}
+	s.memory.Reorder(src)
 	study := append(s.spare[:0], make([]int, len(src))...)
 	for i, r := range src {
 		study[i] = s.study[r]
@@ -200,15 +201,17 @@ func (s *Decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	var memory *radgen.Tensor                                   // (R, S·D)
 	switch {
 	case m.Memory != nil:
-		s.memory = m.Memory.Step(g, x, s.memory) // R2Gen Eqs. 6–10
-		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
+		next := m.Memory.Step(g, x, s.memory.Value(g)) // R2Gen Eqs. 6–10
+		s.memory.Set(g, next)
+		memory = g.Reshape(next, R, c.MemorySlots*d)
 	case m.Mem2Mem != nil:
 		mm := m.Mem2Mem
 		h, keys := g.IndexSelect(s.m2mH, 0, s.study), g.IndexSelect(s.m2mKeys, 0, s.study)
 		cx := g.Reshape(mm.Context(g, g.Reshape(x, R, 1, d), keys, h), R, d) // Mem2Mem Eq. 17
-		s.memory = mm.Write(g, s.memory, x, cx)                              // Eqs. 18–20
-		x = mm.Augment(g, x, mm.Read(g, s.memory, x))                        // Eqs. 13–15
-		memory = g.Reshape(s.memory, R, c.MemorySlots*d)
+		next := mm.Write(g, s.memory.Value(g), x, cx)                        // Eqs. 18–20
+		s.memory.Set(g, next)
+		x = mm.Augment(g, x, mm.Read(g, next, x)) // Eqs. 13–15
+		memory = g.Reshape(next, R, c.MemorySlots*d)
 	}
 	last := len(m.Decoder.Layers) - 1
 	var probs *radgen.Tensor

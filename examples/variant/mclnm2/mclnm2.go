@@ -224,10 +224,12 @@ func (m *Model) StartDecoding(feats *radgen.Tensor, opts ...radgen.GraphOption) 
 		return nil, err
 	}
 	b := enc.Dim(0)
-	dec := &decoding{m: m, g: g, study: make([]int, b), memory: m.Memory.InitMemory(b).To(feats.Device())}
+	dec := &decoding{m: m, g: g, study: make([]int, b)}
+	m0 := m.Memory.InitMemory(b).To(feats.Device())
 	if feats.Is64() {
-		dec.memory = dec.memory.To64()
+		m0 = m0.To64()
 	}
+	dec.memory.Set(g, m0)
 	for i := range dec.study {
 		dec.study[i] = i
 	}
@@ -248,7 +250,7 @@ type decoding struct {
 	space   *arch.Workspace
 	caches  []*mesh.KVCache
 	sources []*mesh.Source
-	memory  *radgen.Tensor // (R, S, D): the relational memory after the last token
+	memory  radgen.Carried // (R, S, D): the relational memory after the last token
 	pos     int
 }
 
@@ -271,8 +273,9 @@ func (s *decoding) Step(ctx context.Context, tokens []int, dst []float32) error 
 	}
 	tok := m.embed(g, tokens, r)
 	x := g.Add(tok, g.Embedding(m.Positions, pos, r))
-	s.memory = m.Memory.Step(g, tok, s.memory) // (R, S, D), R2Gen Eqs. 6–10
-	flat := g.Reshape(s.memory, r, s.memory.Dim(1)*s.memory.Dim(2))
+	memory := m.Memory.Step(g, tok, s.memory.Value(g)) // (R, S, D), R2Gen Eqs. 6–10
+	s.memory.Set(g, memory)
+	flat := g.Reshape(memory, r, memory.Dim(1)*memory.Dim(2))
 	for i, l := range m.Layers {
 		x, _ = l.Step(g, x, l.Deltas(g, flat), s.caches[i], s.sources[i], s.study, false)
 	}
@@ -299,7 +302,7 @@ func (s *decoding) Reorder(src []int) error {
 		study[i] = s.study[j]
 	}
 	s.study = study
-	s.memory = s.g.IndexSelect(s.memory, 0, src)
+	s.memory.Reorder(src)
 	return nil
 }
 
@@ -307,7 +310,7 @@ func (s *decoding) Reorder(src []int) error {
 func (s *decoding) Release() {
 	if s.space != nil {
 		s.space.Release(s.g)
-		s.space, s.caches, s.memory = nil, nil, nil
+		s.space, s.caches, s.memory = nil, nil, radgen.Carried{}
 	}
 }
 
