@@ -89,6 +89,11 @@ func TestFastMathMatchesScalar(t *testing.T) {
 		}
 	}
 	t.Run(cpu.Path(), check)
+	if cpu.HasAVX512() {
+		restore := cpu.DisableAVX512()
+		t.Run(cpu.Path(), check)
+		restore()
+	}
 	if cpu.HasAVX2FMA() {
 		restore := cpu.DisableAVX2FMA()
 		defer restore()

@@ -8,8 +8,9 @@ import "math"
 // at a fraction of its cost (a decoding step computes tens of thousands),
 // and float64 ones, which gradient checks run, are as good as the checks'
 // finite differences need. Float64 tanh keeps math.Tanh. Where the CPU
-// has AVX2, the softmaxes take it four values at a time (expBlock), and
-// the float32 sigmoid and tanh are assembly as a whole (sigmoidHead,
+// has AVX2, the softmaxes take it four values at a time (expBlock), eight
+// with AVX-512 (its table lookup from registers, not a gather), and the
+// float32 sigmoid and tanh are assembly as a whole (sigmoidHead,
 // tanhHead), with the same bits as the scalar code's on every path.
 
 var exp2Table = func() (t [32]float64) {

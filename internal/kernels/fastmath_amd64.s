@@ -86,7 +86,8 @@ DATA mathConst<>+576(SB)/8, $0x3f30000000000000
 DATA mathConst<>+584(SB)/8, $0x3f30000000000000
 DATA mathConst<>+592(SB)/8, $0x3f30000000000000
 DATA mathConst<>+600(SB)/8, $0x3f30000000000000
-GLOBL mathConst<>(SB), RODATA|NOPTR, $608
+DATA mathConst<>+608(SB)/8, $0x10
+GLOBL mathConst<>(SB), RODATA|NOPTR, $616
 
 #define INVLN2X32 mathConst<>+0(SB) // 32/ln2
 #define SHIFTER mathConst<>+32(SB) // 1.5·2⁵², whose low bits take k
@@ -107,6 +108,7 @@ GLOBL mathConst<>(SB), RODATA|NOPTR, $608
 #define T21 mathConst<>+512(SB) // 21, the clamp of tanh's exponent
 #define T20 mathConst<>+544(SB) // 20, above which tanh is ±1
 #define TTINY mathConst<>+576(SB) // 2⁻¹², below which tanh x is x
+#define BIT4 mathConst<>+608(SB) // 16: the table index's bit 4 (once, for broadcasts)
 
 // EXP sets Y9 = fastExp(Y0) lane by lane, the table's address in R8,
 // clobbering Y1–Y8 and Y10: t = x·32/ln2 + shifter, k = t − shifter,
@@ -229,5 +231,136 @@ tanhLoop:
 	VMOVUPS X10, (DI)
 	NEXT(4)
 	JNZ tanhLoop
+	VZEROUPPER
+	RET
+
+// The AVX-512 kernels take eight values at a time, with the same
+// operations in the same order as the AVX2 ones (the constants broadcast
+// from their first copy), so every result has the same bits: only the
+// table lookup differs, from registers instead of a gather (VPERMI2PD
+// picks from the table's two halves of 16 by the index's low four bits,
+// its bit 4 the half).
+
+// TABLE512 loads the table (its address in R8) into Z24–Z27.
+#define TABLE512 \
+	VMOVUPD (R8), Z24; \
+	VMOVUPD 64(R8), Z25; \
+	VMOVUPD 128(R8), Z26; \
+	VMOVUPD 192(R8), Z27
+
+// EXP512 sets Z9 = fastExp(Z0) lane by lane, as EXP does, the table in
+// Z24–Z27, clobbering Z1–Z8, K1 and K2.
+#define EXP512 \
+	VMULPD.BCST INVLN2X32, Z0, Z1; \
+	VADDPD.BCST SHIFTER, Z1, Z1; \
+	VSUBPD.BCST SHIFTER, Z1, Z2; \
+	VMULPD.BCST LN2HI, Z2, Z3; \
+	VSUBPD Z3, Z0, Z4; \
+	VMULPD.BCST LN2LO, Z2, Z3; \
+	VSUBPD Z3, Z4, Z4; \
+	VMULPD.BCST C120, Z4, Z3; \
+	VADDPD.BCST C24, Z3, Z3; \
+	VMULPD Z3, Z4, Z3; \
+	VADDPD.BCST C6, Z3, Z3; \
+	VMULPD Z3, Z4, Z3; \
+	VADDPD.BCST C2, Z3, Z3; \
+	VMULPD Z3, Z4, Z3; \
+	VADDPD.BCST ONE, Z3, Z3; \
+	VMULPD Z3, Z4, Z3; \
+	VADDPD.BCST ONE, Z3, Z3; \
+	VPSUBQ.BCST SHIFTER, Z1, Z1; \
+	VMOVDQA64 Z1, Z5; \
+	VMOVDQA64 Z1, Z6; \
+	VPERMI2PD Z25, Z24, Z5; \
+	VPERMI2PD Z27, Z26, Z6; \
+	VPTESTMQ.BCST BIT4, Z1, K1; \
+	VBLENDMPD Z6, Z5, K1, Z7; \
+	VMULPD Z3, Z7, Z7; \
+	VPSRLQ $5, Z1, Z1; \
+	VPSLLQ $52, Z1, Z1; \
+	VPADDQ Z1, Z7, Z7; \
+	VCMPPD.BCST $0x1e, EXPHI, Z0, K1; \
+	VBLENDMPD.BCST INF, Z0, K1, Z9; \
+	VCMPPD.BCST $0x11, EXPLO, Z0, K1; \
+	VBLENDMPD.BCST ZERO, Z9, K1, Z9; \
+	VCMPPD.BCST $0x1d, EXPLO, Z0, K1; \
+	VCMPPD.BCST $0x12, EXPHI, Z0, K2; \
+	KANDW K1, K2, K1; \
+	VBLENDMPD Z7, Z9, K1, Z9
+
+// ARGS8 is ARGS for kernels that take n, a positive multiple of 8, eight
+// values at a time; it loads the table too.
+#define ARGS8 \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	MOVQ table+24(FP), R8; \
+	SHRQ $3, CX; \
+	TABLE512
+
+// func expAVX512(dst, src *float64, n int, table *[32]float64)
+TEXT ·expAVX512(SB), NOSPLIT, $0-32
+	ARGS8
+
+exp512Loop:
+	VMOVUPD (SI), Z0
+	EXP512
+	VMOVUPD Z9, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ exp512Loop
+	VZEROUPPER
+	RET
+
+// func sigmoidF32AVX512(dst, src *float32, n int, table *[32]float64)
+TEXT ·sigmoidF32AVX512(SB), NOSPLIT, $0-32
+	ARGS8
+
+sigmoid512Loop:
+	VCVTPS2PD (SI), Z0
+	VPXORQ.BCST SIGN, Z0, Z0 // −x
+	EXP512
+	VADDPD.BCST ONE, Z9, Z9
+	VBROADCASTSD ONE, Z11
+	VDIVPD Z9, Z11, Z9       // 1 / (1 + e^−x)
+	VCVTPD2PS Z9, Y9
+	VMOVUPS Y9, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ sigmoid512Loop
+	VZEROUPPER
+	RET
+
+// func tanhF32AVX512(dst, src *float32, n int, table *[32]float64)
+TEXT ·tanhF32AVX512(SB), NOSPLIT, $0-32
+	ARGS8
+
+tanh512Loop:
+	VCVTPS2PD (SI), Z12           // x
+	VPANDQ.BCST ABS, Z12, Z13     // a = |x|
+	VPANDQ.BCST SIGN, Z12, Z14    // x's sign
+	VMINPD.BCST T21, Z13, Z0      // min(a, 21) (21 for a NaN, blended below)
+	VADDPD Z0, Z0, Z0             // 2·min(a, 21)
+	EXP512
+	VSUBPD.BCST ONE, Z9, Z10
+	VADDPD.BCST ONE, Z9, Z11
+	VDIVPD Z11, Z10, Z10          // (e − 1) / (e + 1)
+	VPANDQ.BCST ABS, Z10, Z10
+	VPORQ Z14, Z10, Z10           // with x's sign
+	VPORQ.BCST ONE, Z14, Z15      // ±1
+	VCMPPD.BCST $0x1e, T20, Z13, K1 // a > 20
+	VBLENDMPD Z15, Z10, K1, Z10
+	VCMPPD.BCST $0x11, TTINY, Z13, K1 // a < 2⁻¹²
+	VBLENDMPD Z12, Z10, K1, Z10
+	VCMPPD $0x03, Z12, Z12, K1    // x is NaN
+	VBLENDMPD Z12, Z10, K1, Z10
+	VCVTPD2PS Z10, Y10
+	VMOVUPS Y10, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ tanh512Loop
 	VZEROUPPER
 	RET
