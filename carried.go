@@ -19,8 +19,9 @@ import (
 // along a leading dimension (the keys [M; y]·W_k of an attention over the
 // memory and a new input) — are learned, and as soon as the next value is
 // set, the same products of its rows join the graph's deferred products,
-// after those the graph issued before, to be computed beside the rest of
-// the step. When the next step issues them on the reordered value, it
+// to be computed beside the rest of the step (in the middle of its
+// stream of weights, after what the step reads first). When the next
+// step issues them on the reordered value, it
 // finds them done and reorders their rows: a product computes each row on
 // its own, so the values are those of the product issued then, bit for
 // bit. A step that stops issuing a product stops its computation ahead
@@ -71,7 +72,7 @@ type carriedRows struct {
 }
 
 // Set stores v as the value a step carries to the next, in place of the
-// one before, with its rows in order.
+// one before, with its rows in order; g is the step's graph.
 func (c *Carried) Set(g *Graph, v *Tensor) {
 	c.value, c.reorder = v, false
 	c.gen++

@@ -37,6 +37,10 @@ import (
 // serial work). A graph has at most one batch running beside it; another
 // waits for it first.
 //
+// The products that a Carried computes ahead for the next step (carried.go)
+// join the open batch too; nothing reads them before the next step, and
+// submit places them in the middle of the batch.
+//
 // The values of a deferred product are those of the same product computed
 // at once by internal/half's kernels, whatever else shares its batch: a
 // row's result depends on that row alone. Deferring is invisible to the

@@ -93,7 +93,7 @@ func ExampleCarried() {
 		m := memory.Value(g)
 		q := proj.Forward(g, m)
 		fmt.Println(q.Data())
-		memory.Set(g, g.Add(m, q)) // the next memory
+		memory.Set(g, g.Add(m, q))  // the next memory
 		memory.Reorder([]int{1, 1}) // both rows continue the second
 	}
 	// Output:
