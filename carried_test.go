@@ -78,18 +78,26 @@ func carriedRun(net *carriedNet, m0 *Tensor, ys []*Tensor, orders [][]int, carri
 	return all
 }
 
-func carriedInputs(r *rand.Rand, d int, orders [][]int, steps int) []*Tensor {
+// The fixture's sizes: the memory's slots and width.
+const carriedSlots, carriedWidth = 3, 16
+
+// newCarriedFixture returns a carriedNet, a memory of one entry and the
+// inputs of steps steps under carriedOrders, drawn from seed.
+func newCarriedFixture(seed uint64, steps int) (net *carriedNet, m0 *Tensor, ys []*Tensor) {
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	net = newCarriedNet(r, carriedWidth)
+	m0 = Zeros(1, carriedSlots, carriedWidth)
+	Uniform(m0, r, 1)
 	rows := 1
-	var ys []*Tensor
 	for t := range steps {
-		y := Zeros(rows, d)
+		y := Zeros(rows, carriedWidth)
 		Uniform(y, r, 1)
 		ys = append(ys, y)
-		if t < len(orders) && orders[t] != nil {
-			rows = len(orders[t])
+		if t < len(carriedOrders) && carriedOrders[t] != nil {
+			rows = len(carriedOrders[t])
 		}
 	}
-	return ys
+	return net, m0, ys
 }
 
 var carriedOrders = [][]int{{0, 0, 0}, {2, 0, 1}, {1, 1, 0}, nil, {0, 2, 2}, {2, 1, 0}, {0, 0, 1}}
@@ -108,12 +116,7 @@ func sameRuns(t *testing.T, what string, got, want [][]*Tensor) {
 // an arena, also when a weight changes between steps (the products
 // computed ahead with the old one are not served).
 func TestCarriedAgreesWithPlain(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	const s, d = 3, 16
-	net := newCarriedNet(r, d)
-	m0 := Zeros(1, s, d)
-	Uniform(m0, r, 1)
-	ys := carriedInputs(r, d, carriedOrders, len(carriedOrders)+1)
+	net, m0, ys := newCarriedFixture(7, len(carriedOrders)+1)
 	for _, arena := range []bool{false, true} {
 		want := carriedRun(net, m0, ys, carriedOrders, false, arena, nil)
 		sameRuns(t, "carried step result", carriedRun(net, m0, ys, carriedOrders, true, arena, nil), want)
@@ -142,12 +145,8 @@ func TestCarriedAgreesWithPlain(t *testing.T) {
 // them after a Set reach the next step's results, in the rows of the
 // memory (reordered), and only there.
 func TestCarriedServesAhead(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 10))
-	const s, d = 3, 16
-	net := newCarriedNet(r, d)
-	m0 := Zeros(1, s, d)
-	Uniform(m0, r, 1)
-	ys := carriedInputs(r, d, carriedOrders, 4)
+	const s, d = carriedSlots, carriedWidth
+	net, m0, ys := newCarriedFixture(9, 4)
 	const planted = 1e6
 	plant := func(step int, c *Carried) {
 		if step != 1 {

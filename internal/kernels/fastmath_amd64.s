@@ -289,7 +289,8 @@ tanhLoop:
 	VBLENDMPD Z7, Z9, K1, Z9
 
 // ARGS8 is ARGS for kernels that take n, a positive multiple of 8, eight
-// values at a time; it loads the table too.
+// values at a time; it loads the table too. NEXT8(size) is NEXT for
+// them.
 #define ARGS8 \
 	MOVQ dst+0(FP), DI; \
 	MOVQ src+8(FP), SI; \
@@ -297,6 +298,11 @@ tanhLoop:
 	MOVQ table+24(FP), R8; \
 	SHRQ $3, CX; \
 	TABLE512
+
+#define NEXT8(size) \
+	ADDQ $(8*size), SI; \
+	ADDQ $(8*size), DI; \
+	DECQ CX
 
 // func expAVX512(dst, src *float64, n int, table *[32]float64)
 TEXT ·expAVX512(SB), NOSPLIT, $0-32
@@ -306,9 +312,7 @@ exp512Loop:
 	VMOVUPD (SI), Z0
 	EXP512
 	VMOVUPD Z9, (DI)
-	ADDQ $64, SI
-	ADDQ $64, DI
-	DECQ CX
+	NEXT8(8)
 	JNZ exp512Loop
 	VZEROUPPER
 	RET
@@ -326,9 +330,7 @@ sigmoid512Loop:
 	VDIVPD Z9, Z11, Z9       // 1 / (1 + e^−x)
 	VCVTPD2PS Z9, Y9
 	VMOVUPS Y9, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	DECQ CX
+	NEXT8(4)
 	JNZ sigmoid512Loop
 	VZEROUPPER
 	RET
@@ -358,9 +360,7 @@ tanh512Loop:
 	VBLENDMPD Z12, Z10, K1, Z10
 	VCVTPD2PS Z10, Y10
 	VMOVUPS Y10, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	DECQ CX
+	NEXT8(4)
 	JNZ tanh512Loop
 	VZEROUPPER
 	RET
