@@ -75,8 +75,9 @@
 // what later steps read in a [Rows], a matrix that grows by rows:
 // appending, viewing and gathering are ops of the graph like the others, on
 // any device and with gradients, and appending writes into the storage it
-// keeps across steps.
-// On the CPU a step's results come from an [Arena].
+// keeps across steps. A recurrent state that a beam search reorders
+// between steps (a decoding's memory) goes in a [Carried]. On the CPU a
+// step's results come from an [Arena].
 //
 // A training step that runs the steps before it again, on batches of the
 // same shapes, makes its recording graph in a [StepMemory] ([InStepMemory]):
@@ -116,7 +117,9 @@
 // beside the caller, which goes on once that stage is done while the
 // helpers compute the rest — the later layers' conditional norms while the
 // first layers run. The values are those of each product computed alone:
-// a row's result depends on nothing else in the batch.
+// a row's result depends on nothing else in the batch. The products that a
+// step applies to the rows of a [Carried] are computed ahead, for the next
+// value as soon as it is set, and served reordered to the next step.
 //
 // Convolutions are deferred the same way on a graph that records nothing
 // (see [Graph.Conv2d]): one is computed when it is read, with the batch
