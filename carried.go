@@ -296,9 +296,6 @@ func (g *Graph) linearAhead(r *carriedRows, x, w, bias *Tensor) *Tensor {
 	if bias != nil {
 		bias.ready()
 	}
-	b := g.openBatch()
-	out.pend = pendMark{b: b, gen: b.gen, op: int32(len(b.ops))}
-	b.ops = append(b.ops, product{out: out, x: x, w: w, bias: bias, dep: -1, read: true,
+	return g.issue(product{out: out, x: x, w: w, bias: bias, dep: -1, read: true,
 		rows: stridedRows{first: first, stride: max(stride, 1), m: fresh}})
-	return out
 }

@@ -154,9 +154,15 @@ func (g *Graph) deferLinear(x, w, bias *Tensor) *Tensor {
 	}
 	var buf [8]int // on the stack for ranks up to 8
 	out := g.empty(x, append(append(buf[:0], x.shape[:x.Rank()-1]...), n))
-	out.pend = pendMark{b: b, gen: b.gen, op: int32(len(b.ops))}
-	b.ops = append(b.ops, product{out: out, x: x, w: w, bias: bias, dep: dep})
-	return out
+	return g.issue(product{out: out, x: x, w: w, bias: bias, dep: dep})
+}
+
+// issue adds p to g's open batch and returns p.out, its result, pending.
+func (g *Graph) issue(p product) *Tensor {
+	b := g.openBatch()
+	p.out.pend = pendMark{b: b, gen: b.gen, op: int32(len(b.ops))}
+	b.ops = append(b.ops, p)
+	return p.out
 }
 
 // fusable returns the product whose pending result t is, where an
@@ -340,8 +346,9 @@ func (b *batch) need(op int32) {
 		// The products the runner computes after op: those issued after
 		// it, and those computed ahead, which come last.
 		var rest int
+		opLate := b.ops[op].late
 		for i := range b.ops {
-			if p := &b.ops[i]; int32(i) != op && (p.late || int32(i) > op && !b.ops[op].late) {
+			if p := &b.ops[i]; int32(i) != op && (p.late || int32(i) > op && !opLate) {
 				rest += weightBytes(p.w)
 			}
 			if rest >= asideBytes {
