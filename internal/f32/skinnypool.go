@@ -220,14 +220,18 @@ type skinnyRunner struct {
 	wake    chan struct{}
 }
 
-// ClaimShare returns how many of left open chunks one claim takes
-// (guided self-scheduling): with two goroutines, a quarter, then a quarter
-// of the rest, down to single chunks at the end, so that the goroutines
-// finish together with few claims. A claim is a compare-and-swap on a
-// word both cores write, and its count another: each moves a cache line
-// between the cores. The skinny products here and internal/half's batches
-// claim this way.
-func ClaimShare(left uint64) uint64 { return max(1, left/4) }
+// ClaimShare returns how many of left open chunks one claim takes: a share
+// for each of the goroutines that work on a job, the caller and the
+// helpers (guided self-scheduling, Polychronopoulos and Kuck 1987). With
+// two goroutines a claim takes half, and the next half of the rest, down
+// to single chunks at the end, so that the goroutines finish together with
+// few claims. Few claims matter twice: a claim is a compare-and-swap on a
+// word both cores write, and its count another, each moving a cache line
+// between the cores; and every claim starts a stream of weight rows that
+// nothing has prefetched, where one claim's rows follow on from another
+// claim of the same goroutine only by chance. The skinny products here and
+// internal/half's batches claim this way. It needs the helpers started.
+func ClaimShare(left uint64) uint64 { return max(1, left/uint64(helpers.n+1)) }
 
 const (
 	stateBits = 20
