@@ -25,6 +25,7 @@ type Arena struct {
 	halves [2]arenaHalf
 	cur    int
 	graph  *Graph // the graph that uses it, whose deferred products Next computes first
+	limit  int    // the most float32 values a half holds (SetLimit); 0 for no limit
 }
 
 // arenaHalf is one half of an Arena: slabs for values, tensors, their
@@ -34,6 +35,9 @@ type arenaHalf struct {
 	tensors slab[Tensor]
 	shapes  slab[int]
 	headers slab[[]float32]
+	// full is set once a result did not fit under the arena's limit: the
+	// half's results until its next reset come from the heap.
+	full bool
 }
 
 // NewArena returns an empty arena; it grows during the first steps.
@@ -46,7 +50,7 @@ func (a *Arena) Next() {
 		a.graph.sync() // its deferred products may write into the half Next clears
 	}
 	a.cur ^= 1
-	a.halves[a.cur].reset()
+	a.halves[a.cur].reset(a.limit)
 }
 
 // Reset starts over: results made from now on overwrite every result made
@@ -59,9 +63,26 @@ func (a *Arena) Reset() {
 		a.graph.sync() // its deferred products may write into the memory Reset hands out again
 	}
 	for i := range a.halves {
-		a.halves[i].reset()
+		a.halves[i].reset(a.limit)
 	}
 	a.cur = 0
+}
+
+// SetLimit bounds the memory the arena keeps to about bytes for each of
+// its halves: once the results made since the last Next or Reset would
+// take more, the later ones, up to the next Next or Reset, are made as on
+// a graph without an arena, and the collector frees each of them once it
+// is dropped. The arena's buffers then never grow past the limit. An
+// arena whose computations are now and then much larger than usual (the
+// start of a decoding of a large batch, with its encoder's intermediate
+// results) so keeps the memory of the usual ones only, and holds no more
+// than that while a larger one runs: every result of a half is live as
+// long as any one of them is. Zero, the default, sets no limit.
+func (a *Arena) SetLimit(bytes int) {
+	if bytes < 0 {
+		panic(fmt.Sprintf("radgen: arena limit of %d bytes", bytes))
+	}
+	a.limit = bytes / 4
 }
 
 // Bytes returns the size of the buffers the arena keeps for its results'
@@ -81,13 +102,24 @@ func (a *Arena) Bytes() int {
 // (for an op that writes every one).
 func (a *Arena) zeros(shape []int, dirty bool) *Tensor {
 	n := checkShape(shape)
-	return a.view(a.halves[a.cur].floats.take(n, !dirty), shape)
+	h := &a.halves[a.cur]
+	if a.limit > 0 && !h.full && h.floats.need+n > a.limit {
+		h.full = true
+	}
+	if h.full {
+		return FromFloat32(make([]float32, n), shape...)
+	}
+	return a.view(h.floats.take(n, !dirty), shape)
 }
 
 // view returns a CPU tensor of shape over data (len(data) values), from the
-// current half.
+// current half (from the heap once the half is full: an arena tensor
+// would keep data alive as long as the half's other results).
 func (a *Arena) view(data []float32, shape []int) *Tensor {
 	h := &a.halves[a.cur]
+	if h.full {
+		return FromFloat32(data, shape...)
+	}
 	t := &h.tensors.take(1, true)[0]
 	hdr := &h.headers.take(1, true)[0]
 	*hdr = data
@@ -99,12 +131,14 @@ func (a *Arena) view(data []float32, shape []int) *Tensor {
 }
 
 // reset hands h's memory out again from its start, grown to hold all that
-// was taken from it since the last reset.
-func (h *arenaHalf) reset() {
-	h.floats.reset()
-	h.tensors.reset()
-	h.shapes.reset()
-	h.headers.reset()
+// was taken from it since the last reset, its values to at most limit (0:
+// no limit).
+func (h *arenaHalf) reset(limit int) {
+	h.full = false
+	h.floats.reset(limit)
+	h.tensors.reset(0)
+	h.shapes.reset(0)
+	h.headers.reset(0)
 }
 
 // slab hands out consecutive pieces of one buffer. A piece that does not
@@ -130,9 +164,13 @@ func (s *slab[T]) take(n int, zero bool) []T {
 	return v
 }
 
-func (s *slab[T]) reset() {
+func (s *slab[T]) reset(most int) {
 	if s.need > len(s.buf) {
-		s.buf = make([]T, s.need+s.need/4)
+		n := s.need + s.need/4
+		if most > 0 {
+			n = max(min(n, most), s.need)
+		}
+		s.buf = make([]T, n)
 	}
 	s.used, s.need = 0, 0
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -333,4 +334,44 @@ func TestDeferredReadsTakenOver(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An arena with a limit hands out its memory up to the limit only: the
+// results past it are made on the heap, keep their values when the arena's
+// memory is handed out again, and do not grow the arena; the results of a
+// graph with a limited arena are those of a graph without one.
+func TestArenaLimit(t *testing.T) {
+	c := newArenaMLPs(11)
+	const limit = 4 * 3 * 256 * 2 // two results of (3, 256)
+	c.arena.SetLimit(limit)
+	var past []*Tensor // results made past the limit, with their values then
+	var values [][]float32
+	for range 3 {
+		c.arena.Reset()
+		outs := mlps(c.g, c.x, c.first, c.second, c.offsets, false)
+		for i := range outs {
+			sameValues(t, "with a limited arena", outs[i], c.want[i])
+		}
+		if got := c.arena.Bytes(); got > limit {
+			t.Fatalf("an arena limited to %d bytes holds %d", limit, got)
+		}
+		last := outs[len(outs)-1]
+		past, values = append(past, last), append(values, slices.Clone(last.Data()))
+	}
+	// The arena's memory was handed out twice more since the first run:
+	// results made past the limit are the heap's, not overwritten.
+	for i := range past {
+		if !slices.Equal(past[i].Data(), values[i]) {
+			t.Fatalf("result %d made past the arena's limit changed after the arena's memory was handed out again", i)
+		}
+	}
+	c.arena.SetLimit(0) // no limit: the arena grows to a run's size again
+	for range 2 {
+		c.arena.Reset()
+		mlps(c.g, c.x, c.first, c.second, c.offsets, false)[0].Data()
+	}
+	if got := c.arena.Bytes(); got <= limit {
+		t.Fatalf("an arena without a limit holds %d bytes after a run past %d", got, limit)
+	}
+	c.g.SetArena(nil)
 }

@@ -73,7 +73,7 @@ func (w *StepMemory) start(g *Graph) {
 		w.leaves[i] = nil
 	}
 	w.leaves = w.leaves[:0]
-	w.mem.reset()
+	w.mem.reset(0)
 	w.graph = g
 	g.ws = w
 	g.tape, g.ins = w.tape[:0], w.ins[:0]
