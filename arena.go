@@ -107,7 +107,7 @@ func (a *Arena) zeros(shape []int, dirty bool) *Tensor {
 		h.full = true
 	}
 	if h.full {
-		return FromFloat32(make([]float32, n), shape...)
+		return Zeros(shape...)
 	}
 	return a.view(h.floats.take(n, !dirty), shape)
 }

@@ -246,15 +246,15 @@ func (b *batch) submit() {
 			b.lastRI = p.ri
 		}
 	}
-	half, late := 0, false // half of the weight bytes of the products not late
+	mid, late := 0, false // half of the weight bytes of the products not late
 	for i := range b.ops {
 		if b.ops[i].late {
 			late = true
 		} else {
-			half += weightBytes(b.ops[i].w)
+			mid += weightBytes(b.ops[i].w)
 		}
 	}
-	half /= 2
+	mid /= 2
 	placeLate := func() {
 		if held >= 0 {
 			place(held)
@@ -273,7 +273,7 @@ func (b *batch) submit() {
 		if p.late {
 			continue
 		}
-		if late && streamed >= half {
+		if late && streamed >= mid {
 			placeLate()
 		}
 		streamed += weightBytes(p.w)

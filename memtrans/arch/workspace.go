@@ -74,9 +74,6 @@ func (ws *Workspace) Caches(n, rows int) []*mesh.KVCache {
 // Neither ws nor its caches may be used after it.
 func (ws *Workspace) Release(g *radgen.Graph) {
 	g.SetArena(nil)
-	if ws.start.Bytes() > maxKeptStart {
-		ws.start = radgen.NewArena()
-	}
 	workspaces.Put(ws)
 }
 
